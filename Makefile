@@ -1,0 +1,42 @@
+# attnlib — `make book` builds the HTML book, `make test` runs the whole test suite.
+# Both do all set-up on a fresh clone: a virtual environment in .venv, the package with its extras,
+# and a `python3` Jupyter kernel inside that environment (the user's own Jupyter config is not touched).
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.attnlib-setup
+
+# The kernelspec lives in the venv; JUPYTER_PATH puts it before any user-level `python3` spec.
+export JUPYTER_PATH := $(abspath $(VENV))/share/jupyter
+export MPLBACKEND   := Agg
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+.PHONY: setup test test-fast lint book bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[book,dev]'
+	$(PY) -m ipykernel install --prefix $(abspath $(VENV)) --name python3 --display-name "Python 3 (attnlib)" >/dev/null
+	@touch $@
+
+lint: setup
+	$(PY) -m ruff check attnlib tests
+
+test: setup lint
+	$(PY) -m pytest
+
+test-fast: setup
+	$(PY) -m pytest -m "not slow"
+
+book: setup
+	$(VENV)/bin/jupyter-book build book -W
+	@echo "The book is at $(CURDIR)/_build/html/index.html"
+
+bench: setup
+	$(PY) -m attnlib bench
+
+clean:
+	rm -rf _build book/_build book/_executed .pytest_cache
