@@ -1,0 +1,165 @@
+"""Relative positional attention scores, one map per head, on an H x W grid of tokens.
+
+Every encoding exposes ``scores(height, width) -> (heads, N, N)`` with ``N = H * W`` tokens in
+row-major order (token ``i * W + j`` is pixel ``(i, j)``). Entry ``[h, q, k]`` depends only on the shift
+``δ = key − query = (k_i − q_i, k_j − q_j)`` (row shift first, then column shift), as in the official
+code (``R[i, j, k, l] = grid[k, l] − grid[i, j]``). The attention layer adds these scores to the content
+scores as an additive bias before the softmax.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attnlib.errors import ConfigError
+
+
+def relative_shifts(size: int, device=None, dtype=None) -> Tensor:
+    """Shift ``δ[q, k] = k − q`` along one axis of length ``size``: shape (size, size)."""
+    r = torch.arange(size, device=device)
+    delta = r.view(1, -1) - r.view(-1, 1)
+    return delta if dtype is None else delta.to(dtype)
+
+
+def _grid_scores(row: Tensor, col: Tensor, cross: Tensor | None = None) -> Tensor:
+    """Combine per-axis scores into a (heads, N, N) map.
+
+    row (heads, H, H) indexed [q_i, k_i]; col (heads, W, W) indexed [q_j, k_j];
+    cross (heads, H, W, H, W) or None. Returns s[h, (q_i, q_j), (k_i, k_j)] = row + col (+ cross).
+    """
+    heads, height, width = row.shape[0], row.shape[1], col.shape[1]
+    s = row[:, :, None, :, None] + col[:, None, :, None, :]  # (heads, H, W, H, W)
+    if cross is not None:
+        s = s + cross
+    return s.reshape(heads, height * width, height * width)
+
+
+class QuadraticEncoding(nn.Module):
+    """Quadratic (Gaussian) positional encoding of Cordonnier et al., eq. (9) and its generalisation.
+
+    Score of head h for the shift δ (key − query):
+
+        A^(h)_{q,k} = −½ (δ − Δ^(h))ᵀ Σ^(h)−1 (δ − Δ^(h))
+
+    Parameters (the names the trainer excludes from weight decay):
+
+    - ``centers`` (heads, 2): Δ^(h) = (row shift, column shift); init N(0, 2²) (``gaussian_init_mu_std``).
+    - ``spreads``: the official ``attention_spreads``.
+        * isotropic: (heads,), s_h, with Σ^(h)−1 = s_h² I; init 1 + N(0, 0.01²). The score is then
+          −α_h ‖δ − Δ^(h)‖² with **α_h = s_h² / 2** (the paper's eq. (9) width; see ``alpha()``).
+        * non-isotropic: (heads, 2, 2), S_h = Σ^(h)−1/2 with Σ^(h)−1 = S_h S_hᵀ (einsum ``hij,hkj->hik``
+          in the official code), which keeps Σ−1 positive semi-definite; init I + N(0, 0.01²).
+
+    The official ``GaussianSelfAttention`` computes the same score through the target vector
+    u_h = −½(−2(aΔ₁+bΔ₂), −2(cΔ₂+bΔ₁), a, c, 2b) dotted with r_δ = (δ₁, δ₂, δ₁², δ₂², δ₁δ₂); that
+    differs from the expression above by the per-head constant ½ΔᵀΣ−1Δ, which the softmax cancels.
+    We evaluate the centred form directly (better conditioned at large α).
+    """
+
+    def __init__(self, heads: int, isotropic: bool = True, center_std: float = 2.0, spread_std: float = 0.01):
+        super().__init__()
+        if heads < 1:
+            raise ConfigError("heads", heads, "an integer >= 1")
+        self.heads, self.isotropic = heads, isotropic
+        self.centers = nn.Parameter(torch.randn(heads, 2) * center_std)
+        if isotropic:
+            spreads = 1.0 + torch.randn(heads) * spread_std
+        else:
+            spreads = torch.eye(2).repeat(heads, 1, 1) + torch.randn(heads, 2, 2) * spread_std
+        self.spreads = nn.Parameter(spreads)
+
+    def inverse_covariance(self) -> Tensor:
+        """Σ−1 per head: (heads, 2, 2)."""
+        if self.isotropic:
+            eye = torch.eye(2, device=self.spreads.device, dtype=self.spreads.dtype)
+            return self.spreads.pow(2)[:, None, None] * eye  # Σ−1 = s² I
+        return torch.einsum("hij,hkj->hik", self.spreads, self.spreads)  # Σ−1 = S Sᵀ
+
+    def alpha(self) -> Tensor:
+        """Isotropic width α_h = s_h² / 2 of the paper's score −α‖δ − Δ‖²: (heads,)."""
+        if not self.isotropic:
+            raise ConfigError("isotropic", False, "True (alpha is defined for the isotropic encoding)")
+        return self.spreads.pow(2) / 2
+
+    def scores(self, height: int, width: int) -> Tensor:
+        """Positional scores (heads, N, N), N = height * width, δ = key − query."""
+        c = self.centers
+        d_row = relative_shifts(height, c.device, c.dtype)[None] - c[:, 0, None, None]  # (heads, H, H)
+        d_col = relative_shifts(width, c.device, c.dtype)[None] - c[:, 1, None, None]  # (heads, W, W)
+        if self.isotropic:
+            half_s2 = -0.5 * self.spreads.pow(2)[:, None, None]  # −½ s²
+            return _grid_scores(half_s2 * d_row.pow(2), half_s2 * d_col.pow(2))
+        inv = self.inverse_covariance()
+        a, b, cc = (inv[:, 0, 0, None, None], inv[:, 0, 1, None, None], inv[:, 1, 1, None, None])
+        # −½ [a δ₁² + 2b δ₁δ₂ + c δ₂²] with δ centred on Δ
+        cross = -b[:, :, :, None, None] * d_row[:, :, None, :, None] * d_col[:, None, :, None, :]
+        return _grid_scores(-0.5 * a * d_row.pow(2), -0.5 * cc * d_col.pow(2), cross)
+
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}, isotropic={self.isotropic}"
+
+
+class Learned2DEncoding(nn.Module):
+    """Learned relative 2D encoding (official ``Learned2DRelativeSelfAttention``).
+
+    Two tables ``row_embeddings`` / ``col_embeddings`` of shape (2·max_pos − 1, D_p), indexed by the
+    row / column shift δ + max_pos − 1, and two bias-free maps ``head_keys_row`` / ``head_keys_col``
+    (D_p → heads). Positional score of head h (the last term of eq. (8), v ᵀ Ŵ_key r_δ):
+
+        A^(h)_{q,k} = w_row^(h)ᵀ r^row_{δ₁} + w_col^(h)ᵀ r^col_{δ₂}
+
+    which does not depend on the input. **With content** the layer also adds the query-dependent
+    term of eq. (8), X_q W_qry Ŵ_key r_δ, through ``query_scores``: the query of head h dotted with the
+    row and column embeddings of the shift, q_h·(r^row_{δ₁} + r^col_{δ₂})/√d_h (D_p = d_h). It adds no
+    parameters, so counts equal the official code's (which keeps only w_hᵀ r_δ beside q·k). Parameter
+    count per layer: 2·(2·max_pos − 1)·D_p + 2·D_p·heads, D_p = ``pos_dim`` (default: the hidden size,
+    as the official ``position_encoding_size=-1``).
+    """
+
+    def __init__(self, heads: int, dim: int, max_pos: int = 16, pos_dim: int | None = None):
+        super().__init__()
+        if heads < 1:
+            raise ConfigError("heads", heads, "an integer >= 1")
+        if max_pos < 1:
+            raise ConfigError("max_pos", max_pos, "an integer >= 1")
+        pos_dim = dim if pos_dim is None else pos_dim
+        self.heads, self.max_pos, self.pos_dim = heads, max_pos, pos_dim
+        self.row_embeddings = nn.Embedding(2 * max_pos - 1, pos_dim)
+        self.col_embeddings = nn.Embedding(2 * max_pos - 1, pos_dim)
+        self.head_keys_row = nn.Linear(pos_dim, heads, bias=False)
+        self.head_keys_col = nn.Linear(pos_dim, heads, bias=False)
+
+    def _shift_index(self, height: int, width: int) -> tuple[Tensor, Tensor]:
+        if max(height, width) > self.max_pos:
+            raise ConfigError("max_pos", self.max_pos, f">= the grid size {height}x{width}")
+        dev = self.row_embeddings.weight.device
+        return (
+            relative_shifts(height, dev) + self.max_pos - 1,  # (H, H): table row of δ₁ = k_i − q_i
+            relative_shifts(width, dev) + self.max_pos - 1,  # (W, W): table row of δ₂ = k_j − q_j
+        )
+
+    def scores(self, height: int, width: int) -> Tensor:
+        """Positional scores (heads, N, N), N = height * width, δ = key − query."""
+        idx_row, idx_col = self._shift_index(height, width)
+        # project each table row once, then index by shift (same values and gradients as index-then-project)
+        row = self.head_keys_row(self.row_embeddings.weight)  # (2M−1, heads): w_rowᵀ r^row_δ
+        col = self.head_keys_col(self.col_embeddings.weight)
+        return _grid_scores(row[idx_row].permute(2, 0, 1), col[idx_col].permute(2, 0, 1))
+
+    def query_scores(self, q: Tensor, height: int, width: int) -> Tensor:
+        """Query-positional scores q_h·(r^row_{δ₁} + r^col_{δ₂})/√d_h: q (B, heads, N, D_p) -> (B, heads, N, N)."""
+        b, heads, n, d = q.shape
+        if d != self.pos_dim:
+            raise ConfigError("pos_dim", self.pos_dim, f"equal to the head dimension {d}")
+        idx_row, idx_col = self._shift_index(height, width)
+        scale = d**-0.5
+        # q·r for every table row, then pick the row of each key's shift: (B, heads, H, W, 2M−1)
+        qr = (q @ self.row_embeddings.weight.t().to(q.dtype) * scale).view(b, heads, height, width, -1)
+        qc = (q @ self.col_embeddings.weight.t().to(q.dtype) * scale).view(b, heads, height, width, -1)
+        row = qr.gather(-1, idx_row.view(1, 1, height, 1, height).expand(b, heads, height, width, height))
+        col = qc.gather(-1, idx_col.view(1, 1, 1, width, width).expand(b, heads, height, width, width))
+        return (row[..., :, None] + col[..., None, :]).reshape(b, heads, n, n)  # [q_i,q_j,k_i,k_j]
+
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}, max_pos={self.max_pos}, pos_dim={self.pos_dim}"

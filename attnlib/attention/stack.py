@@ -1,0 +1,108 @@
+"""Encoder blocks (attention + MLP) and the encoder: independent blocks or Hierarchical Attention.
+
+``norm="post"`` is the paper's BERT layer (official ``BertLayer``):
+
+    a = MHSA(x);  x = LN(x + Dropout(Dense(a)));  x = LN(x + Dropout(W₂ GELU(W₁ x)))
+
+where ``Dense`` (``attn_dense=True``) is the extra Linear(D, D) of ``BertSelfOutput``.
+``norm="pre"`` is the ViT block:
+
+    x = x + Dropout(MHSA(LN(x)));  x = x + Dropout(W₂ GELU(W₁ LN(x)))
+
+Hierarchical Attention ([Re] report, Sec. 4.1): one shared block applied ``layers`` times; the keys
+are computed once, from the first application's input, and reused; queries, values and positional
+scores are recomputed from each application's input. The parameter count does not depend on ``layers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torch import Tensor, nn
+
+from attnlib.errors import ConfigError
+
+from .layer import MultiHeadSelfAttention2d
+
+NORMS = ("post", "pre")
+
+
+class EncoderBlock(nn.Module):
+    """Attention + MLP with residuals, layer norms and dropout. x (B, H, W, D) -> (B, H, W, D).
+
+    Args:
+        attn: the attention layer (its ``out_dim`` must equal ``dim``).
+        dim: hidden size D. mlp: MLP hidden size. dropout: hidden dropout.
+        norm: "post" (paper / BERT) or "pre" (ViT). eps: layer-norm epsilon (official: 1e-12).
+        attn_dense: add BertSelfOutput's Linear(D, D) after the attention (paper model).
+    """
+
+    def __init__(
+        self,
+        attn: MultiHeadSelfAttention2d,
+        dim: int,
+        mlp: int,
+        dropout: float = 0.1,
+        norm: str = "post",
+        eps: float = 1e-12,
+        attn_dense: bool = False,
+    ):
+        super().__init__()
+        if norm not in NORMS:
+            raise ConfigError("norm", norm, list(NORMS))
+        if not 0.0 <= dropout < 1.0:
+            raise ConfigError("dropout", dropout, "a float in [0, 1)")
+        self.norm = norm
+        self.attn = attn
+        self.attn_dense = nn.Linear(dim, dim) if attn_dense else nn.Identity()
+        self.norm1 = nn.LayerNorm(dim, eps=eps)
+        self.mlp = nn.Sequential(nn.Linear(dim, mlp), nn.GELU(), nn.Linear(mlp, dim))
+        self.norm2 = nn.LayerNorm(dim, eps=eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self, x: Tensor, keys: Tensor | None = None, return_attention: bool = False
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """x (B, H, W, D) -> (x, keys used, probabilities (B, heads, N, N) or None)."""
+        if self.norm == "post":
+            a, keys, probs = self.attn(x, keys, return_attention)
+            x = self.norm1(x + self.dropout(self.attn_dense(a)))
+            x = self.norm2(x + self.dropout(self.mlp(x)))
+        else:
+            a, keys, probs = self.attn(self.norm1(x), keys, return_attention)
+            x = x + self.dropout(self.attn_dense(a))
+            x = x + self.dropout(self.mlp(self.norm2(x)))
+        return x, keys, probs
+
+
+class Encoder(nn.Module):
+    """``layers`` applications of blocks made by ``block_factory``.
+
+    hierarchical=False: ``layers`` independent blocks, each computing its own keys.
+    hierarchical=True: one shared block (``self.block``) applied ``layers`` times; keys from the first
+    application are passed to every later one (its ``attn.key`` runs once per forward).
+    """
+
+    def __init__(self, block_factory: Callable[[], EncoderBlock], layers: int, hierarchical: bool = False):
+        super().__init__()
+        if layers < 1:
+            raise ConfigError("layers", layers, "an integer >= 1")
+        self.layers, self.hierarchical = layers, hierarchical
+        if hierarchical:
+            self.block = block_factory()
+        else:
+            self.blocks = nn.ModuleList(block_factory() for _ in range(layers))
+
+    def applications(self) -> list[EncoderBlock]:
+        """The block used at each of the ``layers`` steps, in order."""
+        return [self.block] * self.layers if self.hierarchical else list(self.blocks)
+
+    def forward(self, x: Tensor, return_attention: bool = False) -> tuple[Tensor, list[Tensor]]:
+        """x (B, H, W, D) -> (x, maps): one (B, heads, N, N) map per application when asked, else []."""
+        maps, keys = [], None
+        for block in self.applications():
+            x, used, probs = block(x, keys if self.hierarchical else None, return_attention)
+            keys = used
+            if return_attention:
+                maps.append(probs)
+        return x, maps

@@ -1,0 +1,351 @@
+"""Small helpers for the book's chapters: parameter checks, paths, glue, and the published numbers.
+
+The chapters (``book/*.py``, jupytext percent format) stay thin: a ``parameters`` cell, then
+``params = check_params(...)`` (the one place bad values are caught), then calls into attnlib.
+
+Rule for training inside a chapter (parameter ``train_missing``):
+    ``None`` (the default) means "train what results/ lacks" -- *except* during the book build, where
+    this module, loaded by Sphinx as an extension (``_config.yml: sphinx.extra_extensions``), sets the
+    environment variable ``ATTNLIB_TRAIN_MISSING=0`` for every kernel the build starts, so the build
+    only reads saved results and shows missing ones as "not yet trained". ``True`` / ``False`` force
+    either behaviour (``papermill ... -p train_missing False``). The environment variable can be set by
+    hand too (``ATTNLIB_TRAIN_MISSING=1 jupyter-book build book`` trains during the build).
+
+Published and [Re] figures live in ``REFERENCES`` as data, each with its source, and ``NOT_FOUND``
+lists what the research notes could not recover, so the book can say so plainly.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from attnlib.errors import ConfigError
+
+TRAIN_MISSING_ENV = "ATTNLIB_TRAIN_MISSING"
+DATA_ENV = "ATTNLIB_DATA"
+RESULTS_ENV = "ATTNLIB_RESULTS"
+HEADS = (9, 16)
+MISSING = "not yet trained"
+
+
+# ----------------------------------------------------------------------------- errors and paths
+class ParameterError(ConfigError):
+    """A bad chapter parameter. In a notebook it prints as one line, without a traceback."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython hook: the lines shown instead of a traceback
+        return [f"ParameterError: {self}"]
+
+
+def repo_root() -> Path:
+    """The repository root: the nearest folder above the working directory holding ``_config.yml`` and
+    ``book/``; else the folder above the installed ``attnlib`` package; else the working directory."""
+    for folder in (Path.cwd(), *Path.cwd().parents):
+        if (folder / "_config.yml").is_file() and (folder / "book").is_dir():
+            return folder
+    package_parent = Path(__file__).resolve().parent.parent
+    if (package_parent / "_config.yml").is_file():
+        return package_parent
+    return Path.cwd()
+
+
+def default_data() -> str:
+    """``$ATTNLIB_DATA`` if set, else the shared CIFAR-10 copy ``../shared/data/cifar10`` beside the repo."""
+    return os.environ.get(DATA_ENV) or str((repo_root().parent / "shared" / "data" / "cifar10").resolve())
+
+
+def default_results_dir() -> Path:
+    """``$ATTNLIB_RESULTS`` if set, else ``results/`` at the repository root."""
+    return Path(os.environ.get(RESULTS_ENV) or repo_root() / "results")
+
+
+def _env_flag(name: str) -> bool | None:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return None
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ParameterError(name, value, "0 or 1")
+
+
+# ----------------------------------------------------------------------------- parameters
+@dataclass(frozen=True)
+class Params:
+    """The validated, resolved parameters of a chapter (``None`` where the chapter has no such parameter)."""
+
+    heads: int | None
+    preset: str | None
+    data: str | None
+    device: str | None
+    seed: int | None
+    train_missing: bool
+    results_dir: Path
+
+    @property
+    def can_train(self) -> bool:
+        return self.train_missing
+
+
+_UNSET = object()
+
+
+def _presets() -> tuple[str, ...]:
+    try:
+        from attnlib.experiments import PRESETS
+    except ImportError:  # registry not importable: fall back to the three documented presets
+        return ("paper", "budget", "smoke")
+    return tuple(PRESETS)
+
+
+def _check_device(device) -> str:
+    import torch
+
+    allowed = "auto, cpu, cuda, cuda:N" + ("" if torch.cuda.is_available() else " (no CUDA device here: auto or cpu)")
+    if not isinstance(device, str):
+        raise ParameterError("device", device, allowed)
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ParameterError("device", device, allowed) from None
+    if parsed.type == "cpu":
+        return device
+    if parsed.type == "cuda" and torch.cuda.is_available():
+        if parsed.index is None or parsed.index < torch.cuda.device_count():
+            return device
+    raise ParameterError("device", device, allowed)
+
+
+def check_params(
+    *,
+    heads=_UNSET,
+    preset=_UNSET,
+    data=_UNSET,
+    device=_UNSET,
+    seed=_UNSET,
+    train_missing=None,
+    results_dir=None,
+) -> Params:
+    """Validate a chapter's parameters and resolve defaults; raise ``ParameterError`` (one line) on the
+    first bad value, naming the parameter and its allowed values.
+
+    ``data=None`` -> ``default_data()``; ``results_dir=None`` -> ``default_results_dir()``;
+    ``train_missing=None`` -> ``$ATTNLIB_TRAIN_MISSING`` if set (the book build sets 0), else True.
+    """
+    if heads is not _UNSET and (isinstance(heads, bool) or heads not in HEADS):
+        raise ParameterError("heads", heads, ", ".join(map(str, HEADS)))
+    if preset is not _UNSET and preset not in _presets():
+        raise ParameterError("preset", preset, ", ".join(_presets()))
+    if seed is not _UNSET and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ParameterError("seed", seed, "an integer >= 0")
+    if train_missing is not None and not isinstance(train_missing, bool):
+        raise ParameterError("train_missing", train_missing, "None (automatic), True, False")
+    if train_missing is None:
+        train_missing = _env_flag(TRAIN_MISSING_ENV)
+        train_missing = True if train_missing is None else train_missing
+    if results_dir is not None and not isinstance(results_dir, (str, os.PathLike)):
+        raise ParameterError("results_dir", results_dir, "a folder path or None (results/ at the repository root)")
+    if device is not _UNSET:
+        device = _check_device(device)
+    if data is not _UNSET:
+        if data is None:
+            data = default_data()
+        elif not isinstance(data, str) or (data != "synthetic" and not Path(data).expanduser().is_dir()):
+            raise ParameterError("data", data, "'synthetic' or an existing CIFAR-10 folder (None: the default copy)")
+        if data != "synthetic":
+            data = str(Path(data).expanduser().resolve())
+    results_dir = Path(results_dir).expanduser() if results_dir is not None else default_results_dir()
+
+    def value(v):
+        return None if v is _UNSET else v
+
+    return Params(
+        heads=value(heads),
+        preset=value(preset),
+        data=value(data),
+        device=value(device),
+        seed=value(seed),
+        train_missing=train_missing,
+        results_dir=results_dir.resolve(),
+    )
+
+
+# ----------------------------------------------------------------------------- glue and notes
+def is_missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def fmt(value, spec: str = "{:.1%}", missing: str = MISSING) -> str:
+    """Format a number for prose; a missing value (None or NaN) becomes ``missing``."""
+    return missing if is_missing(value) else spec.format(value)
+
+
+def glue_text(name: str, value, spec: str = "{:.1%}", missing: str = MISSING) -> None:
+    """Glue a number, formatted, for ``{glue:text}`name``` in the prose (missing -> ``missing``)."""
+    from myst_nb import glue
+
+    glue(name, fmt(value, spec, missing), display=False)
+
+
+def glue_figure(name: str, figure) -> None:
+    """Glue a matplotlib figure for ``{glue:figure}`` and close it (so it is not drawn twice)."""
+    import matplotlib.pyplot as plt
+    from myst_nb import glue
+
+    glue(name, figure, display=False)
+    plt.close(figure)
+
+
+def note(text: str, kind: str = "note") -> None:
+    """Show a MyST admonition (``note``, ``warning``, ``important``) in the cell output."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(f":::{{{kind}}}\n{text}\n:::"))
+
+
+def note_missing(what: str, preset: str, experiments=()) -> None:
+    """Say plainly that a figure or table cannot be drawn because results are missing at this preset."""
+    names = ", ".join(f"`{e}`" for e in experiments)
+    note(
+        f"**{what}: {MISSING} at preset `{preset}`**{' (' + names + ')' if names else ''}. "
+        "The book build only reads saved results; train them with "
+        f"`python -m attnlib train EXPERIMENT --preset {preset}`, or run this chapter with papermill "
+        "(which trains what `results/` lacks).",
+        "warning",
+    )
+
+
+# ----------------------------------------------------------------------------- published numbers
+PAPER = "Cordonnier et al. (2020)"
+RE = "[Re] Varma & Prabhu (2021)"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One number from the literature beside ours.
+
+    ``quantity`` is ``test_accuracy`` (a fraction) or ``params``; ``kind`` says what sort of figure it
+    is: ``printed`` (read in the paper), ``claimed`` (a benchmark page quoting the paper),
+    ``run-log`` (a run folder name / W&B export of the [Re] authors, not their printed table) or
+    ``derived`` (counted from the authors' code, not printed anywhere)."""
+
+    experiment: str
+    source: str
+    quantity: str
+    value: float
+    kind: str
+    where: str
+    note: str = ""
+
+
+_S1 = "epfml/attention-cnn code, layer shapes of runs/*/run.sh (derived in the research notes, A.3)"
+_S6 = "sotaverified.org benchmark entry for the paper (CIFAR-10, 'SA quadratic embedding', listed as claimed)"
+_S8_LOG = "NishantPrabhu/Self-Attention-and-Convolutions, temp/log_extract.ipynb run-folder name `{}`"
+_S8_CODE = "NishantPrabhu/Self-Attention-and-Convolutions code and configs (derived in the research notes, B.1-B.2)"
+
+
+def _acc(experiment, source, value, kind, where, note=""):
+    return Reference(experiment, source, "test_accuracy", value, kind, where, note)
+
+
+def _par(experiment, source, value, where, note=""):
+    return Reference(experiment, source, "params", value, "derived", where, note)
+
+
+REFERENCES: tuple[Reference, ...] = (
+    # Cordonnier et al. (2020), Table 1: only one accuracy could be read, on a benchmark page.
+    _acc(
+        "quadratic_iso_9h", PAPER, 0.938, "claimed", _S6,
+        "Table 1 row 'SA quadratic embedding'; which quadratic variant the row is was not read",
+    ),
+    _par("quadratic_iso_9h", PAPER, 12_086_844, _S1),
+    _par("quadratic_aniso_9h", PAPER, 12_087_006, _S1),
+    _par("learned_9h", PAPER, 12_278_682, _S1),
+    _par("learned_content_9h", PAPER, 29_601_882, _S1, "no run script for this model in the official code"),
+    # [Re] (Varma & Prabhu): run-log values; the printed tables were not retrievable.
+    _acc("resnet18", RE, 0.9463, "run-log", _S8_LOG.format("resnet18_9463")),
+    _acc(
+        "quadratic_iso_9h", RE, 0.9365, "run-log", _S8_LOG.format("g_..._normal_9365"),
+        "isotropic or not is not stated in the run name; W&B CSV max 0.9341",
+    ),
+    _acc(
+        "quadratic_aniso_9h", RE, 0.9365, "run-log", _S8_LOG.format("g_..._normal_9365"),
+        "isotropic or not is not stated in the run name (same run as the isotropic row)",
+    ),
+    _acc(
+        "quadratic_aniso_16h", RE, 0.9311, "run-log", _S8_LOG.format("g_..._normal_16heads_9311"),
+        "isotropic or not is not stated in the run name",
+    ),
+    _acc("learned_9h", RE, 0.9036, "run-log", _S8_LOG.format("l2d_..._normal_nqc_9036"), "W&B CSV max 0.9036"),
+    _acc("learned_16h", RE, 0.9115, "run-log", _S8_LOG.format("l2d_..._normal_nqc_16heads_9115")),
+    _acc("learned_content_9h", RE, 0.8636, "run-log", _S8_LOG.format("l2d_..._normal_qc_8636"), "W&B CSV max 0.8636"),
+    _acc("learned_content_16h", RE, 0.8556, "run-log", _S8_LOG.format("l2d_..._qc_normal_16heads_8556")),
+    _acc(
+        "learned_content_9h_ha", RE, 0.9100, "run-log", _S8_LOG.format("l2d_..._hier_qc_9100"),
+        "W&B CSV max 0.9074 (possibly an earlier run)",
+    ),
+    _acc("learned_content_16h_ha", RE, 0.8768, "run-log", _S8_LOG.format("l2d_..._hier_qc_16heads_8768")),
+    _par("quadratic_iso_9h", RE, 11_124_444, _S8_CODE),
+    _par("quadratic_aniso_9h", RE, 11_124_606, _S8_CODE),
+    _par("learned_9h", RE, 11_316_390, _S8_CODE),
+    _par("learned_16h", RE, 13_973_802, _S8_CODE, "the [Re] 16-head configs use hidden 256, MLP 400"),
+    _par("learned_content_9h", RE, 28_478_682, _S8_CODE),
+    _par("learned_content_16h", RE, 26_459_754, _S8_CODE, "the [Re] 16-head configs use hidden 256, MLP 400"),
+    _par("learned_content_9h_ha", RE, 4_754_122, _S8_CODE),
+    _par("learned_content_16h_ha", RE, 4_414_874, _S8_CODE),
+)
+
+#: What the research notes could not find (the book states these plainly).
+NOT_FOUND: tuple[str, ...] = (
+    f"{PAPER}, Table 1: the accuracies of ResNet18, 'SA learned embedding' and 'SA learned embedding + "
+    "content', and every printed #params and #FLOPs value (only 'SA quadratic embedding 93.8 %' was read, "
+    "on a benchmark page).",
+    f"{PAPER}: the printed hyper-parameter table (the official code's defaults are used instead).",
+    f"{RE}: the printed reproduction table and Table 3 (accuracy, #params, wall time of every model and its "
+    "HA variant); the report PDF was not retrievable. The accuracies shown are the authors' run-log values.",
+    f"{RE}: any accuracy or wall time of SAN pairwise / patchwise, ViT and their HA variants.",
+    f"{RE}: any inference wall time (only the protocol, 10 warm-up + 300 timed single-image passes, is known "
+    "from their code).",
+)
+
+#: [Re] run-log accuracy of a model that is not in our registry (the book mentions it in the text).
+RE_QUADRATIC_9H_HA = _acc(
+    "quadratic_9h_ha", RE, 0.9282, "run-log", _S8_LOG.format("g_..._hier_9282"), "not an experiment of ours"
+)
+
+
+def references(experiment: str | None = None, source: str | None = None, quantity: str | None = None):
+    """The references matching the given fields, in ``REFERENCES`` order."""
+    return [
+        r
+        for r in REFERENCES
+        if (experiment is None or r.experiment == experiment)
+        and (source is None or r.source == source)
+        and (quantity is None or r.quantity == quantity)
+    ]
+
+
+def reference_value(experiment: str, source: str, quantity: str) -> float:
+    """The one reference value for (experiment, source, quantity), or NaN when none is known."""
+    found = references(experiment, source, quantity)
+    return found[0].value if found else math.nan
+
+
+def references_frame():
+    """All references as a table (experiment, source, quantity, value, kind, where, note)."""
+    import pandas as pd
+
+    return pd.DataFrame([r.__dict__ for r in REFERENCES])
+
+
+# ----------------------------------------------------------------------------- Sphinx extension
+def setup(app):
+    """Sphinx extension hook (listed in ``_config.yml``): chapters executed by the book build read saved
+    results and never train, unless ``ATTNLIB_TRAIN_MISSING`` was set explicitly."""
+    os.environ.setdefault(TRAIN_MISSING_ENV, "0")
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

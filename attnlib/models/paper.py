@@ -1,0 +1,122 @@
+"""The fully attentional classifier of Cordonnier et al. (official ``BertImage`` for CIFAR-10).
+
+x (B, 3, 32, 32) -> 2x2 invertible down-sampling (space-to-depth) (B, 16, 16, 12) -> Linear(12, D)
+-> L post-norm blocks [MHSA (value="paper") + Dense + LN, MLP + LN] -> mean over the 16x16 tokens
+-> Linear(D, classes). No [CLS] token, no absolute positional encoding. Init as ``init_bert_weights``:
+Normal(0, 0.02) for Linear / Embedding weights, zero biases, LayerNorm (1, 0); quadratic centres and
+spreads keep their own init.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlib.attention import (
+    Encoder,
+    EncoderBlock,
+    Learned2DEncoding,
+    MultiHeadSelfAttention2d,
+    QuadraticEncoding,
+)
+from attnlib.errors import ConfigError
+
+ENCODINGS = ("quadratic_iso", "quadratic_aniso", "learned")
+
+
+def _positive(name: str, value, minimum: int = 1) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(name, value, f"an integer >= {minimum}")
+
+
+def _probability(name: str, value) -> None:
+    if not isinstance(value, int | float) or not 0.0 <= value < 1.0:
+        raise ConfigError(name, value, "a float in [0, 1)")
+
+
+@dataclass
+class PaperConfig:
+    """The paper's model. Defaults: official run scripts (6 layers, 400 hidden, 512 MLP, 9 heads)."""
+
+    layers: int = 6
+    hidden: int = 400
+    mlp: int = 512
+    heads: int = 9
+    encoding: str = "quadratic_iso"  # "quadratic_iso" | "quadratic_aniso" | "learned"
+    content: bool = False  # add the content term q·k/√d_h (official use_attention_data)
+    hierarchical: bool = False  # HA: one shared block applied `layers` times, keys computed once
+    dropout: float = 0.1
+    attn_dropout: float = 0.1
+    max_pos: int = 16  # learned encoding: largest grid side
+    downsample: int = 2  # space-to-depth factor (1: none)
+    num_classes: int = 10
+
+    def __post_init__(self):
+        for name in ("layers", "hidden", "mlp", "heads", "max_pos", "downsample"):
+            _positive(name, getattr(self, name))
+        _positive("num_classes", self.num_classes, 2)
+        if self.encoding not in ENCODINGS:
+            raise ConfigError("encoding", self.encoding, list(ENCODINGS))
+        for name in ("content", "hierarchical"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(name, getattr(self, name), "True or False")
+        _probability("dropout", self.dropout)
+        _probability("attn_dropout", self.attn_dropout)
+
+
+def make_encoding(cfg: PaperConfig) -> nn.Module:
+    """The positional encoding of one attention layer."""
+    if cfg.encoding == "learned":
+        return Learned2DEncoding(cfg.heads, cfg.hidden, max_pos=cfg.max_pos)
+    return QuadraticEncoding(cfg.heads, isotropic=cfg.encoding == "quadratic_iso")
+
+
+def init_bert_weights(module: nn.Module, std: float = 0.02) -> None:
+    """Official init: Normal(0, std) for Linear / Embedding weights, zero biases, LayerNorm (1, 0)."""
+    if isinstance(module, nn.Linear | nn.Embedding):
+        nn.init.normal_(module.weight, 0.0, std)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+    if isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+class AttentionClassifier(nn.Module):
+    """The paper's classifier: x (B, 3, H, W) -> logits (B, classes) [, list of (B, heads, N, N)]."""
+
+    def __init__(self, cfg: PaperConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Linear(3 * cfg.downsample**2, cfg.hidden)  # official features_upscale
+
+        def block() -> EncoderBlock:
+            attn = MultiHeadSelfAttention2d(
+                cfg.hidden,
+                cfg.heads,
+                encoding=make_encoding(cfg),
+                content=cfg.content,
+                head_dim=cfg.hidden,  # official: per-head size = hidden size
+                attn_dropout=cfg.attn_dropout,
+                value="paper",
+            )
+            return EncoderBlock(
+                attn, cfg.hidden, cfg.mlp, cfg.dropout, norm="post", eps=1e-12, attn_dense=True
+            )
+
+        self.encoder = Encoder(block, cfg.layers, hierarchical=cfg.hierarchical)
+        self.classifier = nn.Linear(cfg.hidden, cfg.num_classes)
+        self.apply(init_bert_weights)
+
+    def forward(self, x: Tensor, return_attention: bool = False):
+        if x.shape[-1] % self.cfg.downsample or x.shape[-2] % self.cfg.downsample:
+            raise ConfigError(
+                "downsample", self.cfg.downsample, f"a divisor of the image size {tuple(x.shape[-2:])}"
+            )
+        x = F.pixel_unshuffle(x, self.cfg.downsample)  # invertible down-sampling (B, 3r², H/r, W/r)
+        x = self.embed(x.permute(0, 2, 3, 1))  # (B, H', W', D)
+        x, maps = self.encoder(x, return_attention)
+        logits = self.classifier(x.mean(dim=(1, 2)))  # average pooling over positions
+        return (logits, maps) if return_attention else logits

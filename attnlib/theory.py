@@ -1,0 +1,145 @@
+"""Theorem 1 made executable: a self-attention layer that computes a given convolution.
+
+Construction (Cordonnier et al., Lemma 1 and Lemma 2). For a K x K convolution with dilation d,
+take N_h = K² heads and the isotropic quadratic encoding; head h = a·K + b (kernel tap (a, b)) gets
+
+    Δ^(h) = d · (a − (K−1)/2, b − (K−1)/2),   score −α‖δ − Δ^(h)‖²,   W_qry = W_key = 0.
+
+As α → ∞, softmax(A^(h)_{q,:}) is one-hot at the key q + Δ^(h) (Lemma 1's condition), and with
+``value="paper"`` the layer computes Σ_h x[q + Δ^(h)] W^(h) + b, where the output slice
+W^(h) = kernel[:, :, a, b]ᵀ is Lemma 1's per-head filter. That is exactly the cross-correlation
+``F.conv2d`` computes. Zero "same" padding (padding = d·(K−1)/2): the paper notes attention keeps the
+image size while a convolution pads, so we attend over an explicitly zero-padded grid and crop back.
+In the encoding's parameters α = s²/2, i.e. ``spreads = √(2α)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlib.attention import MultiHeadSelfAttention2d, QuadraticEncoding
+from attnlib.errors import ConfigError
+
+
+class ConvAttention(nn.Module):
+    """pad -> multi-head self-attention -> crop. x (B, H, W, C_in) -> (B, H, W, C_out)."""
+
+    def __init__(self, attn: MultiHeadSelfAttention2d, pad: int):
+        super().__init__()
+        self.attn, self.pad = attn, pad
+
+    def forward(self, x: Tensor) -> Tensor:
+        p, (_, height, width, _) = self.pad, x.shape
+        out, _, _ = self.attn(F.pad(x, (0, 0, p, p, p, p)))  # zero-pad the grid (W and H axes)
+        return out[:, p : p + height, p : p + width]
+
+    def probabilities(self, height: int, width: int) -> Tensor:
+        """Positional attention (heads, N_p, N_p) on the padded (H + 2p) x (W + 2p) grid."""
+        p = self.pad
+        return torch.softmax(self.attn.encoding.scores(height + 2 * p, width + 2 * p), dim=-1)
+
+
+def _check_conv(conv: nn.Module) -> tuple[int, int]:
+    """Validate the theorem's conditions; returns (K, dilation)."""
+    if not isinstance(conv, nn.Conv2d):
+        raise ConfigError("conv", type(conv).__name__, "torch.nn.Conv2d")
+    kh, kw = conv.kernel_size
+    if kh != kw or kh % 2 == 0:
+        raise ConfigError("kernel_size", conv.kernel_size, "an odd square kernel (K, K)")
+    if tuple(conv.stride) != (1, 1):
+        raise ConfigError("stride", conv.stride, "(1, 1)")
+    if conv.groups != 1:
+        raise ConfigError("groups", conv.groups, "1")
+    dh, dw = conv.dilation
+    if dh != dw:
+        raise ConfigError("dilation", conv.dilation, "equal dilations (d, d)")
+    same = dh * (kh - 1) // 2
+    if conv.padding != "same" and tuple(conv.padding) != (same, same):
+        raise ConfigError("padding", conv.padding, f"'same' or ({same}, {same}) = dilation·(K−1)/2")
+    if conv.padding_mode != "zeros":
+        raise ConfigError("padding_mode", conv.padding_mode, "'zeros'")
+    return kh, dh
+
+
+def kernel_centers(kernel_size: int, dilation: int = 1) -> Tensor:
+    """Δ^(h) for h = a·K + b: d·(a − (K−1)/2, b − (K−1)/2), shape (K², 2), row shift first."""
+    r = (torch.arange(kernel_size) - (kernel_size - 1) // 2) * dilation
+    return torch.cartesian_prod(r, r).to(torch.get_default_dtype())
+
+
+@torch.no_grad()
+def attention_from_conv(conv: nn.Conv2d, alpha: float, content: bool = False) -> ConvAttention:
+    """A self-attention layer with K² heads whose output equals ``conv`` (Theorem 1).
+
+    conv: ``nn.Conv2d`` with an odd square kernel K, stride 1, any (equal) dilation d, groups 1,
+    bias or not, zero padding d·(K−1)/2 (or ``"same"``). Otherwise ConfigError names the attribute.
+    alpha: width α of the quadratic score −α‖δ − Δ‖² (larger is closer to the convolution).
+    content: build the layer with a content term whose query / key weights are zero (the theorem's
+    W_qry = W_key = 0) instead of a positional-only layer; the output is the same.
+
+    Returns a module mapping x (B, H, W, C_in) to ≈ conv(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1),
+    in conv's dtype and device, in eval mode.
+    """
+    k, d = _check_conv(conv)
+    if not isinstance(alpha, int | float) or not math.isfinite(alpha) or alpha <= 0:
+        raise ConfigError("alpha", alpha, "a finite number > 0")
+    c_out, c_in = conv.out_channels, conv.in_channels
+    heads = k * k
+    encoding = QuadraticEncoding(heads, isotropic=True)
+    attn = MultiHeadSelfAttention2d(
+        c_in, heads, encoding=encoding, content=content, attn_dropout=0.0, value="paper", out_dim=c_out
+    )
+    attn = attn.to(device=conv.weight.device, dtype=conv.weight.dtype)
+    encoding.centers.copy_(kernel_centers(k, d))
+    encoding.spreads.fill_(math.sqrt(2.0 * alpha))  # α = s²/2
+    if content:
+        for lin in (attn.query, attn.key):
+            lin.weight.zero_()
+            lin.bias.zero_()
+    # out.weight[o, h·C_in + c] = kernel[o, c, a, b], h = a·K + b   (Lemma 1: W^(h) = kernel slice)
+    attn.out.weight.copy_(conv.weight.permute(0, 2, 3, 1).reshape(c_out, heads * c_in))
+    if conv.bias is not None:
+        attn.out.bias.copy_(conv.bias)
+    else:
+        attn.out.bias.zero_()
+    return ConvAttention(attn, pad=d * (k - 1) // 2).eval()
+
+
+def conv_reference(conv: nn.Conv2d, x: Tensor) -> Tensor:
+    """The convolution on channels-last input: x (B, H, W, C_in) -> (B, H, W, C_out)."""
+    return conv(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+
+
+@torch.no_grad()
+def conv_relative_error(conv: nn.Conv2d, alpha: float, x: Tensor, content: bool = False) -> float:
+    """‖MHSA(x) − Conv(x)‖_F / ‖Conv(x)‖_F for the constructed layer; x (B, H, W, C_in)."""
+    ref = conv_reference(conv, x)
+    out = attention_from_conv(conv, alpha, content)(x)
+    return (torch.linalg.vector_norm(out - ref) / torch.linalg.vector_norm(ref)).item()
+
+
+def alpha_sweep(conv: nn.Conv2d, alphas, x: Tensor) -> list[float]:
+    """Relative error (see ``conv_relative_error``) for each α in ``alphas``: the error falls as α grows."""
+    return [conv_relative_error(conv, float(a), x) for a in alphas]
+
+
+@torch.no_grad()
+def head_attention_maps(
+    layer: ConvAttention, height: int, width: int, query: tuple[int, int] | None = None
+) -> Tensor:
+    """Attention of every head for one query pixel: (heads, H, W) on the unpadded image.
+
+    query: (row, col) in the H x W image (default: its centre). Keys in the zero padding are dropped
+    (their value is zero); at large α each map is one-hot at query + Δ^(h).
+    """
+    p = layer.pad
+    qi, qj = (height // 2, width // 2) if query is None else query
+    if not (0 <= qi < height and 0 <= qj < width):
+        raise ConfigError("query", query, f"a pixel (row, col) inside {height}x{width}")
+    hp, wp = height + 2 * p, width + 2 * p
+    probs = layer.probabilities(height, width)[:, (qi + p) * wp + (qj + p)]  # (heads, N_p)
+    return probs.reshape(-1, hp, wp)[:, p : p + height, p : p + width]

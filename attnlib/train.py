@@ -1,0 +1,605 @@
+"""One training loop for every experiment: SGD, warm-up + cosine schedule, bf16 autocast, checkpoints, DDP.
+
+`fit` trains a model in place on two batch sources that follow the data contract (`.epoch(e)` yields
+`(x, y)` deterministically in `(seed, e)`, `len()` = steps per epoch) and returns the per-epoch history.
+
+Reproducibility: data order depends only on `(seed, epoch)`, the global RNG (dropout) is re-seeded from
+`(seed, epoch, rank)` at the start of every epoch, and a checkpoint holds the model, the optimizer, the
+schedule position, the history and the RNG states. A run resumed from any checkpoint (end of an epoch, or
+the middle of one after SIGINT/SIGTERM) therefore ends with the same history as an uninterrupted run.
+
+Distributed: under `torchrun` (env `WORLD_SIZE` > 1) `init_distributed` joins the process group (gloo on
+the CPU, nccl on CUDA) and `fit` wraps the model in DistributedDataParallel; each rank gets its shard of every
+global batch from `Batches(..., rank, world_size)`; only rank 0 writes checkpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from attnlib.errors import ConfigError
+
+log = logging.getLogger("attnlib")
+
+SCHEDULES = ("cosine", "multistep", "constant")
+NO_DECAY_SUFFIXES = (".centers", ".spreads")  # quadratic encodings: no weight decay (paper, App. A)
+CHECKPOINT_FORMAT = 1
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+class Interrupted(RuntimeError):
+    """SIGINT/SIGTERM arrived; a checkpoint was saved and the run can be resumed by rerunning it."""
+
+
+# --------------------------------------------------------------------------------------------- config
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation protocol of one run (everything `fit` needs, nothing else).
+
+    warmup: fraction of all optimisation steps spent in the linear warm-up (per step).
+    milestones: for `schedule="multistep"`, fractions of the epochs at which the lr is divided by 10.
+    bf16: autocast matmuls to bfloat16 (fp32 master weights); None = where the hardware has fast bf16.
+    """
+
+    epochs: int
+    batch_size: int
+    lr: float
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    nesterov: bool = False
+    warmup: float = 0.05
+    schedule: str = "cosine"
+    milestones: tuple[float, ...] = ()
+    label_smoothing: float = 0.0
+    bf16: bool | None = None
+
+    def __post_init__(self):
+        _check(
+            isinstance(self.epochs, int) and not isinstance(self.epochs, bool) and self.epochs >= 1,
+            "epochs",
+            self.epochs,
+            "an integer >= 1",
+        )
+        _check(
+            isinstance(self.batch_size, int) and self.batch_size >= 1,
+            "batch_size",
+            self.batch_size,
+            "an integer >= 1",
+        )
+        _check(self.lr > 0, "lr", self.lr, "a number > 0")
+        _check(0 <= self.warmup < 1, "warmup", self.warmup, "a fraction in [0, 1)")
+        _check(self.schedule in SCHEDULES, "schedule", self.schedule, list(SCHEDULES))
+        _check(0 <= self.label_smoothing < 1, "label_smoothing", self.label_smoothing, "a number in [0, 1)")
+
+    def replace(self, **changes) -> TrainConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _check(ok: bool, parameter: str, value, allowed) -> None:
+    if not ok:
+        raise ConfigError(parameter, value, allowed)
+
+
+@dataclass
+class Schedule:
+    """Learning-rate factor per optimisation step (a picklable `LambdaLR` lambda).
+
+    cosine: linear warm-up to 1 over `warmup_steps`, then  f(t) = ½(1 + cos(π (t − t_w)/(T − t_w))).
+    multistep: warm-up, then f = 0.1^(number of milestones passed), milestones in epochs.
+    """
+
+    schedule: str
+    total_steps: int
+    warmup_steps: int
+    steps_per_epoch: int
+    milestone_epochs: tuple[int, ...] = ()
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig, steps_per_epoch: int) -> Schedule:
+        total = cfg.epochs * steps_per_epoch
+        milestones = tuple(round(m * cfg.epochs) for m in cfg.milestones)
+        return cls(cfg.schedule, total, int(cfg.warmup * total), steps_per_epoch, milestones)
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        if self.schedule == "cosine":
+            progress = (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps)
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        if self.schedule == "multistep":
+            epoch = step // self.steps_per_epoch
+            return 0.1 ** sum(epoch >= m for m in self.milestone_epochs)
+        return 1.0
+
+
+def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.SGD:
+    """SGD with two parameter groups: weight decay for all but `*.centers` / `*.spreads`."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (
+                no_decay if name.endswith(NO_DECAY_SUFFIXES) or name in ("centers", "spreads") else decay
+            ).append(p)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov)
+
+
+# ------------------------------------------------------------------------------------- device / dtype
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    """None or "auto" -> CUDA when available, else CPU. Unknown or unavailable devices -> ConfigError."""
+    if isinstance(device, torch.device):
+        return device
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError("device", device, "auto, cpu, cuda, cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device", device, "cpu (no CUDA device is available here)")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ConfigError("device", device, [f"cuda:{i}" for i in range(torch.cuda.device_count())])
+    if dev.type not in ("cpu", "cuda"):
+        raise ConfigError("device", device, "auto, cpu, cuda, cuda:N")
+    return dev
+
+
+def fast_bf16(device: torch.device) -> bool:
+    """The one dtype policy: bf16 autocast where bf16 matmuls are fast (CUDA with bf16, CPU with AMX or
+    AVX512-BF16); fp32 elsewhere. Master weights stay fp32 either way."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        cpu = torch.cpu
+        return any(
+            getattr(cpu, f, lambda: False)() for f in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+        )
+    return False
+
+
+def autocast(device: torch.device, enabled: bool):
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+
+
+# ------------------------------------------------------------------------------------------ distributed
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def init_distributed(device: str | torch.device | None = None) -> tuple[DistInfo, torch.device]:
+    """Join the process group when started by torchrun (env WORLD_SIZE > 1); pick this rank's device.
+
+    gloo on the CPU, nccl on CUDA (one GPU per local rank)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistInfo(), resolve_device(device)
+    info = DistInfo(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
+    dev = resolve_device(device)
+    if dev.type == "cuda":
+        dev = torch.device("cuda", info.local_rank)
+        torch.cuda.set_device(dev)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+    return info, dev
+
+
+def current_dist() -> DistInfo:
+    if dist.is_available() and dist.is_initialized():
+        return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    return DistInfo()
+
+
+def _all_reduce(t: torch.Tensor, info: DistInfo, op=None) -> torch.Tensor:
+    if info.enabled:
+        dist.all_reduce(t, op=op or dist.ReduceOp.SUM)
+    return t
+
+
+# -------------------------------------------------------------------------------------------- history
+def quadratic_state(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Centres (layers, heads, 2) and inverse covariances Σ⁻¹ (layers, heads, 2, 2) of every quadratic
+    encoding in `model`, in module order; None when the model has none."""
+    encodings = [
+        m
+        for m in model.modules()
+        if hasattr(m, "centers") and callable(getattr(m, "inverse_covariance", None))
+    ]
+    if not encodings:
+        return None
+    with torch.no_grad():
+        centers = torch.stack([m.centers.detach().float().cpu() for m in encodings])
+        inv_cov = torch.stack([m.inverse_covariance().detach().float().cpu() for m in encodings])
+    return centers, inv_cov
+
+
+@dataclass
+class FitResult:
+    """history: one dict per epoch (epoch, train_loss, train_acc, test_loss, test_acc, lr, seconds,
+    images_per_s). quadratic: None or {"epoch": (E+1,), "centers": (E+1, layers, heads, 2),
+    "inverse_covariance": (E+1, layers, heads, 2, 2)}, row 0 = initialisation, row e = after epoch e."""
+
+    history: list[dict]
+    quadratic: dict[str, torch.Tensor] | None
+    train_seconds: float
+    resumed: str | None  # description of the checkpoint resumed from, or None
+
+
+# ---------------------------------------------------------------------------------------- checkpoints
+class Checkpoints:
+    """`last.pt` and `previous.pt` in one folder, written atomically (temporary file, fsync, rename).
+
+    Loading tries `last.pt`, then `previous.pt` (a truncated or foreign file is reported and skipped)."""
+
+    def __init__(self, folder: str | Path, fingerprint: str = ""):
+        self.folder, self.fingerprint = Path(folder), fingerprint
+        self.last, self.previous = self.folder / "last.pt", self.folder / "previous.pt"
+
+    def save(self, state: dict) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".last.pt.tmp{os.getpid()}"
+        try:
+            with open(tmp, "wb") as f:
+                torch.save({**state, "format": CHECKPOINT_FORMAT, "fingerprint": self.fingerprint}, f)
+                f.flush()
+                os.fsync(f.fileno())
+            if self.last.exists():
+                os.replace(self.last, self.previous)
+            os.replace(tmp, self.last)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def load(self, map_location="cpu") -> tuple[dict | None, str | None]:
+        """(state, description) of the newest usable checkpoint, or (None, None)."""
+        for path in (self.last, self.previous):
+            if not path.exists():
+                continue
+            try:
+                state = torch.load(path, map_location=map_location, weights_only=True)
+                missing = {"model", "optimizer", "scheduler", "epoch", "step", "history"} - set(state)
+                if missing:
+                    raise ValueError(f"missing entries {sorted(missing)}")
+            except Exception as err:  # truncated, corrupt or foreign file: report and try the older one
+                log.warning(
+                    "checkpoint %s is damaged (%s: %s); trying an older one", path, type(err).__name__, err
+                )
+                continue
+            if state.get("fingerprint") != self.fingerprint:
+                log.warning("checkpoint %s belongs to a different configuration; starting afresh", path)
+                return None, None
+            where = f"{path.name} (epoch {state['epoch']}" + (
+                f", step {state['step']})" if state["step"] else ")"
+            )
+            if path == self.previous:
+                log.warning("falling back to the previous checkpoint %s", where)
+            return state, where
+        if self.last.exists() or self.previous.exists():
+            log.warning("no usable checkpoint in %s; training from scratch", self.folder)
+        return None, None
+
+    def discard_previous(self) -> None:
+        self.previous.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------------------------- signals
+class _StopRequest:
+    """Turns SIGINT/SIGTERM into a flag checked between steps (main thread only)."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._old: dict[int, object] = {}
+
+    def __enter__(self):
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signum is not None:  # second signal: give up at once
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def __exit__(self, *exc):
+        for s, h in self._old.items():
+            signal.signal(s, h)
+        return False
+
+
+# ------------------------------------------------------------------------------------------------ fit
+def _seed_epoch(seed: int, epoch: int, rank: int) -> None:
+    # dropout and any other global-RNG use depend only on (seed, epoch, rank)
+    torch.manual_seed((seed * 1_000_003 + epoch) * 1_009 + rank)
+
+
+def _rng_state() -> dict:
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, batches, device: torch.device, bf16: bool, info: DistInfo | None = None):
+    """(mean cross-entropy, accuracy) over every test batch (all ranks' shards together)."""
+    info = info or current_dist()
+    model.eval()
+    stats = torch.zeros(3, dtype=torch.float64, device=device)  # loss sum, correct, count
+    for x, y in batches.epoch(0):
+        with autocast(device, bf16):
+            logits = model(x)
+        stats[0] += F.cross_entropy(logits.float(), y, reduction="sum")
+        stats[1] += (logits.argmax(1) == y).sum()
+        stats[2] += y.numel()
+    _all_reduce(stats, info)
+    loss, correct, n = stats.tolist()
+    return loss / max(n, 1), correct / max(n, 1)
+
+
+def fit(
+    model: nn.Module,
+    train_batches,
+    test_batches,
+    cfg: TrainConfig,
+    *,
+    device: torch.device | str | None = None,
+    seed: int = 0,
+    checkpoint_dir: str | Path | None = None,
+    fingerprint: str = "",
+    progress: bool | None = None,
+    desc: str = "train",
+    on_step: Callable[[int, int, torch.Tensor, torch.Tensor], None] | None = None,
+) -> FitResult:
+    """Train `model` (in place) for `cfg.epochs` epochs, resuming from `checkpoint_dir` when it holds a
+    checkpoint with the same `fingerprint`.
+
+    train_batches / test_batches: objects with `.epoch(e)` -> iterator of (x (B, 3, 32, 32), y (B,)) on
+    `device` and `len()`; under DDP each yields this rank's shard of every global batch.
+    on_step(epoch, step, x, y) is called before every optimisation step (tests use it to record or
+    interrupt). Raises TrainingDiverged on a non-finite loss and Interrupted after SIGINT/SIGTERM (both
+    leave the last good checkpoint in place).
+    """
+    device = resolve_device(device)
+    info = current_dist()
+    bf16 = fast_bf16(device) if cfg.bf16 is None else bool(cfg.bf16)
+    if progress is None:
+        progress = bool(getattr(sys.stderr, "isatty", lambda: False)())
+    model.to(device)
+    steps_per_epoch = len(train_batches)
+    if steps_per_epoch < 1:
+        raise ConfigError("batch_size", cfg.batch_size, "at most the number of training images")
+    optimizer = make_optimizer(model, cfg)
+    schedule = Schedule.from_config(cfg, steps_per_epoch)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    ckpt = Checkpoints(checkpoint_dir, fingerprint) if checkpoint_dir is not None else None
+
+    # ---- state: fresh or resumed
+    history: list[dict] = []
+    quad = quadratic_state(model)
+    quad_log = None if quad is None else {"centers": [quad[0]], "inverse_covariance": [quad[1]]}
+    start_epoch, start_step, partial, train_seconds, resumed = 0, 0, None, 0.0, None
+    state, resumed = (ckpt.load() if ckpt is not None else (None, None)) if info.is_main else (None, None)
+    if info.enabled:  # rank 0 read the checkpoint; every rank gets the same state
+        box = [state, resumed]
+        dist.broadcast_object_list(box, src=0)
+        state, resumed = box
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        history, start_epoch, start_step = list(state["history"]), state["epoch"], state["step"]
+        train_seconds = state.get("train_seconds", 0.0)
+        if quad_log is not None and state.get("quadratic"):
+            quad_log = {k: list(v) for k, v in state["quadratic"].items()}
+        ranks = state.get("ranks") or []
+        if start_step and len(ranks) == info.world_size:  # mid-epoch: this rank's RNG and running sums
+            _set_rng_state(ranks[info.rank]["rng"])
+            partial = ranks[info.rank]["partial"]
+        elif start_step:  # saved with another number of processes: redo that epoch from its start
+            log.warning(
+                "%s: checkpoint saved mid-epoch by %d processes; restarting epoch %d",
+                desc,
+                len(ranks),
+                start_epoch + 1,
+            )
+            start_step = 0
+        log.info("%s: resuming from %s", desc, resumed)
+    ddp_model = model
+    if info.enabled:
+        ddp_model = nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
+
+    def snapshot(epoch: int, step: int, partial_stats) -> dict:
+        mine = {"rng": _rng_state(), "partial": partial_stats}
+        if info.enabled:
+            ranks = [None] * info.world_size
+            dist.all_gather_object(ranks, mine)
+        else:
+            ranks = [mine]
+        return {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "epoch": epoch,
+            "step": step,
+            "history": history,
+            "train_seconds": train_seconds,
+            "quadratic": quad_log,
+            "ranks": ranks,
+            "world_size": info.world_size,
+        }
+
+    def save(epoch: int, step: int, partial_stats=None) -> None:
+        snap = snapshot(epoch, step, partial_stats)  # collective under DDP: every rank takes part
+        if ckpt is not None and info.is_main:
+            ckpt.save(snap)
+
+    check_every = 1 if device.type == "cpu" else 20
+    with _StopRequest() as stop:
+        for epoch in range(start_epoch, cfg.epochs):
+            first_step = start_step if epoch == start_epoch else 0
+            if first_step == 0:
+                _seed_epoch(seed, epoch, info.rank)
+            ddp_model.train()
+            t_epoch = time.perf_counter()
+            # loss sum, correct, count, seconds spent before a mid-epoch resume
+            stats = torch.zeros(3, dtype=torch.float64, device=device)
+            prior_seconds = 0.0
+            if first_step and partial is not None:
+                stats += torch.tensor(partial["stats"], dtype=torch.float64, device=device)
+                prior_seconds = partial["seconds"]
+            bar = _progress(
+                range(steps_per_epoch), progress and info.is_main, f"{desc} {epoch + 1}/{cfg.epochs}"
+            )
+            batches = _skip(train_batches.epoch(epoch), first_step)
+            for step, (x, y) in zip(range(first_step, steps_per_epoch), batches, strict=False):
+                if on_step is not None:
+                    on_step(epoch, step, x, y)
+                with autocast(device, bf16):
+                    logits = ddp_model(x)
+                loss = F.cross_entropy(logits.float(), y, label_smoothing=cfg.label_smoothing)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                with torch.no_grad():
+                    stats += torch.stack(
+                        [
+                            loss.detach().double() * y.numel(),
+                            (logits.argmax(1) == y).sum().double(),
+                            torch.tensor(float(y.numel()), dtype=torch.float64, device=device),
+                        ]
+                    )
+                bar.update(1)
+                if (step + 1) % check_every == 0 or step + 1 == steps_per_epoch:
+                    flags = torch.tensor(
+                        [float(not math.isfinite(loss.item())), float(stop.signum is not None)], device=device
+                    )
+                    _all_reduce(flags, info, dist.ReduceOp.MAX if info.enabled else None)
+                    if flags[0]:
+                        bar.close()
+                        where = f" ({ckpt.last})" if ckpt is not None and ckpt.last.exists() else ""
+                        raise TrainingDiverged(
+                            f"{desc}: the training loss became {loss.item()} at epoch {epoch + 1}, step "
+                            f"{step + 1}; the last good checkpoint is kept{where}. Try a lower lr."
+                        )
+                    if flags[1]:
+                        bar.close()
+                        seconds = prior_seconds + time.perf_counter() - t_epoch
+                        save(epoch, step + 1, {"stats": stats.tolist(), "seconds": seconds})
+                        where = f" in {ckpt.last}" if ckpt is not None else ""
+                        raise Interrupted(
+                            f"{desc}: interrupted at epoch {epoch + 1}, step {step + 1}; checkpoint saved{where}; "
+                            "rerun the same command to resume"
+                        )
+            bar.close()
+            train_time = prior_seconds + time.perf_counter() - t_epoch
+            _all_reduce(stats, info)
+            loss_sum, correct, count = stats.tolist()
+            test_loss, test_acc = evaluate(model, test_batches, device, bf16, info)
+            seconds = prior_seconds + time.perf_counter() - t_epoch
+            train_seconds += seconds
+            row = {
+                "epoch": epoch + 1,
+                "train_loss": loss_sum / count,
+                "train_acc": correct / count,
+                "test_loss": test_loss,
+                "test_acc": test_acc,
+                "lr": cfg.lr * schedule((epoch + 1) * steps_per_epoch - 1),  # lr of the epoch's last step
+                "seconds": seconds,
+                "images_per_s": count / train_time,
+            }
+            history.append(row)
+            if quad_log is not None:
+                c, ic = quadratic_state(model)
+                quad_log["centers"].append(c)
+                quad_log["inverse_covariance"].append(ic)
+            if info.is_main:
+                log.info(
+                    "%s epoch %d/%d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.0f img/s",
+                    desc,
+                    epoch + 1,
+                    cfg.epochs,
+                    row["train_loss"],
+                    row["train_acc"],
+                    test_loss,
+                    test_acc,
+                    row["images_per_s"],
+                )
+            save(epoch + 1, 0)
+            if stop.signum is not None:  # signal during evaluation: the epoch checkpoint is already saved
+                raise Interrupted(
+                    f"{desc}: interrupted after epoch {epoch + 1}; checkpoint saved; rerun to resume"
+                )
+    quadratic = None
+    if quad_log is not None:
+        quadratic = {
+            "epoch": torch.arange(len(quad_log["centers"])),
+            "centers": torch.stack(quad_log["centers"]),
+            "inverse_covariance": torch.stack(quad_log["inverse_covariance"]),
+        }
+    model.eval()
+    return FitResult(history, quadratic, train_seconds, resumed)
+
+
+def _skip(it: Iterator, n: int) -> Iterator:
+    """Drop the first n batches (resuming mid-epoch: same data order as the uninterrupted run)."""
+    for _ in range(n):
+        next(it, None)
+    return it
+
+
+def _progress(iterable, enabled: bool, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=len(iterable), desc=desc, disable=not enabled, leave=False, dynamic_ncols=True)
+
+
+@contextlib.contextmanager
+def distributed_session(device: str | torch.device | None = None):
+    """Context for entry points: join the process group under torchrun, leave it at exit."""
+    info, dev = init_distributed(device)
+    try:
+        yield info, dev
+    finally:
+        if info.enabled and dist.is_initialized():
+            dist.destroy_process_group()

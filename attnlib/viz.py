@@ -1,0 +1,369 @@
+"""Plotting used by the book's chapters: one seaborn style, numpy in, matplotlib ``Figure`` out.
+
+Conventions (the model contract of CONTRIBUTING.md):
+- attention probabilities of paper models and ViT: one array per layer, (heads, N, N) with N = H·W
+  tokens in row-major order (token ``i*W + j`` is pixel (i, j)); row q is the distribution of query q;
+- SAN aggregation weights: one array per layer, (G, K·K, H, W): the weights of pixel (i, j) over its K×K
+  window, tap ``kh*K + kw``;
+- shifts δ = key − query, given as (row shift δ₁, column shift δ₂) in pixels of the attention grid.
+
+Every function returns the figure and leaves displaying or saving it to the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Ellipse, Rectangle
+
+CMAP = "viridis"
+QUERY_COLOR = "#e4572e"
+PAGE_WIDTH = 10.0  # inches: the width of a figure that fills the book's text column
+
+
+def set_style() -> None:
+    """The one style of the book: seaborn ``whitegrid``, colour-blind palette, fonts legible at page width."""
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="notebook", palette="colorblind", font_scale=0.95)
+    plt.rcParams.update(
+        {
+            "figure.dpi": 110,
+            "savefig.dpi": 150,
+            "savefig.bbox": "tight",
+            "axes.titlesize": 11,
+            "axes.titleweight": "bold",
+            "figure.titlesize": 13,
+            "figure.titleweight": "bold",
+            "image.cmap": CMAP,
+        }
+    )
+
+
+def _as_numpy(x) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().float().cpu().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def _grid_side(n_tokens: int) -> tuple[int, int]:
+    side = int(round(np.sqrt(n_tokens)))
+    if side * side != n_tokens:
+        raise ValueError(f"cannot infer a square grid from N={n_tokens} tokens; pass grid=(H, W)")
+    return side, side
+
+
+def _mark_query(ax, row: int, col: int, size: float = 1.0) -> None:
+    ax.add_patch(
+        Rectangle((col - size / 2, row - size / 2), size, size, fill=False, edgecolor=QUERY_COLOR, linewidth=1.6)
+    )
+
+
+def _clean(ax) -> None:
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.grid(False)
+
+
+# ----------------------------------------------------------------------------- attention grids
+def attention_grid(
+    maps: Sequence,
+    query: tuple[int, int],
+    *,
+    title: str,
+    grid: tuple[int, int] | None = None,
+    layer_names: Sequence[str] | None = None,
+    average: bool = True,
+    panel: float = 1.05,
+) -> Figure:
+    """Attention probabilities of one query pixel, layers (rows) × heads (columns).
+
+    maps: one array per layer, (heads, N, N) (or (N, N) for one head). query: (row, col) on the grid.
+    ``average`` adds a last column with the mean over heads. Each panel is scaled to its own maximum
+    (colour: attention probability, 0 → max); the query pixel is outlined.
+    """
+    layers = [_as_numpy(m)[None] if _as_numpy(m).ndim == 2 else _as_numpy(m) for m in maps]
+    heads = max(m.shape[0] for m in layers)
+    height, width = grid or _grid_side(layers[0].shape[-1])
+    q = query[0] * width + query[1]
+    cols = heads + (1 if average else 0)
+    scale = min(panel, PAGE_WIDTH / cols)
+    fig, axes = plt.subplots(
+        len(layers), cols, figsize=(scale * cols + 0.6, scale * len(layers) + 0.9), squeeze=False,
+        layout="constrained",
+    )
+    for li, m in enumerate(layers):
+        for ci in range(cols):
+            ax = axes[li, ci]
+            _clean(ax)
+            if average and ci == cols - 1:
+                p, label = m[:, q].mean(0), "mean of heads"
+            elif ci < m.shape[0]:
+                p, label = m[ci, q], f"head {ci + 1}"
+            else:
+                ax.set_visible(False)
+                continue
+            ax.imshow(p.reshape(height, width), cmap=CMAP, vmin=0.0, vmax=max(float(p.max()), 1e-12))
+            _mark_query(ax, *query)
+            if li == 0:
+                ax.set_title(label, fontsize=9)
+            if ci == 0:
+                ax.set_ylabel(layer_names[li] if layer_names else f"layer {li + 1}", fontsize=9)
+    fig.suptitle(title)
+    fig.supxlabel(
+        f"key position on the {height}×{width} grid (query pixel {tuple(query)} outlined); "
+        "colour: attention probability, each panel scaled to its maximum",
+        fontsize=9,
+    )
+    return fig
+
+
+def window_grid(
+    weights: Sequence,
+    query: tuple[int, int],
+    *,
+    title: str,
+    image_size: int = 32,
+    layer_names: Sequence[str] | None = None,
+    max_groups: int = 8,
+    average: bool = True,
+) -> Figure:
+    """SAN aggregation weights of one query pixel over its K×K window, layers (rows) × weight groups.
+
+    weights: one array per layer, (G, K·K, H, W); layers may have different resolutions: the query,
+    given in input-image pixels (``image_size`` wide), is mapped to each layer's grid. Shows the first
+    ``max_groups`` groups and, with ``average``, the mean over all groups.
+    """
+    layers = [_as_numpy(w) for w in weights]
+    groups = min(max(w.shape[0] for w in layers), max_groups)
+    cols = groups + (1 if average else 0)
+    scale = min(1.0, PAGE_WIDTH / cols)
+    fig, axes = plt.subplots(
+        len(layers), cols, figsize=(scale * cols + 0.6, scale * len(layers) + 0.9), squeeze=False,
+        layout="constrained",
+    )
+    for li, w in enumerate(layers):
+        g, kk, h, wd = w.shape
+        k = int(round(np.sqrt(kk)))
+        i, j = min(query[0] * h // image_size, h - 1), min(query[1] * wd // image_size, wd - 1)
+        win = w[:, :, i, j].reshape(g, k, k)
+        panels = [win[c] for c in range(min(g, groups))]
+        for ci in range(cols):
+            ax = axes[li, ci]
+            _clean(ax)
+            if average and ci == cols - 1:
+                p = win.mean(0)
+            elif ci < len(panels):
+                p = panels[ci]
+            else:
+                ax.set_visible(False)
+                continue
+            ax.imshow(p, cmap=CMAP, vmin=0.0, vmax=max(float(p.max()), 1e-12))
+            _mark_query(ax, k // 2, k // 2)
+            if li == 0:
+                ax.set_title("mean of groups" if average and ci == cols - 1 else f"group {ci + 1}", fontsize=9)
+            if ci == 0:
+                name = layer_names[li] if layer_names else f"layer {li + 1}"
+                ax.set_ylabel(f"{name}\n{h}×{wd}, ({i},{j})", fontsize=8)
+    fig.suptitle(title)
+    fig.supxlabel(
+        f"{k}×{k} window around the query pixel (centre outlined); colour: aggregation weight, "
+        "each panel scaled to its maximum",
+        fontsize=9,
+    )
+    return fig
+
+
+# ----------------------------------------------------------------------------- quadratic heads
+def _ellipse(ax, centre, inv_cov, color, nsigma: float = 1.0) -> None:
+    """Contour of exp(−½ δᵀΣ⁻¹δ) at ``nsigma`` standard deviations, in (column, row) plot coordinates."""
+    cov = np.linalg.pinv(inv_cov)
+    vals, vecs = np.linalg.eigh(cov)
+    vals = np.clip(vals, 0.0, None)
+    if not np.all(np.isfinite(vals)) or vals.max() > 1e4:
+        return
+    # eigenvector (row, col) -> plot angle in (x=col, y=row) coordinates
+    angle = np.degrees(np.arctan2(vecs[0, 1], vecs[1, 1]))
+    ax.add_patch(
+        Ellipse(
+            (centre[1], centre[0]), 2 * nsigma * np.sqrt(vals[1]), 2 * nsigma * np.sqrt(vals[0]), angle=angle,
+            fill=False, edgecolor=color, linewidth=1.0, alpha=0.8,
+        )
+    )
+
+
+def _shift_axes(ax, radius: float) -> None:
+    ax.set_xlim(-radius, radius)
+    ax.set_ylim(radius, -radius)  # row shift grows downwards, as in an image
+    ax.set_aspect("equal")
+    ax.axhline(0, color="0.6", linewidth=0.6)
+    ax.axvline(0, color="0.6", linewidth=0.6)
+    ax.plot([0], [0], marker="s", color=QUERY_COLOR, markersize=6, linestyle="none")
+
+
+def quadratic_centres(
+    centres: Sequence,
+    inverse_covariances: Sequence | None = None,
+    *,
+    title: str,
+    radius: float | None = None,
+    layer_names: Sequence[str] | None = None,
+) -> Figure:
+    """Attention centres Δ^(h) of every head, one panel per layer, with 1σ contours of each Gaussian.
+
+    centres: per layer (heads, 2) as (row shift, column shift); inverse_covariances: per layer
+    (heads, 2, 2) or None. The query pixel sits at the origin (square).
+    """
+    centres = [_as_numpy(c) for c in centres]
+    invs = [_as_numpy(s) for s in inverse_covariances] if inverse_covariances is not None else None
+    radius = radius or max(3.0, float(np.ceil(max(np.abs(c).max() for c in centres) + 1)))
+    n = len(centres)
+    cols = min(n, 3)
+    rows = int(np.ceil(n / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 3.3 * rows + 0.4), squeeze=False, layout="constrained")
+    palette = plt.get_cmap("tab20")
+    for li in range(rows * cols):
+        ax = axes.flat[li]
+        if li >= n:
+            ax.set_visible(False)
+            continue
+        _shift_axes(ax, radius)
+        for h, c in enumerate(centres[li]):
+            color = palette(h % 20)
+            if invs is not None:
+                _ellipse(ax, c, invs[li][h], color)
+            ax.plot(c[1], c[0], "o", color=color, markersize=5)
+            ax.annotate(str(h + 1), (c[1], c[0]), textcoords="offset points", xytext=(3, 3), fontsize=7)
+        ax.set_title(layer_names[li] if layer_names else f"layer {li + 1}")
+        ax.set_xlabel("column shift δ₂ (pixels)")
+        ax.set_ylabel("row shift δ₁ (pixels)")
+    fig.suptitle(title)
+    return fig
+
+
+def centre_trajectories(
+    trajectory,
+    *,
+    title: str,
+    targets=None,
+    layer_names: Sequence[str] | None = None,
+    x_label: str = "epoch",
+) -> Figure:
+    """How the attention centres move during training.
+
+    trajectory: (steps, layers, heads, 2) or (steps, heads, 2) for one layer, as (row, column) shifts.
+    Each head draws a line from its initial centre (hollow circle) to its final one (filled); ``targets``
+    (M, 2) marks points the centres should reach (e.g. a convolution's kernel grid) with crosses.
+    """
+    t = _as_numpy(trajectory)
+    if t.ndim == 3:
+        t = t[:, None]
+    steps, n_layers, heads, _ = t.shape
+    radius = max(3.0, float(np.ceil(np.abs(t).max() + 0.5)))
+    cols = min(n_layers, 3)
+    rows = int(np.ceil(n_layers / cols))
+    size = 4.2 if n_layers == 1 else 3.3
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(size * cols + 0.3, size * rows + 0.4), squeeze=False, layout="constrained"
+    )
+    palette = plt.get_cmap("tab20")
+    for li in range(rows * cols):
+        ax = axes.flat[li]
+        if li >= n_layers:
+            ax.set_visible(False)
+            continue
+        _shift_axes(ax, radius)
+        if targets is not None:
+            tg = _as_numpy(targets)
+            ax.plot(tg[:, 1], tg[:, 0], "x", color="0.2", markersize=8, label="target")
+        for h in range(heads):
+            color = palette(h % 20)
+            path = t[:, li, h]
+            ax.plot(path[:, 1], path[:, 0], "-", color=color, linewidth=1.0, alpha=0.8)
+            ax.plot(path[0, 1], path[0, 0], "o", mfc="none", color=color, markersize=5)
+            ax.plot(path[-1, 1], path[-1, 0], "o", color=color, markersize=5)
+        ax.set_title(layer_names[li] if layer_names else (f"layer {li + 1}" if n_layers > 1 else ""))
+        ax.set_xlabel("column shift δ₂ (pixels)")
+        ax.set_ylabel("row shift δ₁ (pixels)")
+    handles = [
+        plt.Line2D([], [], marker="o", mfc="none", color="0.3", linestyle="none", label=f"start ({x_label} 0)"),
+        plt.Line2D([], [], marker="o", color="0.3", linestyle="none", label=f"end ({x_label} {steps - 1})"),
+    ]
+    if targets is not None:
+        handles.append(plt.Line2D([], [], marker="x", color="0.2", linestyle="none", label="target"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
+    fig.suptitle(title)
+    return fig
+
+
+# ----------------------------------------------------------------------------- curves
+def error_vs_alpha(alphas, errors: Mapping[str, Sequence] | Sequence, *, title: str, tolerance: float | None = None) -> Figure:
+    """Relative error ‖MHSA(X) − Conv(X)‖ / ‖Conv(X)‖ against α, log–log; one line per labelled series."""
+    series = errors if isinstance(errors, Mapping) else {"": errors}
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    for label, err in series.items():
+        ax.loglog(_as_numpy(alphas), _as_numpy(err), marker="o", markersize=3.5, label=label or None)
+    if tolerance is not None:
+        ax.axhline(tolerance, color="0.4", linestyle="--", linewidth=1.0, label=f"tolerance {tolerance:g}")
+    ax.set_xlabel("α (inverse width of the quadratic encoding, 1/pixel²)")
+    ax.set_ylabel("relative error (dimensionless)")
+    ax.set_title(title)
+    if any(series) or tolerance is not None:
+        ax.legend(frameon=False, fontsize=9)
+    return fig
+
+
+def loss_curve(steps, losses, *, title: str, y_label: str = "mean squared error") -> Figure:
+    """One loss curve against optimisation steps, log-scale y."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    ax.semilogy(_as_numpy(steps), _as_numpy(losses))
+    ax.set_xlabel("gradient step")
+    ax.set_ylabel(y_label)
+    ax.set_title(title)
+    return fig
+
+
+def training_curves(histories: Mapping[str, object], *, title: str, cols: int = 4) -> Figure:
+    """Training curves of several runs, one panel per run: train and test accuracy (%, left axis) and
+    train and test loss (right axis) against the epoch.
+
+    histories: run name → DataFrame with an ``epoch`` column and any of ``train_accuracy``,
+    ``test_accuracy`` (fractions), ``train_loss``, ``test_loss``.
+    """
+    names = list(histories)
+    cols = max(1, min(cols, len(names)))
+    rows = int(np.ceil(len(names) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(PAGE_WIDTH, 2.5 * rows + 0.8), squeeze=False, layout="constrained")
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i in range(rows * cols):
+        ax = axes.flat[i]
+        if i >= len(names):
+            ax.set_visible(False)
+            continue
+        h = histories[names[i]]
+        epoch = h["epoch"] if "epoch" in h else np.arange(1, len(h) + 1)
+        for key, style, color in (("train_accuracy", "--", colors[0]), ("test_accuracy", "-", colors[0])):
+            if key in h:
+                ax.plot(epoch, 100 * np.asarray(h[key], dtype=float), style, color=color, label=key.replace("_", " "))
+        ax.set_ylim(0, 100)
+        ax.set_title(names[i], fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("accuracy (%)", color=colors[0])
+        ax2 = ax.twinx()
+        ax2.grid(False)
+        for key, style, color in (("train_loss", "--", colors[1]), ("test_loss", "-", colors[1])):
+            if key in h:
+                ax2.plot(epoch, np.asarray(h[key], dtype=float), style, color=color, label=key.replace("_", " "))
+        ax2.set_ylabel("loss (nats)", color=colors[1])
+    handles = [
+        plt.Line2D([], [], color=colors[0], linestyle="--", label="train accuracy"),
+        plt.Line2D([], [], color=colors[0], linestyle="-", label="test accuracy"),
+        plt.Line2D([], [], color=colors[1], linestyle="--", label="train loss"),
+        plt.Line2D([], [], color=colors[1], linestyle="-", label="test loss"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=4, frameon=False)
+    fig.suptitle(title)
+    return fig

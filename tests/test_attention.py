@@ -1,0 +1,309 @@
+"""Encodings, the multi-head layer (SDPA vs explicit), probabilities, and the HA stack."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from attnlib.attention import (
+    Encoder,
+    EncoderBlock,
+    Learned2DEncoding,
+    MultiHeadSelfAttention2d,
+    QuadraticEncoding,
+)
+from attnlib.errors import ConfigError
+
+
+def _delta(height, width):
+    """δ = key − query for every (query, key) token pair, (N, N, 2), row-major tokens."""
+    ii, jj = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
+    pos = torch.stack([ii.reshape(-1), jj.reshape(-1)], -1).double()
+    return pos[None, :, :] - pos[:, None, :]
+
+
+# ----------------------------------------------------------------------------------------- encodings
+
+
+@pytest.mark.parametrize("isotropic", [True, False])
+def test_quadratic_scores_match_gaussian_formula(isotropic):
+    torch.manual_seed(0)
+    enc = QuadraticEncoding(4, isotropic=isotropic, spread_std=0.5).double()
+    s = enc.scores(3, 5)
+    delta = _delta(3, 5)  # (N, N, 2)
+    d = delta[None] - enc.centers[:, None, None, :]  # δ − Δ
+    expected = -0.5 * torch.einsum("hqki,hij,hqkj->hqk", d, enc.inverse_covariance(), d)
+    assert s.shape == (4, 15, 15)
+    assert torch.allclose(s, expected, atol=1e-12)
+    if isotropic:
+        assert torch.allclose(s, -enc.alpha()[:, None, None] * d.pow(2).sum(-1))  # −α‖δ − Δ‖², α = s²/2
+
+
+@pytest.mark.parametrize("isotropic", [True, False])
+def test_quadratic_softmax_equals_official_target_vector_form(isotropic):
+    """Official GaussianSelfAttention: scores u_h · r_δ with r = (δ₁, δ₂, δ₁², δ₂², δ₁δ₂)."""
+    torch.manual_seed(1)
+    enc = QuadraticEncoding(3, isotropic=isotropic, spread_std=0.3).double()
+    inv = enc.inverse_covariance()
+    a, b, c = inv[:, 0, 0], inv[:, 0, 1], inv[:, 1, 1]
+    mu1, mu2 = enc.centers[:, 0], enc.centers[:, 1]
+    u = -0.5 * torch.stack([-2 * (a * mu1 + b * mu2), -2 * (c * mu2 + b * mu1), a, c, 2 * b], -1)
+    delta = _delta(4, 4)
+    r = torch.cat([delta, delta.pow(2), (delta[..., 0] * delta[..., 1])[..., None]], -1)
+    official = torch.einsum("qkd,hd->hqk", r, u)
+    assert torch.allclose(enc.scores(4, 4).softmax(-1), official.softmax(-1), atol=1e-12)
+
+
+def test_inverse_covariance_shapes_and_init():
+    torch.manual_seed(0)
+    iso, aniso = QuadraticEncoding(9, isotropic=True), QuadraticEncoding(9, isotropic=False)
+    assert iso.centers.shape == (9, 2) and iso.spreads.shape == (9,)
+    assert aniso.spreads.shape == (9, 2, 2)
+    for enc in (iso, aniso):
+        inv = enc.inverse_covariance()
+        assert inv.shape == (9, 2, 2)
+        assert torch.allclose(inv, inv.transpose(1, 2))
+        assert (torch.linalg.eigvalsh(inv) >= 0).all()  # Σ−1 = S Sᵀ is PSD
+        assert torch.allclose(inv, torch.eye(2).expand(9, 2, 2), atol=0.1)  # init ≈ I
+
+
+def _peaks(enc, height, width, query):
+    probs = enc.scores(height, width).softmax(-1)[:, query[0] * width + query[1]]
+    return [divmod(int(i), width) for i in probs.argmax(-1)]
+
+
+def test_isotropic_heads_peak_at_their_centres():
+    enc = QuadraticEncoding(4, isotropic=True)
+    with torch.no_grad():
+        enc.centers.copy_(torch.tensor([[0.0, 0.0], [-2.0, 1.0], [3.0, -3.0], [1.0, 2.0]]))
+        enc.spreads.copy_(torch.tensor([1.0, 0.7, 2.0, 1.3]))
+    assert _peaks(enc, 9, 8, (4, 4)) == [(4, 4), (2, 5), (7, 1), (5, 6)]
+
+
+def test_non_isotropic_heads_peak_at_their_centres():
+    enc = QuadraticEncoding(3, isotropic=False)
+    with torch.no_grad():
+        enc.centers.copy_(torch.tensor([[1.0, -2.0], [-3.0, 0.0], [2.0, 2.0]]))
+        # non-diagonal Σ−1 = S Sᵀ, well conditioned
+        enc.spreads.copy_(
+            torch.tensor([[[1.0, 0.6], [0.0, 0.9]], [[0.8, -0.5], [0.3, 1.1]], [[1.5, 0.0], [0.7, 0.6]]])
+        )
+    assert (enc.inverse_covariance()[:, 0, 1].abs() > 0.1).all()
+    assert _peaks(enc, 8, 9, (4, 4)) == [(5, 2), (1, 4), (6, 6)]
+
+
+def test_learned_scores_match_official_index_then_project():
+    torch.manual_seed(0)
+    m = 6
+    enc = Learned2DEncoding(heads=3, dim=5, max_pos=m).double()
+    height, width = 4, 6
+    rel = torch.arange(m).view(1, -1) - torch.arange(m).view(-1, 1) + m - 1  # official relative_indices
+    row = enc.head_keys_row(enc.row_embeddings(rel[:height, :height]))  # (H, H, heads)
+    col = enc.head_keys_col(enc.col_embeddings(rel[:width, :width]))  # (W, W, heads)
+    expected = row[:, None, :, None, :] + col[None, :, None, :, :]  # (H, W, H, W, heads)
+    expected = expected.permute(4, 0, 1, 2, 3).reshape(3, height * width, height * width)
+    assert torch.allclose(enc.scores(height, width), expected)
+    with pytest.raises(ConfigError, match="max_pos"):
+        enc.scores(m + 1, 2)
+
+
+def test_learned_parameter_count_is_official():
+    enc = Learned2DEncoding(heads=9, dim=400, max_pos=16)
+    assert sum(p.numel() for p in enc.parameters()) == 2 * 31 * 400 + 2 * 400 * 9
+
+
+@pytest.mark.parametrize("encoding", ["iso", "aniso", "learned"])
+def test_gradients_reach_positional_parameters(encoding):
+    torch.manual_seed(0)
+    enc = (
+        Learned2DEncoding(2, 8, max_pos=5)
+        if encoding == "learned"
+        else QuadraticEncoding(2, isotropic=encoding == "iso")
+    )
+    layer = MultiHeadSelfAttention2d(8, 2, encoding=enc, content=False, attn_dropout=0.0)
+    out, _, _ = layer(torch.randn(2, 4, 5, 8))
+    out.square().sum().backward()
+    for name, p in enc.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+# ----------------------------------------------------------------------------------------- layer
+
+
+def _explicit(layer, x, keys=None):
+    """Reference: einsum scores, softmax, per-head average, concat, output projection."""
+    b, height, width, d = x.shape
+    n, h = height * width, layer.heads
+    xs = x.reshape(b, n, d)
+    scores = torch.zeros(b, h, n, n)
+    if layer.content:
+        q = layer.query(xs).view(b, n, h, layer.head_dim)
+        k = layer.key(xs).view(b, n, h, layer.head_dim) if keys is None else keys.transpose(1, 2)
+        scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(layer.head_dim)
+    if layer.encoding is not None:
+        scores = scores + layer.encoding.scores(height, width)
+    if layer.content and isinstance(layer.encoding, Learned2DEncoding):
+        # query-positional term q_h · (r^row_{k_i − q_i} + r^col_{k_j − q_j}) / √d_h, written out per pair
+        enc, m = layer.encoding, layer.encoding.max_pos
+        ii, jj = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
+        ii, jj = ii.reshape(-1), jj.reshape(-1)
+        r = enc.row_embeddings.weight[ii[None, :] - ii[:, None] + m - 1]  # (N, N, D_p) [query, key]
+        r = r + enc.col_embeddings.weight[jj[None, :] - jj[:, None] + m - 1]
+        scores = scores + torch.einsum("bqhd,qkd->bhqk", q, r) / math.sqrt(layer.head_dim)
+    probs = scores.softmax(-1)
+    if layer.value_mode == "paper":
+        v = xs[:, :, None, :].expand(b, n, h, d)
+    else:
+        v = layer.value(xs).view(b, n, h, layer.head_dim)
+    ctx = torch.einsum("bhqk,bkhd->bqhd", probs, v).reshape(b, n, -1)
+    return layer.out(ctx).reshape(b, height, width, -1), probs
+
+
+LAYERS = {
+    "quadratic+content": lambda: MultiHeadSelfAttention2d(
+        12, 3, QuadraticEncoding(3, False), True, head_dim=8
+    ),
+    "learned+content": lambda: MultiHeadSelfAttention2d(12, 3, Learned2DEncoding(3, 12, 6), True),
+    "quadratic": lambda: MultiHeadSelfAttention2d(12, 3, QuadraticEncoding(3), content=False),
+    "learned/standard": lambda: MultiHeadSelfAttention2d(
+        12, 3, Learned2DEncoding(3, 12, 6), False, head_dim=5, value="standard"
+    ),
+    "vit": lambda: MultiHeadSelfAttention2d(12, 3, None, True, value="standard", qkv_bias=False, out_dim=7),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_sdpa_path_equals_explicit_formulation(name):
+    torch.manual_seed(0)
+    layer = LAYERS[name]().eval()
+    x = torch.randn(2, 5, 6, 12)
+    with torch.no_grad():
+        out, _, none = layer(x)  # SDPA / shared-softmax path
+        ref, ref_probs = _explicit(layer, x)
+        out2, _, probs = layer(x, return_attention=True)
+    assert none is None
+    assert torch.allclose(out, ref, atol=1e-5, rtol=1e-4)
+    assert torch.allclose(out2, ref, atol=1e-5, rtol=1e-4)
+    assert torch.allclose(probs, ref_probs, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_probabilities_sum_to_one_and_reproduce_the_output(name):
+    torch.manual_seed(1)
+    layer = LAYERS[name]().eval()
+    x = torch.randn(3, 4, 5, 12)
+    with torch.no_grad():
+        out, _, probs = layer(x, return_attention=True)
+        assert probs.shape == (3, 3, 20, 20)
+        assert torch.allclose(probs.sum(-1), torch.ones(3, 3, 20))
+        # recompute the output from the returned probabilities alone
+        xs = x.reshape(3, 20, 12)
+        v = xs[:, None].expand(3, 3, 20, 12) if layer.value_mode == "paper" else layer._values(xs)
+        ctx = (probs @ v).transpose(1, 2).reshape(3, 20, -1)
+        assert torch.allclose(layer.out(ctx).reshape(out.shape), out, atol=1e-5)
+
+
+def test_positional_only_probabilities_are_shared_by_the_batch():
+    layer = MultiHeadSelfAttention2d(6, 2, QuadraticEncoding(2), content=False)
+    _, keys, probs = layer(torch.randn(4, 3, 3, 6), return_attention=True)
+    assert keys is None
+    assert all(torch.equal(probs[0], probs[i]) for i in range(1, 4))
+    with_content = MultiHeadSelfAttention2d(6, 2, QuadraticEncoding(2), content=True).eval()
+    _, keys, probs = with_content(torch.randn(2, 3, 3, 6), return_attention=True)
+    assert keys.shape == (2, 2, 9, 6)
+    assert not torch.allclose(probs[0], probs[1])
+
+
+def test_given_keys_are_used_and_returned():
+    torch.manual_seed(0)
+    layer = LAYERS["learned+content"]().eval()
+    x0, x1 = torch.randn(2, 2, 4, 4, 12)
+    with torch.no_grad():
+        _, k0, _ = layer(x0)
+        out, k, _ = layer(x1, keys=k0)
+        ref, _ = _explicit(layer, x1, keys=k0)
+    assert k is k0
+    assert torch.allclose(out, ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_bf16_autocast_runs(name):
+    torch.manual_seed(0)
+    layer = LAYERS[name]().eval()
+    x = torch.randn(2, 4, 4, 12)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _, _ = layer(x)
+    ref, _ = _explicit(layer, x)
+    assert out.shape == ref.shape and torch.allclose(out.float(), ref, atol=0.05, rtol=0.05)
+
+
+def test_layer_config_errors():
+    with pytest.raises(ConfigError, match="value"):
+        MultiHeadSelfAttention2d(4, 2, QuadraticEncoding(2), value="nope")
+    with pytest.raises(ConfigError, match="encoding"):
+        MultiHeadSelfAttention2d(4, 2, None, content=False)
+    with pytest.raises(ConfigError, match="encoding.heads"):
+        MultiHeadSelfAttention2d(4, 2, QuadraticEncoding(3))
+    with pytest.raises(ConfigError, match="norm"):
+        EncoderBlock(MultiHeadSelfAttention2d(4, 2), 4, 8, norm="sandwich")
+
+
+# ----------------------------------------------------------------------------------------- stack
+
+
+def _factory(content=True, norm="post"):
+    def make():
+        attn = MultiHeadSelfAttention2d(8, 2, Learned2DEncoding(2, 8, 4), content=content, attn_dropout=0.0)
+        return EncoderBlock(attn, 8, 16, dropout=0.0, norm=norm, attn_dense=norm == "post")
+
+    return make
+
+
+def _count(m: nn.Module) -> int:
+    return sum(p.numel() for p in m.parameters())
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_hierarchical_parameters_do_not_depend_on_layers(norm):
+    two, six = Encoder(_factory(norm=norm), 2, True), Encoder(_factory(norm=norm), 6, True)
+    assert _count(two) == _count(six) == _count(_factory(norm=norm)())
+    assert _count(Encoder(_factory(norm=norm), 6, False)) == 6 * _count(two)
+
+
+def _key_calls(encoder, x):
+    calls = []
+    hooks = [
+        b.attn.key.register_forward_hook(lambda *a: calls.append(1)) for b in set(encoder.applications())
+    ]
+    _, maps = encoder(x, return_attention=True)
+    for h in hooks:
+        h.remove()
+    return len(calls), maps
+
+
+def test_hierarchical_computes_keys_once_and_recomputes_queries():
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 4, 8)
+    ha, plain = Encoder(_factory(), 5, True).eval(), Encoder(_factory(), 5, False).eval()
+    n_ha, maps = _key_calls(ha, x)
+    n_plain, _ = _key_calls(plain, x)
+    assert (n_ha, n_plain) == (1, 5)
+    assert len(maps) == 5 and all(m.shape == (2, 2, 16, 16) for m in maps)
+    assert not torch.allclose(maps[0], maps[1])  # queries change between applications
+    # the same computation written out: keys from the first application's input, reused
+    block, h, keys = ha.block, x, None
+    with torch.no_grad():
+        for _ in range(5):
+            h, used, _ = block(h, keys)
+            keys = used if keys is None else keys
+        out, _ = ha(x)
+    assert torch.allclose(out, h)
+    assert torch.allclose(keys, block.attn.compute_keys(x))
+
+
+def test_encoder_gradients_flow_through_shared_block():
+    enc = Encoder(_factory(), 3, True)
+    out, _ = enc(torch.randn(2, 3, 3, 8))
+    out.sum().backward()
+    assert all(p.grad is not None for p in enc.parameters())
