@@ -75,7 +75,11 @@ def _env_flag(name: str) -> bool | None:
 # ----------------------------------------------------------------------------- parameters
 @dataclass(frozen=True)
 class Params:
-    """The validated, resolved parameters of a chapter (``None`` where the chapter has no such parameter)."""
+    """The validated, resolved parameters of a chapter (``None`` where the chapter has no such parameter).
+
+    ``data`` is what ``run_or_load`` gets: ``None`` for the preset's own data (synthetic at ``smoke``),
+    ``"synthetic[:N:M]"`` or an absolute folder. ``device`` is resolved ("auto" -> cuda or cpu).
+    """
 
     heads: int | None
     preset: str | None
@@ -85,40 +89,66 @@ class Params:
     train_missing: bool
     results_dir: Path
 
-    @property
-    def can_train(self) -> bool:
-        return self.train_missing
+    def run_kwargs(self) -> dict:
+        """Keyword arguments for ``attnlib.results.run_or_load`` (besides the experiment)."""
+        return dict(
+            preset=self.preset,
+            data=self.data,
+            results_dir=self.results_dir,
+            device=self.device,
+            seed=self.seed or 0,
+            train_missing=self.train_missing,
+        )
 
 
 _UNSET = object()
 
 
 def _presets() -> tuple[str, ...]:
-    try:
-        from attnlib.experiments import PRESETS
-    except ImportError:  # registry not importable: fall back to the three documented presets
-        return ("paper", "budget", "smoke")
+    from attnlib.experiments import PRESETS
+
     return tuple(PRESETS)
 
 
-def _check_device(device) -> str:
-    import torch
+def _preset_has_own_data(preset: str) -> bool:
+    """True when every protocol of the preset names its own dataset (``smoke``: synthetic images)."""
+    from attnlib.experiments import PRESET_TABLE
 
-    allowed = "auto, cpu, cuda, cuda:N" + ("" if torch.cuda.is_available() else " (no CUDA device here: auto or cpu)")
+    return all(p.data is not None for p in PRESET_TABLE[preset].values())
+
+
+def _check_device(device) -> str:
+    from attnlib.train import resolve_device
+
     if not isinstance(device, str):
-        raise ParameterError("device", device, allowed)
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        raise ParameterError("device", device, "auto, cpu, cuda, cuda:N")
     try:
-        parsed = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ParameterError("device", device, allowed) from None
-    if parsed.type == "cpu":
-        return device
-    if parsed.type == "cuda" and torch.cuda.is_available():
-        if parsed.index is None or parsed.index < torch.cuda.device_count():
-            return device
-    raise ParameterError("device", device, allowed)
+        return str(resolve_device(device))
+    except ConfigError as err:
+        raise ParameterError(err.parameter, err.value, err.allowed) from None
+
+
+def _check_data(data, preset, train_missing: bool) -> str | None:
+    allowed = "None (the preset's data), 'synthetic', 'synthetic:N_TRAIN:N_TEST' or a CIFAR-10 folder"
+    if data is None:
+        if preset is not None and _preset_has_own_data(preset):
+            return None
+        folder = default_data()
+        if train_missing and not Path(folder).is_dir():
+            raise ParameterError(
+                "data", None, f"{allowed} (the default {folder} does not exist: set {DATA_ENV} or pass data)"
+            )
+        return folder
+    if not isinstance(data, str):
+        raise ParameterError("data", data, allowed)
+    if data.split(":")[0] == "synthetic":
+        parts = data.split(":")[1:]
+        if parts and (len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts)):
+            raise ParameterError("data", data, allowed)
+        return data
+    if not Path(data).expanduser().is_dir():
+        raise ParameterError("data", data, allowed + " (no such folder)")
+    return str(Path(data).expanduser().resolve())
 
 
 def check_params(
@@ -131,11 +161,12 @@ def check_params(
     train_missing=None,
     results_dir=None,
 ) -> Params:
-    """Validate a chapter's parameters and resolve defaults; raise ``ParameterError`` (one line) on the
-    first bad value, naming the parameter and its allowed values.
+    """Validate a chapter's parameters and resolve defaults; raise ``ParameterError`` (shown as one line)
+    on the first bad value, naming the parameter and its allowed values.
 
-    ``data=None`` -> ``default_data()``; ``results_dir=None`` -> ``default_results_dir()``;
-    ``train_missing=None`` -> ``$ATTNLIB_TRAIN_MISSING`` if set (the book build sets 0), else True.
+    ``data=None`` -> the preset's own data (``smoke``) or ``default_data()``; ``results_dir=None`` ->
+    ``default_results_dir()``; ``train_missing=None`` -> ``$ATTNLIB_TRAIN_MISSING`` if set (the book build
+    sets 0), else True.
     """
     if heads is not _UNSET and (isinstance(heads, bool) or heads not in HEADS):
         raise ParameterError("heads", heads, ", ".join(map(str, HEADS)))
@@ -146,19 +177,14 @@ def check_params(
     if train_missing is not None and not isinstance(train_missing, bool):
         raise ParameterError("train_missing", train_missing, "None (automatic), True, False")
     if train_missing is None:
-        train_missing = _env_flag(TRAIN_MISSING_ENV)
-        train_missing = True if train_missing is None else train_missing
+        env = _env_flag(TRAIN_MISSING_ENV)
+        train_missing = True if env is None else env
     if results_dir is not None and not isinstance(results_dir, (str, os.PathLike)):
-        raise ParameterError("results_dir", results_dir, "a folder path or None (results/ at the repository root)")
+        raise ParameterError("results_dir", results_dir, "None (results/ at the repository root) or a folder")
     if device is not _UNSET:
         device = _check_device(device)
     if data is not _UNSET:
-        if data is None:
-            data = default_data()
-        elif not isinstance(data, str) or (data != "synthetic" and not Path(data).expanduser().is_dir()):
-            raise ParameterError("data", data, "'synthetic' or an existing CIFAR-10 folder (None: the default copy)")
-        if data != "synthetic":
-            data = str(Path(data).expanduser().resolve())
+        data = _check_data(data, None if preset is _UNSET else preset, train_missing)
     results_dir = Path(results_dir).expanduser() if results_dir is not None else default_results_dir()
 
     def value(v):
@@ -173,6 +199,30 @@ def check_params(
         train_missing=train_missing,
         results_dir=results_dir.resolve(),
     )
+
+
+# ----------------------------------------------------------------------------- results
+def load(experiment: str, params: Params):
+    """``run_or_load`` with the chapter's parameters; None when the result is missing (or damaged) and
+    training is not allowed (the book build). Trains what is missing when ``params.train_missing``."""
+    from attnlib.results import MissingResult, run_or_load
+
+    try:
+        return run_or_load(experiment, **params.run_kwargs())
+    except MissingResult:
+        return None
+
+
+def load_all(experiments, params: Params) -> dict:
+    """``{name: RunResult or None}`` for several experiments (see ``load``)."""
+    return {name: load(name, params) for name in experiments}
+
+
+def title(experiment: str) -> str:
+    """How tables and figures name an experiment (the registry's title)."""
+    from attnlib.experiments import get
+
+    return get(experiment).title
 
 
 # ----------------------------------------------------------------------------- glue and notes
@@ -246,7 +296,9 @@ class Reference:
 _S1 = "epfml/attention-cnn code, layer shapes of runs/*/run.sh (derived in the research notes, A.3)"
 _S6 = "sotaverified.org benchmark entry for the paper (CIFAR-10, 'SA quadratic embedding', listed as claimed)"
 _S8_LOG = "NishantPrabhu/Self-Attention-and-Convolutions, temp/log_extract.ipynb run-folder name `{}`"
-_S8_CODE = "NishantPrabhu/Self-Attention-and-Convolutions code and configs (derived in the research notes, B.1-B.2)"
+_S8_CODE = (
+    "NishantPrabhu/Self-Attention-and-Convolutions code and configs (derived in the research notes, B.1-B.2)"
+)
 
 
 def _acc(experiment, source, value, kind, where, note=""):
@@ -260,7 +312,11 @@ def _par(experiment, source, value, where, note=""):
 REFERENCES: tuple[Reference, ...] = (
     # Cordonnier et al. (2020), Table 1: only one accuracy could be read, on a benchmark page.
     _acc(
-        "quadratic_iso_9h", PAPER, 0.938, "claimed", _S6,
+        "quadratic_iso_9h",
+        PAPER,
+        0.938,
+        "claimed",
+        _S6,
         "Table 1 row 'SA quadratic embedding'; which quadratic variant the row is was not read",
     ),
     _par("quadratic_iso_9h", PAPER, 12_086_844, _S1),
@@ -270,23 +326,48 @@ REFERENCES: tuple[Reference, ...] = (
     # [Re] (Varma & Prabhu): run-log values; the printed tables were not retrievable.
     _acc("resnet18", RE, 0.9463, "run-log", _S8_LOG.format("resnet18_9463")),
     _acc(
-        "quadratic_iso_9h", RE, 0.9365, "run-log", _S8_LOG.format("g_..._normal_9365"),
+        "quadratic_iso_9h",
+        RE,
+        0.9365,
+        "run-log",
+        _S8_LOG.format("g_..._normal_9365"),
         "isotropic or not is not stated in the run name; W&B CSV max 0.9341",
     ),
     _acc(
-        "quadratic_aniso_9h", RE, 0.9365, "run-log", _S8_LOG.format("g_..._normal_9365"),
+        "quadratic_aniso_9h",
+        RE,
+        0.9365,
+        "run-log",
+        _S8_LOG.format("g_..._normal_9365"),
         "isotropic or not is not stated in the run name (same run as the isotropic row)",
     ),
     _acc(
-        "quadratic_aniso_16h", RE, 0.9311, "run-log", _S8_LOG.format("g_..._normal_16heads_9311"),
+        "quadratic_aniso_16h",
+        RE,
+        0.9311,
+        "run-log",
+        _S8_LOG.format("g_..._normal_16heads_9311"),
         "isotropic or not is not stated in the run name",
     ),
-    _acc("learned_9h", RE, 0.9036, "run-log", _S8_LOG.format("l2d_..._normal_nqc_9036"), "W&B CSV max 0.9036"),
+    _acc(
+        "learned_9h", RE, 0.9036, "run-log", _S8_LOG.format("l2d_..._normal_nqc_9036"), "W&B CSV max 0.9036"
+    ),
     _acc("learned_16h", RE, 0.9115, "run-log", _S8_LOG.format("l2d_..._normal_nqc_16heads_9115")),
-    _acc("learned_content_9h", RE, 0.8636, "run-log", _S8_LOG.format("l2d_..._normal_qc_8636"), "W&B CSV max 0.8636"),
+    _acc(
+        "learned_content_9h",
+        RE,
+        0.8636,
+        "run-log",
+        _S8_LOG.format("l2d_..._normal_qc_8636"),
+        "W&B CSV max 0.8636",
+    ),
     _acc("learned_content_16h", RE, 0.8556, "run-log", _S8_LOG.format("l2d_..._qc_normal_16heads_8556")),
     _acc(
-        "learned_content_9h_ha", RE, 0.9100, "run-log", _S8_LOG.format("l2d_..._hier_qc_9100"),
+        "learned_content_9h_ha",
+        RE,
+        0.9100,
+        "run-log",
+        _S8_LOG.format("l2d_..._hier_qc_9100"),
         "W&B CSV max 0.9074 (possibly an earlier run)",
     ),
     _acc("learned_content_16h_ha", RE, 0.8768, "run-log", _S8_LOG.format("l2d_..._hier_qc_16heads_8768")),
@@ -341,6 +422,73 @@ def references_frame():
     import pandas as pd
 
     return pd.DataFrame([r.__dict__ for r in REFERENCES])
+
+
+# ----------------------------------------------------------------------------- tables
+NOT_FOUND_CELL = "not found"
+
+
+def _percent(value) -> str:
+    return fmt(value, "{:.1%}", MISSING)
+
+
+def _millions(value) -> str:
+    return fmt(value, "{:.2f} M", MISSING) if is_missing(value) else f"{value / 1e6:.2f} M"
+
+
+def _reference_cell(experiment: str, source: str, quantity: str) -> str:
+    found = references(experiment, source, quantity)
+    if not found:
+        return NOT_FOUND_CELL
+    r = found[0]
+    value = f"{r.value:.1%}" if quantity == "test_accuracy" else f"{r.value / 1e6:.2f} M"
+    return f"{value} ({r.kind})"
+
+
+def comparison_table(frame, preset: str, *, keep=("model",), wall_time: bool = False):
+    """Our results beside the published and [Re] figures, as strings ready to show.
+
+    frame: rows of ``attnlib.results.collect`` or ``table3`` (``experiment``, ``status``, ``accuracy``,
+    ``params``, ``wall_time_ms``...). Our missing results read "not yet trained"; literature figures that
+    were not found read "not found"; every literature figure says its kind (printed / claimed / run-log /
+    derived). Sources: ``sources_markdown``.
+    """
+    import pandas as pd
+
+    rows = []
+    for _, r in frame.iterrows():
+        done = r.get("status") == "complete"
+        row = {k: r[k] for k in keep}
+        row[f"ours ({preset}): accuracy"] = _percent(r.get("accuracy") if done else None)
+        row[f"ours ({preset}): params"] = _millions(r.get("params") if done else None)
+        if wall_time:
+            ms = r.get("wall_time_ms") if done else None
+            row[f"ours ({preset}): wall time"] = fmt(ms, "{:.2f} ms")
+        row["Cordonnier et al.: accuracy"] = _reference_cell(r["experiment"], PAPER, "test_accuracy")
+        row["[Re]: accuracy"] = _reference_cell(r["experiment"], RE, "test_accuracy")
+        row["[Re]: params"] = _reference_cell(r["experiment"], RE, "params")
+        if not wall_time:
+            row["official code: params"] = _reference_cell(r["experiment"], PAPER, "params")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def sources_markdown(experiments) -> str:
+    """A Markdown list of the sources of every literature figure used for these experiments."""
+    lines = []
+    for r in REFERENCES:
+        if r.experiment in experiments:
+            value = f"{r.value:.2%}" if r.quantity == "test_accuracy" else f"{int(r.value):,} parameters"
+            note = f"; {r.note}" if r.note else ""
+            lines.append(f"- `{r.experiment}`, {r.source}, {r.kind}: {value}. Source: {r.where}{note}.")
+    return "\n".join(lines)
+
+
+def show_sources(experiments) -> None:
+    """Display ``sources_markdown`` under a table."""
+    from IPython.display import Markdown, display
+
+    display(Markdown("**Where the literature figures come from.**\n\n" + sources_markdown(experiments)))
 
 
 # ----------------------------------------------------------------------------- Sphinx extension

@@ -50,7 +50,7 @@ class Preset:
     train: TrainConfig
     model: dict = field(default_factory=dict)
     data: str | None = None
-    attention_images: int = 4
+    attention_images: int = 3
     attention_mean_images: int = 100
     timing_reps: int = 300
     timing_warmup: int = 10

@@ -87,6 +87,10 @@ def write_json(path: str | Path, obj) -> None:
 
 
 def write_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
+    """Numeric arrays only (readers use allow_pickle=False)."""
+    for name, a in arrays.items():
+        if np.asarray(a).dtype.kind not in "biuf":
+            raise ValueError(f"{name}: only numeric arrays are saved; got dtype {np.asarray(a).dtype}")
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     write_bytes(path, buf.getvalue())

@@ -16,6 +16,7 @@ In the encoding's parameters α = s²/2, i.e. ``spreads = √(2α)``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -143,3 +144,98 @@ def head_attention_maps(
     hp, wp = height + 2 * p, width + 2 * p
     probs = layer.probabilities(height, width)[:, (qi + p) * wp + (qj + p)]  # (heads, N_p)
     return probs.reshape(-1, hp, wp)[:, p : p + height, p : p + width]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Learning a convolution (the theory chapter's last experiment; added for the book)
+@dataclass
+class ConvImitation:
+    """Trace of ``learn_convolution``: recorded ``steps`` (T,), relative error ``loss`` (T,), head
+    ``centers`` (T, heads, 2) as (row, column) shifts, widths ``alpha`` (T, heads), the kernel grid
+    ``targets`` (K², 2) and the trained ``layer``."""
+
+    steps: Tensor
+    loss: Tensor
+    centers: Tensor
+    alpha: Tensor
+    targets: Tensor
+    layer: ConvAttention
+
+
+def learn_convolution(
+    conv: nn.Conv2d,
+    *,
+    steps: int = 600,
+    image_size: int = 8,
+    batch: int = 8,
+    lr: float = 0.05,
+    weight_decay: float = 1.0,
+    center_std: float = 1.0,
+    seed: int = 0,
+    record_every: int = 10,
+) -> ConvImitation:
+    """Train a positional-only, isotropic quadratic attention layer with K² heads to imitate ``conv``.
+
+    Loss on fresh Gaussian images x (batch, image_size, image_size, C_in) at every step:
+        ‖MHSA(x) − Conv(x)‖² / ‖Conv(x)‖²,
+    minimised with AdamW (learning rate ``lr``). Interior pixels are matched exactly by *any* invertible
+    mixture P of the kernel taps (Σ_h P_h(t) W^(h) = kernel tap t), so the loss alone does not pull the
+    centres onto the grid; decoupled weight decay on the filters W^(h) (``weight_decay``; none on centres
+    and spreads) prefers the best-conditioned mixture, a one-to-one assignment of heads to taps, i.e. the
+    paper's construction. Centres start from N(0, center_std²). Uses its own RNG (``seed``).
+    """
+    k, d = _check_conv(conv)
+    for name, value in (
+        ("steps", steps),
+        ("image_size", image_size),
+        ("batch", batch),
+        ("record_every", record_every),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(name, value, "an integer >= 1")
+    heads = k * k
+    conv = conv.float()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        encoding = QuadraticEncoding(heads, isotropic=True, center_std=center_std)
+        attn = MultiHeadSelfAttention2d(
+            conv.in_channels,
+            heads,
+            encoding=encoding,
+            content=False,
+            attn_dropout=0.0,
+            value="paper",
+            out_dim=conv.out_channels,
+        )
+        layer = ConvAttention(attn, pad=d * (k - 1) // 2)
+        optimizer = torch.optim.AdamW(
+            [
+                {"params": [encoding.centers, encoding.spreads], "weight_decay": 0.0},
+                {"params": attn.out.parameters(), "weight_decay": weight_decay},
+            ],
+            lr=lr,
+        )
+        rec_steps, rec_loss, rec_centers, rec_alpha = [], [], [], []
+        for step in range(steps + 1):
+            x = torch.randn(batch, image_size, image_size, conv.in_channels)
+            with torch.no_grad():
+                target = conv_reference(conv, x)
+            loss = (layer(x) - target).pow(2).sum() / target.pow(2).sum()
+            if step % record_every == 0 or step == steps:
+                rec_steps.append(step)
+                rec_loss.append(loss.item())
+                rec_centers.append(encoding.centers.detach().clone())
+                rec_alpha.append(encoding.alpha().detach().clone())
+            if step == steps:
+                break
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return ConvImitation(
+        torch.tensor(rec_steps),
+        torch.tensor(rec_loss),
+        torch.stack(rec_centers),
+        torch.stack(rec_alpha),
+        kernel_centers(k, d),
+        layer.eval(),
+    )

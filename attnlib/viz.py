@@ -58,7 +58,9 @@ def _grid_side(n_tokens: int) -> tuple[int, int]:
 
 def _mark_query(ax, row: int, col: int, size: float = 1.0) -> None:
     ax.add_patch(
-        Rectangle((col - size / 2, row - size / 2), size, size, fill=False, edgecolor=QUERY_COLOR, linewidth=1.6)
+        Rectangle(
+            (col - size / 2, row - size / 2), size, size, fill=False, edgecolor=QUERY_COLOR, linewidth=1.6
+        )
     )
 
 
@@ -70,42 +72,42 @@ def _clean(ax) -> None:
 
 # ----------------------------------------------------------------------------- attention grids
 def attention_grid(
-    maps: Sequence,
+    rows,
+    grid: tuple[int, int],
     query: tuple[int, int],
     *,
     title: str,
-    grid: tuple[int, int] | None = None,
     layer_names: Sequence[str] | None = None,
     average: bool = True,
     panel: float = 1.05,
 ) -> Figure:
     """Attention probabilities of one query pixel, layers (rows) × heads (columns).
 
-    maps: one array per layer, (heads, N, N) (or (N, N) for one head). query: (row, col) on the grid.
+    rows: (L, heads, N) (or (heads, N) for one layer): the attention of the query over the N = H·W keys.
     ``average`` adds a last column with the mean over heads. Each panel is scaled to its own maximum
     (colour: attention probability, 0 → max); the query pixel is outlined.
     """
-    layers = [_as_numpy(m)[None] if _as_numpy(m).ndim == 2 else _as_numpy(m) for m in maps]
-    heads = max(m.shape[0] for m in layers)
-    height, width = grid or _grid_side(layers[0].shape[-1])
-    q = query[0] * width + query[1]
+    r = _as_numpy(rows)
+    r = r[None] if r.ndim == 2 else r
+    n_layers, heads, _ = r.shape
+    height, width = (int(g) for g in grid)
     cols = heads + (1 if average else 0)
     scale = min(panel, PAGE_WIDTH / cols)
     fig, axes = plt.subplots(
-        len(layers), cols, figsize=(scale * cols + 0.6, scale * len(layers) + 0.9), squeeze=False,
+        n_layers,
+        cols,
+        figsize=(scale * cols + 0.6, scale * n_layers + 0.9),
+        squeeze=False,
         layout="constrained",
     )
-    for li, m in enumerate(layers):
+    for li in range(n_layers):
         for ci in range(cols):
             ax = axes[li, ci]
             _clean(ax)
             if average and ci == cols - 1:
-                p, label = m[:, q].mean(0), "mean of heads"
-            elif ci < m.shape[0]:
-                p, label = m[ci, q], f"head {ci + 1}"
+                p, label = r[li].mean(0), "mean of heads"
             else:
-                ax.set_visible(False)
-                continue
+                p, label = r[li, ci], f"head {ci + 1}"
             ax.imshow(p.reshape(height, width), cmap=CMAP, vmin=0.0, vmax=max(float(p.max()), 1e-12))
             _mark_query(ax, *query)
             if li == 0:
@@ -114,67 +116,160 @@ def attention_grid(
                 ax.set_ylabel(layer_names[li] if layer_names else f"layer {li + 1}", fontsize=9)
     fig.suptitle(title)
     fig.supxlabel(
-        f"key position on the {height}×{width} grid (query pixel {tuple(query)} outlined); "
+        f"key position on the {height}×{width} grid (query pixel {tuple(int(q) for q in query)} outlined); "
         "colour: attention probability, each panel scaled to its maximum",
         fontsize=9,
     )
     return fig
 
 
-def window_grid(
-    weights: Sequence,
-    query: tuple[int, int],
-    *,
-    title: str,
-    image_size: int = 32,
-    layer_names: Sequence[str] | None = None,
-    max_groups: int = 8,
-    average: bool = True,
+def offset_grid(
+    offsets, *, title: str, radius: int | None = None, layer_names: Sequence[str] | None = None
 ) -> Figure:
-    """SAN aggregation weights of one query pixel over its K×K window, layers (rows) × weight groups.
+    """Attention by relative offset δ = key − query, averaged over query pixels (and images), layers × heads.
 
-    weights: one array per layer, (G, K·K, H, W); layers may have different resolutions: the query,
-    given in input-image pixels (``image_size`` wide), is mapped to each layer's grid. Shows the first
-    ``max_groups`` groups and, with ``average``, the mean over all groups.
+    offsets: (L, heads, 2H−1, 2W−1), entry [δ₁ + H − 1, δ₂ + W − 1]. ``radius`` crops to |δ| ≤ radius.
     """
-    layers = [_as_numpy(w) for w in weights]
-    groups = min(max(w.shape[0] for w in layers), max_groups)
-    cols = groups + (1 if average else 0)
-    scale = min(1.0, PAGE_WIDTH / cols)
+    o = _as_numpy(offsets)
+    n_layers, heads, h2, w2 = o.shape
+    ch, cw = h2 // 2, w2 // 2
+    if radius is not None:
+        o = o[..., max(ch - radius, 0) : ch + radius + 1, max(cw - radius, 0) : cw + radius + 1]
+        ch, cw = min(radius, ch), min(radius, cw)
+    cols = heads + 1
+    scale = min(1.05, PAGE_WIDTH / cols)
     fig, axes = plt.subplots(
-        len(layers), cols, figsize=(scale * cols + 0.6, scale * len(layers) + 0.9), squeeze=False,
+        n_layers,
+        cols,
+        figsize=(scale * cols + 0.6, scale * n_layers + 0.9),
+        squeeze=False,
         layout="constrained",
     )
-    for li, w in enumerate(layers):
-        g, kk, h, wd = w.shape
-        k = int(round(np.sqrt(kk)))
-        i, j = min(query[0] * h // image_size, h - 1), min(query[1] * wd // image_size, wd - 1)
-        win = w[:, :, i, j].reshape(g, k, k)
-        panels = [win[c] for c in range(min(g, groups))]
+    for li in range(n_layers):
         for ci in range(cols):
             ax = axes[li, ci]
             _clean(ax)
-            if average and ci == cols - 1:
-                p = win.mean(0)
-            elif ci < len(panels):
-                p = panels[ci]
-            else:
-                ax.set_visible(False)
-                continue
+            p, label = (o[li].mean(0), "mean of heads") if ci == heads else (o[li, ci], f"head {ci + 1}")
             ax.imshow(p, cmap=CMAP, vmin=0.0, vmax=max(float(p.max()), 1e-12))
-            _mark_query(ax, k // 2, k // 2)
+            _mark_query(ax, ch, cw)
             if li == 0:
-                ax.set_title("mean of groups" if average and ci == cols - 1 else f"group {ci + 1}", fontsize=9)
+                ax.set_title(label, fontsize=9)
             if ci == 0:
-                name = layer_names[li] if layer_names else f"layer {li + 1}"
-                ax.set_ylabel(f"{name}\n{h}×{wd}, ({i},{j})", fontsize=8)
+                ax.set_ylabel(layer_names[li] if layer_names else f"layer {li + 1}", fontsize=9)
     fig.suptitle(title)
     fig.supxlabel(
-        f"{k}×{k} window around the query pixel (centre outlined); colour: aggregation weight, "
+        "relative offset δ = key − query (query outlined at the centre); colour: mean attention probability, "
         "each panel scaled to its maximum",
         fontsize=9,
     )
     return fig
+
+
+def token_attention(attention: Mapping, *, title: str, query: int = 0, image: int | None = 0) -> Figure:
+    """``attention_grid`` from a saved ``attention.npz`` (``attnlib.results.attention_summary``).
+
+    query: index into the saved fixed query pixels; image: index of a saved test image, or None for the
+    average over all the averaged test images (``rows_mean``).
+    """
+    grid = tuple(int(g) for g in attention["grid"])
+    token = int(attention["queries"][query])
+    pixel = divmod(token, grid[1])
+    rows = attention["rows_mean"][:, :, query] if image is None else attention["rows"][image][:, :, query]
+    return attention_grid(rows, grid, pixel, title=title)
+
+
+def window_maps(
+    weights: Sequence, query: tuple[float, float], *, title: str, layer_names: Sequence[str] | None = None
+) -> Figure:
+    """SAN aggregation weights of one query pixel over its K×K window, one panel per layer.
+
+    weights: per layer (K², H, W) (weights averaged over the weight groups); layers may differ in
+    resolution, so the query is given as fractions (row, col) of the image and mapped to each grid.
+    """
+    layers = [_as_numpy(w) for w in weights]
+    n = len(layers)
+    cols = min(n, 8)
+    rows = int(np.ceil(n / cols))
+    size = min(1.4, PAGE_WIDTH / cols)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(size * cols + 0.4, size * rows + 1.0), squeeze=False, layout="constrained"
+    )
+    for li in range(rows * cols):
+        ax = axes.flat[li]
+        _clean(ax)
+        if li >= n:
+            ax.set_visible(False)
+            continue
+        kk, h, w = layers[li].shape
+        k = int(round(np.sqrt(kk)))
+        i, j = min(int(query[0] * h), h - 1), min(int(query[1] * w), w - 1)
+        p = layers[li][:, i, j].reshape(k, k)
+        ax.imshow(p, cmap=CMAP, vmin=0.0, vmax=max(float(p.max()), 1e-12))
+        _mark_query(ax, k // 2, k // 2)
+        name = layer_names[li] if layer_names else f"layer {li + 1}"
+        ax.set_title(f"{name}\n{h}×{w} grid, pixel ({i},{j})", fontsize=8)
+    fig.suptitle(title)
+    fig.supxlabel(
+        "K×K window around the query pixel (centre outlined); colour: aggregation weight (mean over weight "
+        "groups), each panel scaled to its maximum",
+        fontsize=9,
+    )
+    return fig
+
+
+def window_means(
+    means: Sequence, *, title: str, max_groups: int = 8, layer_names: Sequence[str] | None = None
+) -> Figure:
+    """SAN aggregation weights averaged over pixels and images: layers (rows) × weight groups (columns).
+
+    means: per layer (G, K²). Shows the first ``max_groups`` groups and the mean over all groups.
+    """
+    layers = [_as_numpy(m) for m in means]
+    groups = min(max(m.shape[0] for m in layers), max_groups)
+    cols = groups + 1
+    scale = min(1.05, PAGE_WIDTH / cols)
+    fig, axes = plt.subplots(
+        len(layers),
+        cols,
+        figsize=(scale * cols + 0.6, scale * len(layers) + 0.9),
+        squeeze=False,
+        layout="constrained",
+    )
+    for li, m in enumerate(layers):
+        g, kk = m.shape
+        k = int(round(np.sqrt(kk)))
+        for ci in range(cols):
+            ax = axes[li, ci]
+            _clean(ax)
+            if ci == cols - 1:
+                p, label = m.mean(0), "mean of groups"
+            elif ci < g:
+                p, label = m[ci], f"group {ci + 1}"
+            else:
+                ax.set_visible(False)
+                continue
+            p = p.reshape(k, k)
+            ax.imshow(p, cmap=CMAP, vmin=0.0, vmax=max(float(p.max()), 1e-12))
+            _mark_query(ax, k // 2, k // 2)
+            if li == 0:
+                ax.set_title(label, fontsize=9)
+            if ci == 0:
+                ax.set_ylabel(layer_names[li] if layer_names else f"layer {li + 1}", fontsize=9)
+    fig.suptitle(title)
+    fig.supxlabel(
+        "K×K window (centre outlined); colour: aggregation weight averaged over pixels and images, "
+        "each panel scaled to its maximum",
+        fontsize=9,
+    )
+    return fig
+
+
+def san_layers(attention: Mapping) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """From a SAN ``attention.npz``: per layer the (n_show, K², H, W) weights and the (G, K²) means."""
+    keys = sorted(
+        k[: -len("_weights")] for k in attention if k.startswith("layer") and k.endswith("_weights")
+    )
+    return [attention[f"{k}_weights"] for k in keys], [attention[f"{k}_mean"] for k in keys]
 
 
 # ----------------------------------------------------------------------------- quadratic heads
@@ -189,8 +284,14 @@ def _ellipse(ax, centre, inv_cov, color, nsigma: float = 1.0) -> None:
     angle = np.degrees(np.arctan2(vecs[0, 1], vecs[1, 1]))
     ax.add_patch(
         Ellipse(
-            (centre[1], centre[0]), 2 * nsigma * np.sqrt(vals[1]), 2 * nsigma * np.sqrt(vals[0]), angle=angle,
-            fill=False, edgecolor=color, linewidth=1.0, alpha=0.8,
+            (centre[1], centre[0]),
+            2 * nsigma * np.sqrt(vals[1]),
+            2 * nsigma * np.sqrt(vals[0]),
+            angle=angle,
+            fill=False,
+            edgecolor=color,
+            linewidth=1.0,
+            alpha=0.8,
         )
     )
 
@@ -223,7 +324,9 @@ def quadratic_centres(
     n = len(centres)
     cols = min(n, 3)
     rows = int(np.ceil(n / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 3.3 * rows + 0.4), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(3.3 * cols, 3.3 * rows + 0.4), squeeze=False, layout="constrained"
+    )
     palette = plt.get_cmap("tab20")
     for li in range(rows * cols):
         ax = axes.flat[li]
@@ -289,7 +392,9 @@ def centre_trajectories(
         ax.set_xlabel("column shift δ₂ (pixels)")
         ax.set_ylabel("row shift δ₁ (pixels)")
     handles = [
-        plt.Line2D([], [], marker="o", mfc="none", color="0.3", linestyle="none", label=f"start ({x_label} 0)"),
+        plt.Line2D(
+            [], [], marker="o", mfc="none", color="0.3", linestyle="none", label=f"start ({x_label} 0)"
+        ),
         plt.Line2D([], [], marker="o", color="0.3", linestyle="none", label=f"end ({x_label} {steps - 1})"),
     ]
     if targets is not None:
@@ -300,7 +405,9 @@ def centre_trajectories(
 
 
 # ----------------------------------------------------------------------------- curves
-def error_vs_alpha(alphas, errors: Mapping[str, Sequence] | Sequence, *, title: str, tolerance: float | None = None) -> Figure:
+def error_vs_alpha(
+    alphas, errors: Mapping[str, Sequence] | Sequence, *, title: str, tolerance: float | None = None
+) -> Figure:
     """Relative error ‖MHSA(X) − Conv(X)‖ / ‖Conv(X)‖ against α, log–log; one line per labelled series."""
     series = errors if isinstance(errors, Mapping) else {"": errors}
     fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
@@ -330,13 +437,15 @@ def training_curves(histories: Mapping[str, object], *, title: str, cols: int = 
     """Training curves of several runs, one panel per run: train and test accuracy (%, left axis) and
     train and test loss (right axis) against the epoch.
 
-    histories: run name → DataFrame with an ``epoch`` column and any of ``train_accuracy``,
-    ``test_accuracy`` (fractions), ``train_loss``, ``test_loss``.
+    histories: run name → DataFrame (``history.csv``) with an ``epoch`` column and any of ``train_acc``,
+    ``test_acc`` (fractions), ``train_loss``, ``test_loss``.
     """
     names = list(histories)
     cols = max(1, min(cols, len(names)))
     rows = int(np.ceil(len(names) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(PAGE_WIDTH, 2.5 * rows + 0.8), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(PAGE_WIDTH, 2.5 * rows + 0.8), squeeze=False, layout="constrained"
+    )
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i in range(rows * cols):
         ax = axes.flat[i]
@@ -345,18 +454,18 @@ def training_curves(histories: Mapping[str, object], *, title: str, cols: int = 
             continue
         h = histories[names[i]]
         epoch = h["epoch"] if "epoch" in h else np.arange(1, len(h) + 1)
-        for key, style, color in (("train_accuracy", "--", colors[0]), ("test_accuracy", "-", colors[0])):
+        for key, style in (("train_acc", "--"), ("test_acc", "-")):
             if key in h:
-                ax.plot(epoch, 100 * np.asarray(h[key], dtype=float), style, color=color, label=key.replace("_", " "))
+                ax.plot(epoch, 100 * np.asarray(h[key], dtype=float), style, color=colors[0], marker=".")
         ax.set_ylim(0, 100)
         ax.set_title(names[i], fontsize=9)
         ax.set_xlabel("epoch")
         ax.set_ylabel("accuracy (%)", color=colors[0])
         ax2 = ax.twinx()
         ax2.grid(False)
-        for key, style, color in (("train_loss", "--", colors[1]), ("test_loss", "-", colors[1])):
+        for key, style in (("train_loss", "--"), ("test_loss", "-")):
             if key in h:
-                ax2.plot(epoch, np.asarray(h[key], dtype=float), style, color=color, label=key.replace("_", " "))
+                ax2.plot(epoch, np.asarray(h[key], dtype=float), style, color=colors[1], marker=".")
         ax2.set_ylabel("loss (nats)", color=colors[1])
     handles = [
         plt.Line2D([], [], color=colors[0], linestyle="--", label="train accuracy"),

@@ -6,6 +6,7 @@ is skipped where it is absent.
 
 import os
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -308,7 +309,7 @@ def test_undecodable_or_wrong_size_image(imagefolder, tmp_path, bad):
         path.write_bytes(b"\xff\xd8 this is not a JPEG")
     else:
         Image.new("RGB", (16, 16)).save(path)
-    with pytest.raises(D.DataFormatError, match=str(path)):
+    with pytest.raises(D.DataFormatError, match=re.escape(str(path))):
         D.load_cifar10(root, cache_dir=tmp_path / "cache")
     assert not list((tmp_path / "cache").glob("*.pt"))
 
@@ -488,11 +489,15 @@ def test_batches_reject_bad_arguments(small):
         (dict(batch_size=9, world_size=2), "batch_size"),
         (dict(batch_size=8, world_size=2, rank=2), "rank"),
         (dict(batch_size=8, world_size=0), "world_size"),
+        (dict(batch_size=8, seed=-1), "seed"),
         (dict(batch_size=64), "batch_size"),  # larger than the split, dropping the last batch: no steps
     ]:
         with pytest.raises(ConfigError) as err:
             D.Batches(small.train, train=True, **kwargs)
         assert err.value.parameter == parameter
+    with pytest.raises(ConfigError) as err:
+        D.Batches(small.train, 8, train=True).epoch(-1)
+    assert err.value.parameter == "epoch"
     with pytest.raises(TypeError, match="epoch"):
         iter(D.Batches(small.train, 8, train=True))
 

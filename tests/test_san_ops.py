@@ -56,7 +56,9 @@ def loop_aggregation(x, weight, K, s, p, d, pad_mode):
             acc = 0
             for kh in range(K):
                 for kw in range(K):
-                    acc = acc + shared[:, :, kh * K + kw, i, j] * read(x, i * s - p + kh * d, j * s - p + kw * d, pad_mode)
+                    acc = acc + shared[:, :, kh * K + kw, i, j] * read(
+                        x, i * s - p + kh * d, j * s - p + kw * d, pad_mode
+                    )
             row.append(acc)
         rows.append(torch.stack(row, -1))
     return torch.stack(rows, -2)
@@ -92,7 +94,7 @@ def assert_same_values_and_grads(f, g, args):
     upstream = torch.randn_like(a)
     ga = torch.autograd.grad(a, args, upstream)
     gb = torch.autograd.grad(b, args, upstream)
-    for u, v in zip(ga, gb):
+    for u, v in zip(ga, gb, strict=True):
         torch.testing.assert_close(u, v)
 
 
@@ -104,7 +106,9 @@ def test_reference_aggregation_matches_loop(K, s, p, d, C, Cw, mode):
     x, _, w = inputs(K, s, p, d, C, Cw)
     window = (K, s, p, d, mode)
     assert_same_values_and_grads(
-        lambda x, w: reference.aggregation(x, w, *window), lambda x, w: loop_aggregation(x, w, *window), (x, w)
+        lambda x, w: reference.aggregation(x, w, *window),
+        lambda x, w: loop_aggregation(x, w, *window),
+        (x, w),
     )
 
 
@@ -113,7 +117,9 @@ def test_reference_subtraction_matches_loop(K, s, p, d, C, Cw, mode):
     x1, x2, _ = inputs(K, s, p, d, C, Cw)
     window = (K, s, p, d, mode)
     assert_same_values_and_grads(
-        lambda a, b: reference.subtraction2(a, b, *window), lambda a, b: loop_subtraction2(a, b, *window), (x1, x2)
+        lambda a, b: reference.subtraction2(a, b, *window),
+        lambda a, b: loop_subtraction2(a, b, *window),
+        (x1, x2),
     )
     assert_same_values_and_grads(
         lambda a: reference.subtraction(a, *window), lambda a: loop_subtraction2(a, a, *window), (x1,)
@@ -126,7 +132,9 @@ def test_subtraction_centre_is_official_for_same_padding():
     out = reference.subtraction2(x1, x2, 5, 2, 4, 2, "reflect")
     Ho, Wo = out.shape[-2:]
     centre = torch.nn.functional.unfold(x1, 1, stride=2).view(2, 3, 1, Ho, Wo)
-    neighbours = torch.nn.functional.unfold(torch.nn.functional.pad(x2, (4,) * 4, mode="reflect"), 5, dilation=2, stride=2)
+    neighbours = torch.nn.functional.unfold(
+        torch.nn.functional.pad(x2, (4,) * 4, mode="reflect"), 5, dilation=2, stride=2
+    )
     torch.testing.assert_close(out, centre - neighbours.view(2, 3, 25, Ho, Wo))
 
 
@@ -144,9 +152,15 @@ def test_ops_torch_and_auto_on_cpu_are_the_reference():
     x1, x2, w = inputs(3, 1, 1, 1, 4, 2)
     for backend in ("torch", "auto"):
         expected = reference.aggregation(x1, w, 3, 1, 1, 1, "reflect")
-        torch.testing.assert_close(ops.aggregation(x1, w, 3, padding=1, pad_mode="reflect", backend=backend), expected)
-        torch.testing.assert_close(ops.subtraction2(x1, x2, 3, padding=1, backend=backend), reference.subtraction2(x1, x2, 3, 1, 1))
-        torch.testing.assert_close(ops.subtraction(x1, 3, padding=1, backend=backend), reference.subtraction(x1, 3, 1, 1))
+        torch.testing.assert_close(
+            ops.aggregation(x1, w, 3, padding=1, pad_mode="reflect", backend=backend), expected
+        )
+        torch.testing.assert_close(
+            ops.subtraction2(x1, x2, 3, padding=1, backend=backend), reference.subtraction2(x1, x2, 3, 1, 1)
+        )
+        torch.testing.assert_close(
+            ops.subtraction(x1, 3, padding=1, backend=backend), reference.subtraction(x1, 3, 1, 1)
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -196,7 +210,9 @@ def test_subtraction_errors():
         ops.subtraction2(x.long(), x, 3)
 
 
-@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1", reason="the interpreter makes CPU triton valid")
+@pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") == "1", reason="the interpreter makes CPU triton valid"
+)
 def test_triton_backend_on_cpu_without_interpreter_is_a_clear_error():
     pytest.importorskip("triton")
     x = torch.randn(1, 2, 5, 5)
@@ -225,5 +241,7 @@ else:
 """
     root = Path(__file__).resolve().parents[1]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    result = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr

@@ -224,12 +224,19 @@ def _subtraction_bwd(
 # Launchers. Arguments are validated by attnlib.san.ops; tensors must be contiguous and on one device.
 
 
+def _mirrors(reflect: bool, padding: int) -> int:
+    """Padded positions that can hold an input pixel (see _reader): itself, and its two mirror images."""
+    return 3 if reflect and padding > 0 else 1
+
+
 def _acc(dtype: torch.dtype):
     return tl.float64 if dtype == torch.float64 else tl.float32
 
 
-def _grid(n: int) -> tuple[int, int]:
+def _grid(n: int, *tensors: torch.Tensor) -> tuple[tuple[int], int]:
     """(grid, BLOCK) for a flat range of n elements. The interpreter runs programs one at a time: one big block."""
+    if max(n, *(t.numel() for t in tensors)) >= 2**31:
+        raise ValueError("attnlib.san.kernels index with int32: tensors must have fewer than 2**31 elements")
     block = min(triton.next_power_of_2(max(n, 1)), 1 << 16 if INTERPRETED else 256)
     return (triton.cdiv(n, block),), block
 
@@ -239,7 +246,7 @@ def aggregation_forward(x, weight, kernel_size, stride, padding, dilation, refle
     B, C, H, W = x.shape
     Cw, _, Ho, Wo = weight.shape[1:]
     out = x.new_empty(B, C, Ho, Wo)
-    grid, block = _grid(out.numel())
+    grid, block = _grid(out.numel(), x, weight)
     _aggregation_fwd[grid](
         x, weight, out, out.numel(), C, Cw, H, W, Ho, Wo,
         K=kernel_size, STRIDE=stride, PAD=padding, DIL=dilation, REFLECT=reflect, BLOCK=block, ACC=_acc(x.dtype),
@@ -247,7 +254,9 @@ def aggregation_forward(x, weight, kernel_size, stride, padding, dilation, refle
     return out
 
 
-def aggregation_backward(grad_out, x, weight, kernel_size, stride, padding, dilation, reflect, need_x, need_w):
+def aggregation_backward(
+    grad_out, x, weight, kernel_size, stride, padding, dilation, reflect, need_x, need_w
+):
     """Gradients (dx or None, dweight or None) of aggregation_forward."""
     B, C, H, W = x.shape
     Cw, _, Ho, Wo = weight.shape[1:]
@@ -255,16 +264,16 @@ def aggregation_backward(grad_out, x, weight, kernel_size, stride, padding, dila
     grad_x = grad_w = None
     if need_x:
         grad_x = torch.empty_like(x)
-        grid, block = _grid(grad_x.numel())
+        grid, block = _grid(grad_x.numel(), weight)
         _aggregation_bwd_x[grid](
             grad_out, weight, grad_x, grad_x.numel(), C, Cw, H, W, Ho, Wo,
-            MIRRORS=3 if reflect else 1, MIRROR_TAPS=_mirror_taps(kernel_size, padding, dilation), BLOCK=block,
+            MIRRORS=_mirrors(reflect, padding), MIRROR_TAPS=_mirror_taps(kernel_size, padding, dilation), BLOCK=block,
             **geometry,
         )  # fmt: skip
     if need_w:
         grad_w = torch.empty_like(weight)
         n = B * Cw * Ho * Wo
-        grid, block = _grid(n)
+        grid, block = _grid(n, x, weight)
         _aggregation_bwd_w[grid](
             grad_out, x, grad_w, n, C, Cw, H, W, Ho, Wo, REFLECT=reflect, BLOCK=block, **geometry
         )  # fmt: skip
@@ -276,7 +285,7 @@ def subtraction_forward(x1, x2, kernel_size, stride, padding, dilation, reflect,
     B, C, H, W = x1.shape
     out = x1.new_empty(B, C, kernel_size * kernel_size, ho, wo)
     n = B * C * ho * wo
-    grid, block = _grid(n)
+    grid, block = _grid(n, out)
     _subtraction_fwd[grid](
         x1, x2, out, n, C, H, W, ho, wo,
         K=kernel_size, STRIDE=stride, PAD=padding, DIL=dilation, REFLECT=reflect, BLOCK=block,
@@ -290,10 +299,10 @@ def subtraction_backward(grad_out, shape, kernel_size, stride, padding, dilation
     Ho, Wo = grad_out.shape[-2:]
     grad_x1 = grad_out.new_empty(shape)
     grad_x2 = grad_x1 if same else grad_out.new_empty(shape)
-    grid, block = _grid(grad_x1.numel())
+    grid, block = _grid(grad_x1.numel(), grad_out)
     _subtraction_bwd[grid](
         grad_out, grad_x1, grad_x2, grad_x1.numel(), C, H, W, Ho, Wo,
-        K=kernel_size, STRIDE=stride, PAD=padding, DIL=dilation, MIRRORS=3 if reflect else 1,
+        K=kernel_size, STRIDE=stride, PAD=padding, DIL=dilation, MIRRORS=_mirrors(reflect, padding),
         MIRROR_TAPS=_mirror_taps(kernel_size, padding, dilation), SAME=same, BLOCK=block, ACC=_acc(grad_out.dtype),
     )  # fmt: skip
     return grad_x1 if same else (grad_x1, grad_x2)

@@ -56,7 +56,11 @@ class SANConfig:
             raise ConfigError("sa_type", self.sa_type, " | ".join(map(repr, SA_TYPES)))
         n = len(self.widths)
         if n == 0 or len(self.layers) != n or len(self.kernels) != n:
-            raise ConfigError("layers/kernels/widths", (self.layers, self.kernels, self.widths), "tuples of one equal, non-zero length")
+            raise ConfigError(
+                "layers/kernels/widths",
+                (self.layers, self.kernels, self.widths),
+                "tuples of one equal, non-zero length",
+            )
         if any(not isinstance(k, int) or k < 1 or k % 2 == 0 for k in self.kernels):
             raise ConfigError("kernels", self.kernels, "odd positive ints")
         if any(not isinstance(b, int) or b < 1 for b in self.layers):
@@ -69,7 +73,9 @@ class SANConfig:
         for w in self.widths:
             if not isinstance(w, int) or w < 1 or w % step or w % self.rel_reduction:
                 raise ConfigError(
-                    "widths", self.widths, f"positive multiples of mid_reduction*share_planes = {step} and of rel_reduction = {self.rel_reduction}"
+                    "widths",
+                    self.widths,
+                    f"positive multiples of mid_reduction*share_planes = {step} and of rel_reduction = {self.rel_reduction}",
                 )
 
 
@@ -88,7 +94,9 @@ def conv1x1(cin: int, cout: int, bias: bool = False) -> nn.Conv2d:
 class SelfAttention(nn.Module):
     """SAN's self-attention layer: (B, in, H, W) -> (B, out, H, W), footprint K x K, stride 1."""
 
-    def __init__(self, sa_type, in_planes, rel_planes, out_planes, share_planes, kernel_size, patchwise_softmax=False):
+    def __init__(
+        self, sa_type, in_planes, rel_planes, out_planes, share_planes, kernel_size, patchwise_softmax=False
+    ):
         super().__init__()
         self.sa_type, self.kernel_size, self.padding = sa_type, kernel_size, kernel_size // 2
         self.normalise = sa_type == "pairwise" or patchwise_softmax
@@ -116,13 +124,18 @@ class SelfAttention(nn.Module):
     def forward(self, x, keys=None):
         """x (B, in, H, W), keys ψ(x) (B, rel, H, W) or None -> (y (B, out, H, W), α (B, Cw, K·K, H, W), keys)."""
         B, _, H, W = x.shape
-        K, window = self.kernel_size, dict(kernel_size=self.kernel_size, padding=self.padding, pad_mode="reflect")
+        K, window = (
+            self.kernel_size,
+            dict(kernel_size=self.kernel_size, padding=self.padding, pad_mode="reflect"),
+        )
         q, v = self.query(x), self.value(x)
         k = self.key(x) if keys is None else keys
         if self.sa_type == "pairwise":
             # δ = [φ(x_i) − ψ(x_j), p_i − p_j]: (B, rel + 2, K·K, H, W)
             p = self.position(position_grid(H, W, q))
-            relation = torch.cat([ops.subtraction2(q, k, **window), ops.subtraction(p, **window).expand(B, -1, -1, -1, -1)], 1)
+            relation = torch.cat(
+                [ops.subtraction2(q, k, **window), ops.subtraction(p, **window).expand(B, -1, -1, -1, -1)], 1
+            )
             logits = self.gamma(relation.flatten(3)).view(B, self.groups, K * K, H, W)
         else:
             # δ = [φ(x_i), ψ(x_j) for j in R(i)]: (B, rel·(K·K + 1), 1, H·W)
@@ -141,7 +154,13 @@ class Bottleneck(nn.Module):
         mid = width // cfg.mid_reduction
         self.bn1 = nn.BatchNorm2d(width)
         self.attention = SelfAttention(
-            cfg.sa_type, width, width // cfg.rel_reduction, mid, cfg.share_planes, kernel_size, cfg.patchwise_softmax
+            cfg.sa_type,
+            width,
+            width // cfg.rel_reduction,
+            mid,
+            cfg.share_planes,
+            kernel_size,
+            cfg.patchwise_softmax,
         )
         self.bn2 = nn.BatchNorm2d(mid)
         self.conv = conv1x1(mid, width, bias=True)
@@ -178,9 +197,13 @@ class SAN(nn.Module):
     def __init__(self, cfg: SANConfig):
         super().__init__()
         self.cfg = cfg
-        self.stem = nn.Sequential(conv1x1(3, cfg.stem_width), nn.BatchNorm2d(cfg.stem_width), nn.ReLU(inplace=True))
+        self.stem = nn.Sequential(
+            conv1x1(3, cfg.stem_width), nn.BatchNorm2d(cfg.stem_width), nn.ReLU(inplace=True)
+        )
         ins = (cfg.stem_width, *cfg.widths[:-1])
-        self.stages = nn.ModuleList(Stage(cfg, *args) for args in zip(ins, cfg.widths, cfg.layers, cfg.kernels))
+        self.stages = nn.ModuleList(
+            Stage(cfg, *args) for args in zip(ins, cfg.widths, cfg.layers, cfg.kernels, strict=True)
+        )
         self.fc = nn.Linear(cfg.widths[-1], cfg.num_classes)
 
     def forward(self, x, return_attention: bool = False):

@@ -49,7 +49,9 @@ def _geometry(x, kernel_size, stride, padding, dilation, pad_mode) -> tuple[int,
         raise ConfigError("padding", padding, f"< min(H, W) = {min(H, W)} with pad_mode='reflect'")
     Ho, Wo = (output_size(n, kernel_size, stride, padding, dilation) for n in (H, W))
     if Ho < 1 or Wo < 1:
-        raise ConfigError("kernel_size", kernel_size, f"a window (with dilation and padding) that fits in {H}x{W}")
+        raise ConfigError(
+            "kernel_size", kernel_size, f"a window (with dilation and padding) that fits in {H}x{W}"
+        )
     return Ho, Wo
 
 
@@ -146,12 +148,16 @@ def aggregation(x, weight, kernel_size, stride=1, padding=0, dilation=1, pad_mod
     Ho, Wo = _geometry(x, kernel_size, stride, padding, dilation, pad_mode)
     B, C = x.shape[:2]
     if not isinstance(weight, torch.Tensor) or weight.dim() != 5:
-        raise ConfigError("weight", getattr(weight, "shape", weight), "a tensor of shape (B, Cw, K*K, Ho, Wo)")
+        raise ConfigError(
+            "weight", getattr(weight, "shape", weight), "a tensor of shape (B, Cw, K*K, Ho, Wo)"
+        )
     Cw = weight.shape[1]
     expected = (B, Cw, kernel_size * kernel_size, Ho, Wo)
     if tuple(weight.shape) != expected or Cw == 0 or C % Cw:
         raise ConfigError(
-            "weight", tuple(weight.shape), f"(B={B}, Cw dividing C={C}, K*K={kernel_size**2}, Ho={Ho}, Wo={Wo})"
+            "weight",
+            tuple(weight.shape),
+            f"(B={B}, Cw dividing C={C}, K*K={kernel_size**2}, Ho={Ho}, Wo={Wo})",
         )
     if not _use_triton(backend, x, weight):
         return reference.aggregation(x, weight, kernel_size, stride, padding, dilation, pad_mode)

@@ -45,7 +45,9 @@ def centre(x, kernel_size, stride=1, padding=0, dilation=1, pad_mode="zeros") ->
     Ho, Wo = (output_size(n, kernel_size, stride, padding, dilation) for n in (H, W))
     start = (kernel_size - 1) // 2 * dilation
     xp = pad(x, padding, pad_mode)
-    return xp[..., start : start + (Ho - 1) * stride + 1 : stride, start : start + (Wo - 1) * stride + 1 : stride]
+    return xp[
+        ..., start : start + (Ho - 1) * stride + 1 : stride, start : start + (Wo - 1) * stride + 1 : stride
+    ]
 
 
 def aggregation(x, weight, kernel_size, stride=1, padding=0, dilation=1, pad_mode="zeros") -> torch.Tensor:
@@ -56,7 +58,9 @@ def aggregation(x, weight, kernel_size, stride=1, padding=0, dilation=1, pad_mod
     B, C = x.shape[:2]
     Cw, KK, Ho, Wo = weight.shape[1:]
     cols = unfold(x, kernel_size, stride, padding, dilation, pad_mode)  # (B, C, K·K, Ho, Wo)
-    out = (cols.view(B, C // Cw, Cw, KK, Ho, Wo) * weight.unsqueeze(1)).sum(3)  # channel c = g·Cw + (c mod Cw)
+    out = (cols.view(B, C // Cw, Cw, KK, Ho, Wo) * weight.unsqueeze(1)).sum(
+        3
+    )  # channel c = g·Cw + (c mod Cw)
     return out.view(B, C, Ho, Wo)
 
 

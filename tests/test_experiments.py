@@ -1,0 +1,152 @@
+"""The registry: names, presets, the published protocol, budget choices, and every experiment training at
+the smoke preset into a complete result folder."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib import build_model
+from attnlib.errors import ConfigError
+from attnlib.experiments import (
+    EXPERIMENTS,
+    PRESET_TABLE,
+    PRESETS,
+    count_parameters,
+    estimate_seconds,
+    resolve,
+)
+from attnlib.results import inspect_run, load_run, train_run
+
+NAMES = [
+    "resnet18",
+    "quadratic_iso_9h",
+    "quadratic_aniso_9h",
+    "quadratic_aniso_16h",
+    "learned_9h",
+    "learned_16h",
+    "learned_content_9h",
+    "learned_content_16h",
+    "learned_content_9h_ha",
+    "learned_content_16h_ha",
+    "san_pairwise",
+    "san_pairwise_ha",
+    "san_patchwise",
+    "san_patchwise_ha",
+    "vit",
+    "vit_ha",
+]
+HA_PAIRS = [(n.removesuffix("_ha"), n) for n in NAMES if n.endswith("_ha")]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def test_names_and_presets():
+    assert sorted(EXPERIMENTS) == sorted(NAMES) and PRESETS == ("paper", "budget", "smoke")
+    for preset in PRESETS:
+        assert set(PRESET_TABLE[preset]) == {e.protocol for e in EXPERIMENTS.values()}
+        for p in PRESET_TABLE[preset].values():
+            assert p.reason, f"{preset}: every preset states its reasons"
+
+
+@pytest.mark.parametrize("base,ha", HA_PAIRS)
+@pytest.mark.parametrize("preset", PRESETS)
+def test_ha_variant_trains_like_its_baseline(base, ha, preset):
+    a, b = resolve(base, preset), resolve(ha, preset)
+    assert EXPERIMENTS[ha].baseline == base
+    assert a.train == b.train and a.data == b.data
+    assert {**a.model, "hierarchical": True} == b.model and a.model["hierarchical"] is False
+
+
+def test_paper_protocol():
+    paper = {n: resolve(n, "paper") for n in NAMES}
+    for n in NAMES:
+        t = paper[n].train
+        assert (t.momentum, t.weight_decay) == (0.9, 1e-4)
+        if EXPERIMENTS[n].family == "paper":
+            assert (t.lr, t.batch_size, t.epochs, t.schedule, t.warmup) == (0.1, 100, 300, "cosine", 0.05)
+            assert t.label_smoothing == 0
+    assert paper["resnet18"].train.schedule == "multistep" and paper["resnet18"].train.epochs == 300
+    assert paper["san_pairwise"].train.label_smoothing == 0.1 and paper["san_pairwise"].train.lr == 0.1
+    assert paper["san_patchwise"].train.lr == 0.01
+    assert (paper["vit"].train.epochs, paper["vit"].train.lr) == (100, 0.01)
+    assert paper["learned_content_16h"].model["hidden"] == 256  # [Re] 16-head configs
+
+
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("quadratic_iso_9h", 12_086_844),
+        ("learned_9h", 12_278_682),
+        ("learned_content_9h", 29_601_882),
+        ("resnet18", 11.2e6),
+    ],
+)
+def test_paper_parameter_counts(name, expected):
+    """The registry maps names to the paper's models: counts of the official code (issue 3), within 1%."""
+    assert count_parameters(name, "paper") == pytest.approx(expected, rel=0.01)
+
+
+def test_unknown_names_list_allowed_values():
+    with pytest.raises(ConfigError, match="experiment: got 'resnet50'; allowed: resnet18, quadratic_iso_9h"):
+        build_model("resnet50")
+    with pytest.raises(ConfigError, match="preset: got 'fast'; allowed: paper, budget, smoke"):
+        build_model("vit", "fast")
+
+
+def test_build_model_follows_the_preset():
+    torch.manual_seed(0)
+    small = build_model("learned_content_9h_ha", "smoke")
+    assert small.cfg.hidden == 16 and small.cfg.hierarchical and small.cfg.heads == 9
+    assert resolve("vit", "budget", epochs=7).train.epochs == 7
+
+
+def test_budget_grid_fits_two_hours():
+    est = {n: estimate_seconds(n, "budget") for n in NAMES}
+    assert all(v is not None for v in est.values()), "every budget run has a measured throughput"
+    assert sum(est.values()) <= 2 * 3600
+
+
+def test_configs_serialise():
+    for n in NAMES:
+        d = resolve(n, "budget").to_dict()
+        assert d["train"]["epochs"] >= 1 and isinstance(d["model"], dict)
+        assert dataclasses.is_dataclass(resolve(n, "budget").train)
+
+
+@pytest.fixture(scope="module")
+def smoke_results(tmp_path_factory):
+    return tmp_path_factory.mktemp("smoke")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_experiment_trains_at_smoke(name, smoke_results):
+    res = train_run(name, "smoke", results_dir=smoke_results, progress=False)
+    assert inspect_run(res.path)[0] == "complete"
+    again = load_run(res.path)
+    assert len(again.history) == 1 and 0 <= again.test_accuracy <= 1
+    assert np.isfinite(again.history[["train_loss", "test_loss"]].to_numpy()).all()
+    family = EXPERIMENTS[name].family
+    att = again.attention
+    if family in ("paper", "vit"):
+        layers = resolve(name, "smoke").model["layers"]
+        assert att["rows"].shape[:2] == (2, layers) and att["offset_mean"].shape[0] == layers
+    elif family == "san":
+        assert any(k.endswith("_weights") for k in att)
+    else:
+        assert att == {}  # ResNet has no attention
+    quadratic = name.startswith("quadratic")
+    assert (again.centers is not None) == quadratic
+    if quadratic:
+        heads = resolve(name, "smoke").model["heads"]
+        assert again.centers["centers"].shape == (2, 2, heads, 2)
+        assert again.centers["inverse_covariance"].shape == (2, 2, heads, 2, 2)

@@ -1,0 +1,294 @@
+"""Results on disk: atomic writes, locks, run_or_load (load vs train, damaged results), attention maps,
+inference timing and Table 3."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from attnlib import results
+from attnlib.results import (
+    DamagedResult,
+    MissingResult,
+    RunLock,
+    RunLocked,
+    attention_summary,
+    inference_wall_time,
+    inspect_run,
+    run_dir,
+    run_or_load,
+    table3,
+    train_run,
+    write_json,
+    write_npz,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """vit and vit_ha trained at the smoke preset in one results folder (read-only for the tests)."""
+    root = tmp_path_factory.mktemp("results")
+    for name in ("vit", "vit_ha"):
+        train_run(name, "smoke", results_dir=root, progress=False)
+    return root
+
+
+@pytest.fixture
+def copy(trained, tmp_path):
+    """A private copy of the trained results folder (for tests that damage it)."""
+    dst = tmp_path / "results"
+    shutil.copytree(trained, dst)
+    return dst
+
+
+def leftovers(folder) -> list[str]:
+    return [p.name for p in folder.rglob("*") if ".tmp" in p.name]
+
+
+# ----------------------------------------------------------------------------------------- atomic writes
+def test_atomic_write_keeps_old_file_on_error(tmp_path):
+    target = tmp_path / "metrics.json"
+    write_json(target, {"a": 1})
+    with pytest.raises(TypeError):
+        write_json(target, {"a": object()})  # not serialisable: fails before the rename
+    assert json.loads(target.read_text()) == {"a": 1}
+    with pytest.raises(ValueError):
+        write_npz(tmp_path / "x.npz", {"a": np.zeros(2), "b": object()})  # pickling refused
+    with pytest.raises(OSError):
+        with results.atomic_path(tmp_path / "y.bin") as tmp:
+            tmp.write_bytes(b"partial")
+            raise OSError("disk full")
+    assert not (tmp_path / "x.npz").exists() and not (tmp_path / "y.bin").exists()
+    assert leftovers(tmp_path) == []
+
+
+def test_crashed_run_writes_no_result(tmp_path):
+    def crash(epoch, step, x, y):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        train_run("resnet18", "smoke", results_dir=tmp_path, progress=False, on_step=crash)
+    folder = run_dir(tmp_path, "resnet18", "smoke")
+    assert sorted(p.name for p in folder.iterdir()) == []  # no result files, no lock, no temporary files
+    assert inspect_run(folder)[0] == "missing"
+
+
+# ------------------------------------------------------------------------------------------------- locks
+def test_second_run_is_refused_while_first_holds_the_lock(tmp_path):
+    folder = run_dir(tmp_path, "resnet18", "smoke")
+    with RunLock(folder):
+        with pytest.raises(RunLocked, match=f"pid {os.getpid()}"):
+            RunLock(folder).acquire()
+        with pytest.raises(RunLocked, match="being trained by another process"):
+            train_run("resnet18", "smoke", results_dir=tmp_path, progress=False)
+        assert sorted(p.name for p in folder.iterdir()) == ["run.lock"]  # the refused run wrote nothing
+    assert not (folder / "run.lock").exists()
+    RunLock(folder).acquire().release()  # free again
+
+
+def test_stale_lock_file_is_taken_over(tmp_path, caplog):
+    (tmp_path / "run.lock").write_text(json.dumps({"pid": 2**22 + 12345, "host": "elsewhere"}))
+    with caplog.at_level(logging.WARNING, logger="attnlib"):
+        with RunLock(tmp_path) as lock:
+            assert json.loads(lock.path.read_text())["pid"] == os.getpid()
+    assert "taking over" in caplog.text and "pid 4206649" in caplog.text
+
+
+@pytest.mark.slow
+def test_lock_of_a_killed_process_does_not_block(tmp_path, caplog):
+    code = (
+        "import sys, time; from attnlib.results import RunLock; RunLock(sys.argv[1]).acquire(); "
+        "print('locked', flush=True); time.sleep(600)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "locked"
+        with pytest.raises(RunLocked, match=f"pid {proc.pid}"):
+            RunLock(tmp_path).acquire()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    with caplog.at_level(logging.WARNING, logger="attnlib"):
+        RunLock(tmp_path).acquire().release()
+    assert f"pid {proc.pid}" in caplog.text
+
+
+# ------------------------------------------------------------------------------------------ run_or_load
+def test_result_folder_is_complete(trained):
+    res = run_or_load("vit", "smoke", results_dir=trained)
+    assert not res.trained
+    assert {p.name for p in res.path.iterdir()} >= {
+        "config.json",
+        "metrics.json",
+        "history.csv",
+        "attention.npz",
+    }
+    m = res.metrics
+    assert 0 <= m["test_accuracy"] <= 1 and m["params"] == sum(p.numel() for p in res.model().parameters())
+    assert m["wall_time_ms"] > 0 and m["wall_time_reps"] == 3 and m["wall_time_device"]
+    prov = m["provenance"]
+    for key in (
+        "dataset",
+        "test_images",
+        "preset",
+        "seed",
+        "epochs",
+        "device",
+        "torch",
+        "git",
+        "train_seconds",
+    ):
+        assert key in prov
+    assert prov["test_images"] == 32 and prov["dataset"].startswith("synthetic")
+    assert list(res.history.columns)[:5] == ["epoch", "train_loss", "train_acc", "test_loss", "test_acc"]
+    assert res.config["model"]["hierarchical"] is False and res.config["train"]["epochs"] == 1
+    assert (
+        not (res.path / "checkpoints" / "previous.pt").exists()
+        and (res.path / "checkpoints" / "last.pt").exists()
+    )
+
+
+def test_run_or_load_loads_instead_of_retraining(copy):
+    metrics = run_dir(copy, "vit", "smoke") / "metrics.json"
+    before = metrics.stat().st_mtime_ns
+    res = run_or_load("vit", "smoke", results_dir=copy)
+    assert not res.trained and metrics.stat().st_mtime_ns == before
+
+
+def test_other_configuration_is_retrained(copy):
+    res = run_or_load("vit", "smoke", results_dir=copy, epochs=2)
+    assert res.trained and len(res.history) == 2
+
+
+def test_missing_result_without_training(tmp_path, monkeypatch):
+    with pytest.raises(MissingResult, match="python -m attnlib train resnet18 --preset smoke"):
+        run_or_load("resnet18", "smoke", results_dir=tmp_path, train_missing=False)
+    monkeypatch.setenv("ATTNLIB_TRAIN_MISSING", "0")  # what the book build sets
+    with pytest.raises(MissingResult):
+        run_or_load("resnet18", "smoke", results_dir=tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "history"])
+def test_damaged_result_is_reported_and_retrained(copy, damage, caplog):
+    folder = run_dir(copy, "vit_ha", "smoke")
+    if damage == "truncate":
+        text = (folder / "metrics.json").read_text()
+        (folder / "metrics.json").write_text(text[: len(text) // 2])
+    elif damage == "garbage":
+        (folder / "metrics.json").write_text('{"test_accuracy": 0.5}')
+    else:
+        (folder / "history.csv").write_text(
+            "epoch,train_loss\n1,0.0\n"
+        )  # no longer what metrics.json vouches for
+    assert inspect_run(folder)[0] == "damaged"
+    assert table3(copy, "smoke").set_index("experiment").loc["vit_ha", "status"] == "damaged"
+    with pytest.raises(DamagedResult):
+        run_or_load("vit_ha", "smoke", results_dir=copy, train_missing=False)
+    with caplog.at_level(logging.WARNING, logger="attnlib"):
+        res = run_or_load("vit_ha", "smoke", results_dir=copy)
+    assert res.trained and "damaged" in caplog.text and inspect_run(folder)[0] == "complete"
+
+
+def test_table3(trained):
+    df = table3(trained, "smoke")
+    assert len(df) == 10 and set(df["variant"]) == {"normal", "HA"}
+    vit = df[df["experiment"].isin(["vit", "vit_ha"])]
+    assert (vit["status"] == "complete").all() and vit["accuracy"].between(0, 1).all()
+    assert (vit["model"] == "ViT").all() and vit["params"].iloc[1] < vit["params"].iloc[
+        0
+    ]  # HA shares weights
+    assert (df[~df["experiment"].isin(["vit", "vit_ha"])]["status"] == "missing").all()
+
+
+# --------------------------------------------------------------------------------------- measurements
+class TokenMaps(nn.Module):
+    """Fake model with `layers` positional-only maps over an h x w grid: probabilities (B, heads, N, N)."""
+
+    def __init__(self, layers=2, heads=3, h=4, w=4):
+        super().__init__()
+        n = h * w
+        self.logits = nn.Parameter(torch.randn(layers, heads, n, n) * 3)
+
+    def forward(self, x, return_attention=False):
+        maps = [torch.softmax(s + x.mean() * 0, -1).expand(x.shape[0], -1, -1, -1) for s in self.logits]
+        maps = [m * (1 + 0.1 * x[:, :1, :1, :1]) / (1 + 0.1 * x[:, :1, :1, :1]) for m in maps]
+        return (x.mean((1, 2, 3)), maps) if return_attention else x.mean((1, 2, 3))
+
+
+class WindowMaps(nn.Module):
+    """Fake SAN: aggregation weights (B, G, K², H, W) at two resolutions."""
+
+    def forward(self, x, return_attention=False):
+        b = x.shape[0]
+        maps = [torch.softmax(torch.randn(b, 2, 9, 8, 8), 2), torch.softmax(torch.randn(b, 2, 9, 4, 4), 2)]
+        return x.mean((1, 2, 3)), maps
+
+
+def test_attention_summary_token_maps():
+    model = TokenMaps()
+    x = torch.randn(10, 3, 32, 32)
+    s = attention_summary(model, x, n_show=2, device="cpu")
+    assert s["rows"].shape == (2, 2, 3, 4, 16) and s["rows_mean"].shape == (2, 3, 4, 16)
+    assert s["offset_mean"].shape == (2, 3, 7, 7) and tuple(s["grid"]) == (4, 4)
+    probs = torch.softmax(model.logits.detach(), -1).numpy()
+    np.testing.assert_allclose(s["rows"][0], probs[:, :, s["queries"]], atol=1e-3)
+    np.testing.assert_allclose(s["rows_mean"], probs[:, :, s["queries"]], atol=1e-3)
+    np.testing.assert_allclose(s["offset_mean"].astype(np.float64).sum((-2, -1)), 1.0, atol=1e-2)
+    # offset (0, 0) is the mean self-attention p(q -> q)
+    np.testing.assert_allclose(s["offset_mean"][..., 3, 3], np.diagonal(probs, 0, -2, -1).mean(-1), atol=1e-3)
+    assert s["rows"].dtype == np.float16
+
+
+def test_attention_summary_window_maps():
+    s = attention_summary(WindowMaps(), torch.randn(5, 3, 32, 32), n_show=2, device="cpu")
+    assert s["layer00_weights"].shape == (2, 9, 8, 8) and s["layer01_weights"].shape == (2, 9, 4, 4)
+    assert s["layer00_mean"].shape == (2, 9)
+    np.testing.assert_allclose(s["layer00_mean"].astype(np.float64).sum(-1), 1.0, atol=1e-2)
+
+
+def test_attention_file_of_a_paper_size_model_stays_small(tmp_path):
+    """6 layers, 16 heads, 16x16 tokens, 3 images shown: well under 1 MB even for incompressible maps."""
+    s = attention_summary(TokenMaps(layers=6, heads=16, h=16, w=16), torch.randn(8, 3, 32, 32), 3, "cpu")
+    write_npz(tmp_path / "attention.npz", s)
+    assert (tmp_path / "attention.npz").stat().st_size < 1_000_000
+
+
+def test_inference_wall_time():
+    t = inference_wall_time(nn.Conv2d(3, 4, 3), "cpu", reps=5, warmup=2)
+    assert t["wall_time_ms"] > 0 and t["wall_time_std_ms"] >= 0 and t["wall_time_reps"] == 5
+    assert "threads" in t["wall_time_device"]
+
+
+def test_run_dir_per_seed(tmp_path):
+    assert run_dir(tmp_path, "vit", "budget") == tmp_path / "vit" / "budget"
+    assert run_dir(tmp_path, "vit", "budget", seed=2) == tmp_path / "vit" / "budget-seed2"
+
+
+def test_bad_arguments_write_nothing(tmp_path):
+    from attnlib.errors import ConfigError
+
+    for kwargs in ({"seed": -1}, {"epochs": 0}, {"data": str(tmp_path / "nope")}):
+        with pytest.raises(ConfigError):
+            train_run("vit", "smoke", results_dir=tmp_path / "r", **kwargs)
+    with pytest.raises(ConfigError, match="preset"):
+        run_or_load("vit", "fast", results_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()

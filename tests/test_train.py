@@ -1,0 +1,289 @@
+"""The training loop: schedule, parameter groups, resume (after a crash, a signal, SIGKILL, a damaged
+checkpoint) ending with the uninterrupted history, divergence, quadratic logging."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+from torch import nn
+
+from attnlib.data import Batches, synthetic_cifar10
+from attnlib.errors import ConfigError
+from attnlib.train import (
+    Checkpoints,
+    Interrupted,
+    Schedule,
+    TrainConfig,
+    TrainingDiverged,
+    fast_bf16,
+    fit,
+    make_optimizer,
+    resolve_device,
+)
+
+CFG = TrainConfig(epochs=3, batch_size=16, lr=0.05, warmup=0.2, bf16=False)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models on a shared 2-core machine: one thread is faster and bitwise repeatable."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+class FakeQuadratic(nn.Module):
+    """Stands for QuadraticEncoding: `centers` (heads, 2), `spreads`, `inverse_covariance()` (heads, 2, 2)."""
+
+    def __init__(self, heads: int = 3):
+        super().__init__()
+        self.centers = nn.Parameter(torch.randn(heads, 2))
+        self.spreads = nn.Parameter(torch.randn(heads, 2, 2) * 0.1 + torch.eye(2))
+
+    def inverse_covariance(self):
+        return self.spreads @ self.spreads.transpose(-1, -2)
+
+
+class Tiny(nn.Module):
+    """A small conv net with dropout (exercises the RNG) and two fake quadratic encodings."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 4, stride=4)
+        self.drop = nn.Dropout(0.3)
+        self.fc = nn.Linear(8 * 8 * 8, 10)
+        self.enc = nn.ModuleList([FakeQuadratic(), FakeQuadratic()])
+
+    def forward(self, x):
+        scale = 1 + 0.01 * sum(e.centers.pow(2).sum() + e.inverse_covariance().sum() for e in self.enc)
+        return self.fc(self.drop(torch.relu(self.conv(x))).flatten(1)) * scale
+
+
+def batches(seed: int = 0):
+    data = synthetic_cifar10(64, 32, seed=1)
+    return Batches(data.train, 16, train=True, seed=seed), Batches(data.test, 16, train=False, seed=seed)
+
+
+def run(ckpt=None, on_step=None, cfg=CFG):
+    torch.manual_seed(0)
+    model = Tiny()
+    train_b, test_b = batches()
+    out = fit(
+        model,
+        train_b,
+        test_b,
+        cfg,
+        device="cpu",
+        seed=0,
+        checkpoint_dir=ckpt,
+        progress=False,
+        on_step=on_step,
+    )
+    return model, out
+
+
+def strip(history):
+    """History without the timing columns (which legitimately differ between runs)."""
+    return [{k: v for k, v in row.items() if k not in ("seconds", "images_per_s")} for row in history]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    model, out = run()
+    return {k: v.clone() for k, v in model.state_dict().items()}, out
+
+
+def same_weights(a: dict, b: dict) -> bool:
+    return all(torch.equal(a[k], b[k]) for k in a)
+
+
+# ---------------------------------------------------------------------------------------------- pieces
+def test_schedule_warmup_then_cosine():
+    s = Schedule.from_config(TrainConfig(epochs=10, batch_size=1, lr=1.0, warmup=0.1), steps_per_epoch=10)
+    assert s.warmup_steps == 10
+    assert [s(t) for t in range(3)] == pytest.approx([0.1, 0.2, 0.3])
+    assert s(9) == pytest.approx(1.0) and s(10) == pytest.approx(1.0)
+    assert s(55) == pytest.approx(0.5)  # halfway through the cosine part
+    assert s(99) == pytest.approx(0.5 * (1 + math.cos(math.pi * 89 / 90)))
+
+
+def test_schedule_multistep_uses_epoch_fractions():
+    cfg = TrainConfig(
+        epochs=300, batch_size=1, lr=1.0, warmup=0.0, schedule="multistep", milestones=(80 / 300, 150 / 300)
+    )
+    s = Schedule.from_config(cfg, steps_per_epoch=2)
+    assert s(159) == 1.0 and s(160) == pytest.approx(0.1) and s(300) == pytest.approx(0.01)
+
+
+def test_no_weight_decay_on_centers_and_spreads():
+    model = Tiny()
+    opt = make_optimizer(model, CFG)
+    decay, no_decay = opt.param_groups
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert {names[id(p)].rsplit(".", 1)[1] for p in no_decay["params"]} == {"centers", "spreads"}
+    assert no_decay["weight_decay"] == 0 and decay["weight_decay"] == CFG.weight_decay
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+
+
+@pytest.mark.parametrize(
+    "field,value", [("epochs", 0), ("epochs", 1.5), ("schedule", "linear"), ("warmup", 1.0), ("lr", 0)]
+)
+def test_bad_train_config(field, value):
+    kwargs = dict(epochs=1, batch_size=1, lr=0.1) | {field: value}
+    with pytest.raises(ConfigError, match=field):
+        TrainConfig(**kwargs)
+
+
+def test_device_policy():
+    assert resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(ConfigError, match="device"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="device"):
+            resolve_device("cuda")
+    assert isinstance(fast_bf16(torch.device("cpu")), bool)
+
+
+# ----------------------------------------------------------------------------------------------- fit
+def test_history_and_quadratic_log(reference):
+    _, out = reference
+    assert [r["epoch"] for r in out.history] == [1, 2, 3]
+    for row in out.history:
+        assert set(row) == {
+            "epoch",
+            "train_loss",
+            "train_acc",
+            "test_loss",
+            "test_acc",
+            "lr",
+            "seconds",
+            "images_per_s",
+        }
+        assert 0 <= row["test_acc"] <= 1 and row["images_per_s"] > 0
+    assert out.history[-1]["train_loss"] < out.history[0]["train_loss"]
+    q = out.quadratic
+    assert q["centers"].shape == (4, 2, 3, 2) and q["inverse_covariance"].shape == (4, 2, 3, 2, 2)
+    assert not torch.equal(q["centers"][0], q["centers"][-1])  # the centres move
+
+
+def test_resume_after_crash_equals_uninterrupted(tmp_path, reference):
+    ref_weights, ref = reference
+
+    def crash(epoch, step, x, y):
+        if (epoch, step) == (1, 2):
+            raise RuntimeError("simulated crash")
+
+    with pytest.raises(RuntimeError, match="simulated"):
+        run(tmp_path, crash)
+    state = torch.load(tmp_path / "last.pt", weights_only=True)
+    assert (state["epoch"], state["step"]) == (1, 0)
+    model, out = run(tmp_path)
+    assert out.resumed.startswith("last.pt (epoch 1")
+    assert strip(out.history) == strip(ref.history)
+    assert same_weights(model.state_dict(), ref_weights)
+    assert torch.equal(out.quadratic["centers"], ref.quadratic["centers"])
+
+
+def test_sigterm_mid_epoch_saves_and_resumes(tmp_path, reference):
+    ref_weights, ref = reference
+
+    def signal_self(epoch, step, x, y):
+        if (epoch, step) == (1, 1):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(Interrupted, match="rerun"):
+        run(tmp_path, signal_self)
+    state = torch.load(tmp_path / "last.pt", weights_only=True)
+    assert (state["epoch"], state["step"]) == (1, 2)  # the step during which the signal came completed
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
+    model, out = run(tmp_path)
+    assert strip(out.history) == strip(ref.history)
+    assert same_weights(model.state_dict(), ref_weights)
+
+
+def test_truncated_checkpoint_falls_back_to_previous(tmp_path, reference, caplog):
+    ref_weights, ref = reference
+
+    def crash(epoch, step, x, y):
+        if epoch == 2:
+            raise RuntimeError("simulated crash")
+
+    with pytest.raises(RuntimeError):
+        run(tmp_path, crash)
+    last = tmp_path / "last.pt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # truncated, as by a full disk
+    with caplog.at_level(logging.WARNING, logger="attnlib"):
+        model, out = run(tmp_path)
+    assert "damaged" in caplog.text and "previous" in caplog.text
+    assert out.resumed.startswith("previous.pt (epoch 1")
+    assert strip(out.history) == strip(ref.history)
+    assert same_weights(model.state_dict(), ref_weights)
+
+
+def test_foreign_checkpoint_is_not_resumed(tmp_path, caplog):
+    Checkpoints(tmp_path, fingerprint="other").save(
+        {"model": {}, "optimizer": {}, "scheduler": {}, "epoch": 1, "step": 0, "history": []}
+    )
+    with caplog.at_level(logging.WARNING, logger="attnlib"):
+        _, out = run(tmp_path)
+    assert out.resumed is None and "different configuration" in caplog.text
+    assert len(out.history) == CFG.epochs
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
+    def poison(epoch, step, x, y):
+        if epoch == 1 and step == 1:
+            x.fill_(float("nan"))
+
+    with pytest.raises(TrainingDiverged, match="epoch 2, step 2"):
+        run(tmp_path, poison)
+    state = torch.load(tmp_path / "last.pt", weights_only=True)
+    assert state["epoch"] == 1 and all(torch.isfinite(v).all() for v in state["model"].values())
+
+
+# --------------------------------------------------------------------------------------------- SIGKILL
+WORKER = textwrap.dedent(
+    """
+    import sys, time, torch
+    sys.path.insert(0, {tests!r})
+    from test_train import run
+    torch.set_num_threads(1)
+    def stall(epoch, step, x, y):
+        if (epoch, step) == ({epoch}, 1):
+            open({marker!r}, "w").close()
+            time.sleep(600)
+    run({ckpt!r}, stall)
+    """
+)
+
+
+@pytest.mark.slow
+def test_sigkill_twice_then_resume_equals_uninterrupted(tmp_path, reference):
+    """Killed by SIGKILL in epoch 2 and again in epoch 3: at most the current epoch is lost each time."""
+    ref_weights, ref = reference
+    ckpt = tmp_path / "ckpt"
+    for epoch in (1, 2):
+        marker = tmp_path / f"marker{epoch}"
+        code = WORKER.format(tests=os.path.dirname(__file__), epoch=epoch, marker=str(marker), ckpt=str(ckpt))
+        proc = subprocess.Popen([sys.executable, "-c", code])
+        deadline = time.time() + 120
+        while not marker.exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), "worker did not reach the kill point"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        state = torch.load(ckpt / "last.pt", weights_only=True)
+        assert (state["epoch"], state["step"]) == (epoch, 0)
+    model, out = run(ckpt)
+    assert strip(out.history) == strip(ref.history)
+    assert same_weights(model.state_dict(), ref_weights)
