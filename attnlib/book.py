@@ -160,14 +160,18 @@ def check_params(
     seed=_UNSET,
     train_missing=None,
     results_dir=None,
+    counts: dict | None = None,
 ) -> Params:
     """Validate a chapter's parameters and resolve defaults; raise ``ParameterError`` (shown as one line)
     on the first bad value, naming the parameter and its allowed values.
 
     ``data=None`` -> the preset's own data (``smoke``) or ``default_data()``; ``results_dir=None`` ->
     ``default_results_dir()``; ``train_missing=None`` -> ``$ATTNLIB_TRAIN_MISSING`` if set (the book build
-    sets 0), else True.
+    sets 0), else True. ``counts``: other parameters that must be integers >= 1, by name.
     """
+    for name, value in (counts or {}).items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ParameterError(name, value, "an integer >= 1")
     if heads is not _UNSET and (isinstance(heads, bool) or heads not in HEADS):
         raise ParameterError("heads", heads, ", ".join(map(str, HEADS)))
     if preset is not _UNSET and preset not in _presets():
@@ -218,6 +222,69 @@ def load_all(experiments, params: Params) -> dict:
     return {name: load(name, params) for name in experiments}
 
 
+def results_frame(runs: dict):
+    """One row per experiment of ``runs`` ({name: RunResult or None}): ``experiment``, ``model`` (title),
+    ``pair`` (the normal model's title, for Table 3), ``variant`` (normal / HA), ``status`` ("complete" or
+    MISSING), ``accuracy``, ``params``, ``wall_time_ms``, ``wall_time_device``, ``epochs``,
+    ``train_seconds``, ``dataset``, ``test_images``. Built from the fingerprint-checked results only."""
+    import pandas as pd
+
+    from attnlib.experiments import get
+
+    rows = []
+    for name, run in runs.items():
+        exp = get(name)
+        row = {
+            "experiment": name,
+            "model": exp.title,
+            "pair": get(exp.baseline).title if exp.baseline else exp.title,
+            "variant": "HA" if exp.baseline else "normal",
+            "status": "complete" if run is not None else MISSING,
+        }
+        if run is not None:
+            m, prov = run.metrics, run.metrics.get("provenance", {})
+            row.update(
+                accuracy=m["test_accuracy"],
+                params=m["params"],
+                wall_time_ms=m.get("wall_time_ms"),
+                wall_time_device=m.get("wall_time_device"),
+                epochs=prov.get("epochs"),
+                train_seconds=prov.get("train_seconds"),
+                dataset=prov.get("dataset"),
+                test_images=prov.get("test_images"),
+            )
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    for column in (
+        "accuracy",
+        "params",
+        "wall_time_ms",
+        "wall_time_device",
+        "epochs",
+        "train_seconds",
+        "dataset",
+    ):
+        if column not in frame:
+            frame[column] = None
+    return frame
+
+
+def provenance_markdown(frame) -> str:
+    """One sentence on where our numbers come from: datasets, test images, devices, epochs."""
+    done = frame[frame["status"] == "complete"]
+    if done.empty:
+        return "No result of this table is saved at this preset yet."
+    parts = [
+        f"{len(done)} of {len(frame)} runs are saved",
+        "data: " + "; ".join(sorted({str(d) for d in done["dataset"].dropna()})),
+        "test images: " + ", ".join(sorted({f"{int(n):,}" for n in done["test_images"].dropna()})),
+        "epochs: " + ", ".join(sorted({str(int(e)) for e in done["epochs"].dropna()})),
+    ]
+    if done["wall_time_device"].notna().any():
+        parts.append("device: " + "; ".join(sorted({str(d) for d in done["wall_time_device"].dropna()})))
+    return "Our runs: " + "; ".join(parts) + "."
+
+
 def title(experiment: str) -> str:
     """How tables and figures name an experiment (the registry's title)."""
     from attnlib.experiments import get
@@ -240,6 +307,13 @@ def glue_text(name: str, value, spec: str = "{:.1%}", missing: str = MISSING) ->
     from myst_nb import glue
 
     glue(name, fmt(value, spec, missing), display=False)
+
+
+def glue_str(name: str, text: str) -> None:
+    """Glue a piece of text (a phrase computed from results) for ``{glue:text}`name```."""
+    from myst_nb import glue
+
+    glue(name, text, display=False)
 
 
 def glue_figure(name: str, figure) -> None:
@@ -489,6 +563,121 @@ def show_sources(experiments) -> None:
     from IPython.display import Markdown, display
 
     display(Markdown("**Where the literature figures come from.**\n\n" + sources_markdown(experiments)))
+
+
+# ----------------------------------------------------------------------------- registry tables
+def training_table(preset: str):
+    """One row per training protocol at ``preset`` (from the registry): the optimiser and schedule."""
+    import pandas as pd
+
+    from attnlib import experiments
+
+    rows = []
+    for protocol, p in experiments.PRESET_TABLE[preset].items():
+        t = p.train
+        users = [e.name for e in experiments.EXPERIMENTS.values() if e.protocol == protocol]
+        rows.append(
+            {
+                "protocol": protocol,
+                "experiments": ", ".join(users),
+                "epochs": t.epochs,
+                "batch": t.batch_size,
+                "lr": t.lr,
+                "schedule": t.schedule
+                + (
+                    f" (÷10 at {', '.join(f'{m:.0%}' for m in t.milestones)} of training)"
+                    if t.milestones
+                    else ""
+                ),
+                "warm-up": f"{t.warmup:.1%} of steps",
+                "momentum": f"{t.momentum}" + (" (Nesterov)" if t.nesterov else ""),
+                "weight decay": t.weight_decay,
+                "label smoothing": t.label_smoothing,
+                "data": p.data or "CIFAR-10",
+                "why": p.reason,
+            }
+        )
+    return pd.DataFrame(rows).set_index("protocol")
+
+
+def model_table(preset: str, family: str):
+    """One row per experiment of ``family`` at ``preset``: every field of its model config (registry)."""
+    import dataclasses
+
+    import pandas as pd
+
+    from attnlib import experiments
+    from attnlib.models import make_config
+
+    rows = {}
+    for e in experiments.EXPERIMENTS.values():
+        if e.family == family:
+            rc = experiments.resolve(e.name, preset)
+            rows[e.name] = dataclasses.asdict(make_config(rc.family, **rc.model))
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+# ----------------------------------------------------------------------------- figures from results
+def show(figure) -> None:
+    """Display a matplotlib figure in the cell output and close it."""
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    display(figure)
+    plt.close(figure)
+
+
+def show_table(frame, caption: str | None = None) -> None:
+    """Display a table without its row index (and with a caption)."""
+    from IPython.display import display
+
+    styler = frame.style.hide(axis="index")
+    if caption:
+        styler = styler.set_caption(caption)
+    display(styler)
+
+
+def show_attention(run, experiment: str, params: Params, query: int = 0) -> None:
+    """The saved attention maps of one run, for a fixed query pixel (first saved test image) and on
+    average (the same query pixel, averaged over the saved test images); or say plainly it is missing.
+
+    Token models (paper models, ViT): layers × heads grids over the key grid. SAN: each layer's K×K
+    window around the query pixel, and the weights averaged over pixels and images per weight group.
+    """
+    from attnlib import viz
+    from attnlib.results import QUERY_FRACTIONS
+
+    name = title(experiment)
+    if run is None:
+        note_missing(f"Attention maps of {name}", params.preset, [experiment])
+        return
+    images = run.config.get("attention_mean_images", "the saved")
+    att = run.attention
+    if "rows" in att:
+        grid = tuple(int(g) for g in att["grid"])
+        pixel = divmod(int(att["queries"][query]), grid[1])
+        show(
+            viz.token_attention(
+                att, query=query, image=0, title=f"{name}: query pixel {pixel}, one test image"
+            )
+        )
+        show(
+            viz.token_attention(
+                att,
+                query=query,
+                image=None,
+                title=f"{name}: query pixel {pixel}, mean over {images} test images",
+            )
+        )
+        return
+    weights, means = viz.san_layers(att)
+    fraction = QUERY_FRACTIONS[query]
+    show(
+        viz.window_maps(
+            [w[0] for w in weights], fraction, title=f"{name}: query pixel at {fraction} of the image"
+        )
+    )
+    show(viz.window_means(means, title=f"{name}: mean over pixels and {images} test images"))
 
 
 # ----------------------------------------------------------------------------- Sphinx extension

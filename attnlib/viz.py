@@ -354,17 +354,20 @@ def centre_trajectories(
     targets=None,
     layer_names: Sequence[str] | None = None,
     x_label: str = "epoch",
+    x_values=None,
 ) -> Figure:
     """How the attention centres move during training.
 
     trajectory: (steps, layers, heads, 2) or (steps, heads, 2) for one layer, as (row, column) shifts.
     Each head draws a line from its initial centre (hollow circle) to its final one (filled); ``targets``
     (M, 2) marks points the centres should reach (e.g. a convolution's kernel grid) with crosses.
+    ``x_values`` (steps,): the epoch or step of each row (default 0, 1, ...), for the legend.
     """
     t = _as_numpy(trajectory)
     if t.ndim == 3:
         t = t[:, None]
     steps, n_layers, heads, _ = t.shape
+    x_values = np.arange(steps) if x_values is None else _as_numpy(x_values)
     radius = max(3.0, float(np.ceil(np.abs(t).max() + 0.5)))
     cols = min(n_layers, 3)
     rows = int(np.ceil(n_layers / cols))
@@ -395,7 +398,7 @@ def centre_trajectories(
         plt.Line2D(
             [], [], marker="o", mfc="none", color="0.3", linestyle="none", label=f"start ({x_label} 0)"
         ),
-        plt.Line2D([], [], marker="o", color="0.3", linestyle="none", label=f"end ({x_label} {steps - 1})"),
+        plt.Line2D([], [], marker="o", color="0.3", linestyle="none", label=f"end ({x_label} {x_values[-1]:g})"),
     ]
     if targets is not None:
         handles.append(plt.Line2D([], [], marker="x", color="0.2", linestyle="none", label="target"))
@@ -406,20 +409,35 @@ def centre_trajectories(
 
 # ----------------------------------------------------------------------------- curves
 def error_vs_alpha(
-    alphas, errors: Mapping[str, Sequence] | Sequence, *, title: str, tolerance: float | None = None
+    alphas,
+    errors: Mapping[str, Sequence] | Sequence,
+    *,
+    title: str,
+    tolerance: float | None = None,
+    guide: bool = True,
 ) -> Figure:
-    """Relative error ‖MHSA(X) − Conv(X)‖ / ‖Conv(X)‖ against α, log–log; one line per labelled series."""
+    """Relative error ‖MHSA(X) − Conv(X)‖ / ‖Conv(X)‖ against α (linear α, log error): one line per series.
+
+    ``guide`` adds a dashed e^(−α) line through the first series' value at the median α, the rate at
+    which the softmax mass off the target key vanishes (the nearest other key is one pixel further).
+    """
     series = errors if isinstance(errors, Mapping) else {"": errors}
+    a = _as_numpy(alphas)
     fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
     for label, err in series.items():
-        ax.loglog(_as_numpy(alphas), _as_numpy(err), marker="o", markersize=3.5, label=label or None)
+        ax.semilogy(a, _as_numpy(err), marker="o", markersize=3.5, label=label or None)
+    if guide:
+        first = _as_numpy(next(iter(series.values())))
+        mid = len(a) // 2
+        ax.semilogy(a, first[mid] * np.exp(-(a - a[mid])), "--", color="0.5", linewidth=1.0, label="∝ e^(−α)")
     if tolerance is not None:
-        ax.axhline(tolerance, color="0.4", linestyle="--", linewidth=1.0, label=f"tolerance {tolerance:g}")
+        ax.axhline(tolerance, color="0.3", linestyle=":", linewidth=1.0, label=f"{tolerance:g}")
+    low = min(float(np.min(_as_numpy(e))) for e in series.values())
+    ax.set_ylim(max(low / 10, 1e-17), 2.0)
     ax.set_xlabel("α (inverse width of the quadratic encoding, 1/pixel²)")
     ax.set_ylabel("relative error (dimensionless)")
     ax.set_title(title)
-    if any(series) or tolerance is not None:
-        ax.legend(frameon=False, fontsize=9)
+    ax.legend(frameon=False, fontsize=9)
     return fig
 
 

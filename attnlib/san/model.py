@@ -124,10 +124,8 @@ class SelfAttention(nn.Module):
     def forward(self, x, keys=None):
         """x (B, in, H, W), keys ψ(x) (B, rel, H, W) or None -> (y (B, out, H, W), α (B, Cw, K·K, H, W), keys)."""
         B, _, H, W = x.shape
-        K, window = (
-            self.kernel_size,
-            dict(kernel_size=self.kernel_size, padding=self.padding, pad_mode="reflect"),
-        )
+        K = self.kernel_size
+        window = dict(kernel_size=K, padding=self.padding, pad_mode="reflect")  # official: reflect, K // 2
         q, v = self.query(x), self.value(x)
         k = self.key(x) if keys is None else keys
         if self.sa_type == "pairwise":
