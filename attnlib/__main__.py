@@ -1,7 +1,7 @@
-"""Command line: `python -m attnlib list | train | table1 | table3` (parsing and messages only).
+"""Command line: `python -m attnlib list | train | table1 | table3 | bench` (parsing and messages only).
 
 Bad input exits non-zero with one line naming the parameter and the allowed values, before anything is
-written; no traceback.
+written; never a traceback.
 """
 
 from __future__ import annotations
@@ -14,25 +14,25 @@ import sys
 from attnlib import experiments
 from attnlib.errors import ConfigError
 
-EXIT_USAGE, EXIT_MISSING, EXIT_LOCKED, EXIT_DIVERGED, EXIT_INTERRUPTED = 2, 1, 3, 4, 130
+PROG = "python -m attnlib"
+EXIT_MISSING, EXIT_USAGE, EXIT_LOCKED, EXIT_DIVERGED, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, no usage block
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_USAGE, f"{PROG}: error: {message}\n")
 
 
-def _choice(parameter: str, allowed):
+def _choice(allowed):
     def parse(value: str) -> str:
         if value not in allowed:
             raise argparse.ArgumentTypeError(f"got {value!r}; allowed: {', '.join(allowed)}")
         return value
 
-    parse.__name__ = parameter
     return parse
 
 
-def _integer(parameter: str, minimum: int):
+def _integer(minimum: int):
     def parse(value: str) -> int:
         try:
             n = int(value)
@@ -42,7 +42,6 @@ def _integer(parameter: str, minimum: int):
             raise argparse.ArgumentTypeError(f"got {value!r}; allowed: an integer >= {minimum}")
         return n
 
-    parse.__name__ = parameter
     return parse
 
 
@@ -58,54 +57,53 @@ def _data(value: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     names, presets = experiments.names(), experiments.PRESETS
     epilog = f"experiments: {', '.join(names)}\npresets: {', '.join(presets)}"
+    style = dict(epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser = _Parser(
-        prog="python -m attnlib",
+        prog=PROG,
         description="Train and tabulate the experiments of 'Can self-attention do what convolution does?'.",
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **style,
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    preset = dict(type=_choice("preset", presets), metavar="{" + ",".join(presets) + "}")
+    preset = dict(type=_choice(presets), default="paper", metavar="{" + ",".join(presets) + "}")
 
-    p = sub.add_parser(
-        "list",
-        help="experiments, parameters and (budget) estimated times",
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = sub.add_parser("list", help="experiments, parameters and (budget) estimated times", **style)
+    p.add_argument("--preset", **preset)
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="measure throughput here (a few batches per model) for the estimates",
     )
-    p.add_argument("--preset", default="paper", **preset)
 
-    p = sub.add_parser(
-        "train",
-        help="train one experiment (resumes from its checkpoints)",
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("experiment", type=_choice("experiment", names), metavar="EXPERIMENT")
-    p.add_argument("--preset", default="paper", **preset)
+    p = sub.add_parser("train", help="train one experiment (resumes from its checkpoints)", **style)
+    p.add_argument("experiment", type=_choice(names), metavar="EXPERIMENT")
+    p.add_argument("--preset", **preset)
     p.add_argument(
         "--data",
         type=_data,
         default=None,
-        help="CIFAR-10 folder, 'synthetic' or 'synthetic:N_TRAIN:N_TEST' (default: the preset's, "
-        "else $ATTNLIB_DATA)",
+        help="CIFAR-10 folder, 'synthetic' or 'synthetic:N_TRAIN:N_TEST' (default: the preset's, else $ATTNLIB_DATA)",
     )
     p.add_argument("--results-dir", default="results")
     p.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N")
-    p.add_argument("--seed", type=_integer("seed", 0), default=0)
-    p.add_argument("--epochs", type=_integer("epochs", 1), default=None, help="override the preset's epochs")
+    p.add_argument("--seed", type=_integer(0), default=0)
+    p.add_argument("--epochs", type=_integer(1), default=None, help="override the preset's number of epochs")
+    p.add_argument(
+        "--threads",
+        type=_integer(1),
+        default=None,
+        help="CPU threads (default: torch's). On a machine shared with other jobs, 1 thread per run is much "
+        "faster than 2 contending ones; run two trainings side by side instead.",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
+    p = sub.add_parser("bench", help="throughput benchmark: python -m attnlib bench --help", add_help=False)
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of python -m attnlib.bench")
+
     for name, what in (("table1", "Table 1 (Cordonnier et al.)"), ("table3", "Table 3 ([Re]: model vs HA)")):
-        p = sub.add_parser(
-            name,
-            help=f"print {what} from saved results",
-            epilog=epilog,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
+        p = sub.add_parser(name, help=f"print {what} from saved results", **style)
         p.add_argument("--results-dir", default="results")
-        p.add_argument("--preset", default="paper", **preset)
-        p.add_argument("--seed", type=_integer("seed", 0), default=0)
+        p.add_argument("--preset", **preset)
+        p.add_argument("--seed", type=_integer(0), default=0)
     return parser
 
 
@@ -115,37 +113,54 @@ def _minutes(seconds: float | None) -> str:
 
 def cmd_list(args) -> int:
     import pandas as pd
+    import torch
 
+    from attnlib.train import measure_throughput
+
+    estimate = args.measure or args.preset == "budget"
     rows, total, unknown = [], 0.0, False
     for name in experiments.names():
         rc = experiments.resolve(name, args.preset)
         row = {
             "experiment": name,
-            "family": rc.family,
             "params": f"{experiments.count_parameters(name, args.preset):,}",
             "epochs": rc.train.epochs,
             "batch": rc.train.batch_size,
             "lr": rc.train.lr,
             "model": " ".join(f"{k}={v}" for k, v in rc.model.items()),
         }
-        if args.preset == "budget":
-            est = experiments.estimate_seconds(name, args.preset)
+        if args.measure:
+            torch.manual_seed(0)
+            ips = measure_throughput(experiments.build_model(name, args.preset), rc.train, "cpu")
+            row["img/s per core"] = f"{ips[0]:.0f} / {ips[1]:.0f}"
+            est = experiments.estimate_seconds(
+                name, args.preset, throughput=ips, cores=torch.get_num_threads()
+            )
+        else:
+            est = experiments.estimate_seconds(name, args.preset) if estimate else None
+        if estimate:
             row["est. time"] = _minutes(est)
             unknown |= est is None
             total += est or 0.0
         rows.append(row)
     print(pd.DataFrame(rows).to_string(index=False))
-    print()
+    print(f"\n{args.preset}: {experiments.NOTES[args.preset]}")
     for protocol, p in experiments.PRESET_TABLE[args.preset].items():
-        print(f"[{protocol}] {p.reason}")
-    if args.preset == "budget":
+        print(f"- {protocol}: {p.reason}")
+    if estimate:
+        where = "this machine (measured now)" if args.measure else "the reference machine (2 cores)"
         note = " (some runs unmeasured)" if unknown else ""
-        print(f"\nestimated total for the grid: {total / 3600:.2f} h{note} on the reference machine")
+        print(f"\nestimated total for the grid: {total / 3600:.2f} h{note} on {where}, full CIFAR-10")
     return 0
 
 
 def cmd_train(args) -> int:
     from attnlib.results import train_run
+
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
 
     result = train_run(
         args.experiment,
@@ -169,45 +184,53 @@ def cmd_train(args) -> int:
 def cmd_table(args) -> int:
     from attnlib import results
 
-    df = (results.table1 if args.command == "table1" else results.table3)(
-        args.results_dir, args.preset, args.seed
-    )
-    print(df.to_string(index=False))
+    table = results.table1 if args.command == "table1" else results.table3
+    print(table(args.results_dir, args.preset, args.seed).to_string(index=False))
     return 0
 
 
+def cmd_bench(args) -> int:
+    from attnlib.bench import main as bench
+
+    bench(args.args[1:] if args.args[:1] == ["--"] else args.args)
+    return 0
+
+
+COMMANDS = {
+    "list": cmd_list,
+    "train": cmd_train,
+    "table1": cmd_table,
+    "table3": cmd_table,
+    "bench": cmd_bench,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # everything after "bench" belongs to attnlib.bench (argparse REMAINDER
+        argv = ["bench", "--", *argv[1:]]  # would not pass options such as --help through)
     args = build_parser().parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
-    logging.basicConfig(
-        level=logging.INFO if rank == 0 else logging.WARNING, format="%(message)s", stream=sys.stderr
-    )
+    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(message)s")
     from attnlib.results import MissingResult, RunLocked
     from attnlib.train import Interrupted, TrainingDiverged
 
-    prog = "python -m attnlib"
+    outcomes = [
+        (ConfigError, "error: ", EXIT_USAGE),
+        (RunLocked, "refused: ", EXIT_LOCKED),
+        (TrainingDiverged, "diverged: ", EXIT_DIVERGED),
+        (Interrupted, "", EXIT_INTERRUPTED),
+        (MissingResult, "", EXIT_MISSING),
+    ]
     try:
-        return {"list": cmd_list, "train": cmd_train, "table1": cmd_table, "table3": cmd_table}[args.command](
-            args
-        )
-    except ConfigError as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    except RunLocked as err:
-        print(f"{prog}: refused: {err}", file=sys.stderr)
-        return EXIT_LOCKED
-    except TrainingDiverged as err:
-        print(f"{prog}: diverged: {err}", file=sys.stderr)
-        return EXIT_DIVERGED
-    except Interrupted as err:
-        print(f"{prog}: {err}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except MissingResult as err:
-        print(f"{prog}: {err}", file=sys.stderr)
-        return EXIT_MISSING
+        return COMMANDS[args.command](args)
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+        print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except tuple(cls for cls, _, _ in outcomes) as err:
+        prefix, code = next((p, c) for cls, p, c in outcomes if isinstance(err, cls))
+        print(f"{PROG}: {prefix}{err}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

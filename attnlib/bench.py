@@ -21,7 +21,19 @@ allocated before the step.
 
 from __future__ import annotations
 
+import argparse
+import copy
+import ctypes
+import json
 import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -44,8 +56,15 @@ class PlainAttention(nn.Module):
     def __init__(self, layer: MultiHeadSelfAttention2d):
         super().__init__()
         if layer.value_mode != "paper":
-            raise ConfigError("value", layer.value_mode, "'paper' (the plain formulation covers the paper model)")
-        self.heads, self.head_dim, self.dim, self.content = layer.heads, layer.head_dim, layer.dim, layer.content
+            raise ConfigError(
+                "value", layer.value_mode, "'paper' (the plain formulation covers the paper model)"
+            )
+        self.heads, self.head_dim, self.dim, self.content = (
+            layer.heads,
+            layer.head_dim,
+            layer.dim,
+            layer.content,
+        )
         self.encoding, self.out, self.dropout = layer.encoding, layer.out, layer.dropout
         if self.content:
             self.query, self.key = layer.query, layer.key
@@ -108,11 +127,453 @@ class PlainAttention(nn.Module):
 
 def plain_copy(model: nn.Module) -> nn.Module:
     """A deep copy of ``model`` (same weights) whose attention layers are ``PlainAttention``."""
-    import copy
-
     plain = copy.deepcopy(model)
     for module in list(plain.modules()):
         for name, child in list(module.named_children()):
             if isinstance(child, MultiHeadSelfAttention2d):
                 setattr(module, name, PlainAttention(child))
     return plain
+
+
+# ------------------------------------------------------------------------------------------ cases
+MODELS = ("learned_content_9h", "quadratic_iso_9h")  # experiment names (attnlib.experiments)
+SHAPES = ("paper", "budget")
+DTYPES = ("fp32", "bf16")
+IMPLS = ("attnlib", "plain")
+# `budget` shapes if the registry cannot be read (the engine's preset is the reference)
+_BUDGET_PLACEHOLDER = dict(layers=4, hidden=128, mlp=256, downsample=4)
+_QUICK = dict(layers=1, hidden=16, mlp=16, heads=2, downsample=4)  # --quick: a smoke test of the bench
+
+
+@dataclass(frozen=True)
+class Case:
+    """One model at one set of shapes: ``model`` are PaperConfig fields; ``layers_model`` the full depth."""
+
+    shapes: str
+    name: str
+    model: dict
+    batch: int
+    layers_model: int
+    source: str
+
+
+def cases(
+    shapes: tuple[str, ...], names: tuple[str, ...], batch: int | None, layers: int | None, quick: bool
+):
+    """The cases to time. ``layers`` (paper shapes) times fewer layers than the model has."""
+    out = []
+    for shape in shapes:
+        if shape not in SHAPES:
+            raise ConfigError("shapes", shape, list(SHAPES))
+        for name in names:
+            model, b, source = _resolve(name, shape)
+            full = model.get("layers", 6)
+            if quick:
+                model, b, source = {**model, **_QUICK}, 4, source + "; --quick: tiny model"
+            elif shape == "paper" and layers is not None:
+                model = {**model, "layers": layers}
+            out.append(Case(shape, name, model, batch or b, full, source))
+    return out
+
+
+def _resolve(name: str, shape: str) -> tuple[dict, int, str]:
+    """(PaperConfig fields, batch, where they come from) of experiment ``name`` at preset ``shape``."""
+    if name not in MODELS:
+        raise ConfigError("models", name, list(MODELS))
+    try:
+        from attnlib import experiments
+
+        rc = experiments.resolve(name, shape)
+        return dict(rc.model), rc.train.batch_size, f"attnlib.experiments.resolve({name!r}, {shape!r})"
+    except (ImportError, AttributeError, KeyError, ConfigError) as err:  # registry not there yet
+        encoding = "learned" if name.startswith("learned") else "quadratic_iso"
+        model = dict(encoding=encoding, heads=9, content="content" in name)
+        if shape == "budget":
+            model.update(_BUDGET_PLACEHOLDER)
+        return model, 100, f"placeholder ({type(err).__name__}: registry unavailable)"
+
+
+# -------------------------------------------------------------------------------------- measuring
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed(fn: Callable[[], None], device: torch.device) -> float:
+    """Seconds of one call: CUDA events on a GPU, wall clock on the CPU."""
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize(device)
+        return start.elapsed_time(end) / 1e3
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _proc_status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_cpu_peak() -> bool:
+    """Return freed heap memory to the OS (glibc malloc_trim) and reset the RSS high-water mark."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset VmHWM to the current RSS
+        return True
+    except OSError:
+        return False
+
+
+CPU_MEMORY_METHOD = (
+    "peak RSS during the step (VmHWM after a reset through /proc/self/clear_refs, after malloc_trim) "
+    "minus RSS before it: activations, gradients and temporaries the step allocates"
+)
+CUDA_MEMORY_METHOD = "torch.cuda.max_memory_allocated during the step minus memory_allocated before it"
+
+
+def peak_memory_mb(fn: Callable[[], None], device: torch.device) -> float | None:
+    """Extra memory one call needs at its peak (MB). See CPU_MEMORY_METHOD / CUDA_MEMORY_METHOD."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return (torch.cuda.max_memory_allocated(device) - before) / 2**20
+    if not _reset_cpu_peak():
+        fn()
+        return None
+    before = _proc_status_kib("VmRSS")
+    fn()
+    peak = _proc_status_kib("VmHWM")
+    return None if before is None or peak is None else (peak - before) / 1024
+
+
+def matmul_peak(dtype: torch.dtype, device: torch.device, sizes: tuple[int, ...], repeats: int = 3) -> dict:
+    """Best median FLOP/s of n x n @ n x n matmuls over ``sizes``: {"gflops", "n"}."""
+    best = {"gflops": 0.0, "n": None}
+    for n in sizes:
+        a = torch.randn(n, n, device=device).to(dtype)
+        b = torch.randn(n, n, device=device).to(dtype)
+        call = lambda a=a, b=b: a @ b  # noqa: E731
+        _timed(call, device)  # warm-up
+        t = statistics.median(_timed(call, device) for _ in range(repeats))
+        gflops = 2 * n**3 / t / 1e9
+        if gflops > best["gflops"]:
+            best = {"gflops": gflops, "n": n}
+    return best
+
+
+def _autocast(device: torch.device, dtype: str):
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=dtype == "bf16")
+
+
+def train_step(model: nn.Module, x: Tensor, y: Tensor, device: torch.device, dtype: str) -> None:
+    """Forward + backward of the cross-entropy loss (gradients freed afterwards; no optimiser step)."""
+    with _autocast(device, dtype):
+        loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    model.zero_grad(set_to_none=True)
+
+
+def infer_step(model: nn.Module, x: Tensor, device: torch.device, dtype: str) -> None:
+    with torch.no_grad(), _autocast(device, dtype):
+        model(x)
+
+
+def measure(model: nn.Module, batch: int, device: torch.device, dtype: str, repeats: int, inference: bool):
+    """Time one model: warm-up step counting FLOPs, one step measuring memory, then ``repeats`` timed."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x = torch.randn(batch, 3, 32, 32, device=device)
+    y = torch.randint(0, model.cfg.num_classes, (batch,), device=device)
+    model.train()
+    step = lambda: train_step(model, x, y, device, dtype)  # noqa: E731
+    counter = FlopCounterMode(display=False)
+    with counter:
+        step()
+    _sync(device)
+    memory = peak_memory_mb(step, device)
+    times = [_timed(step, device) for _ in range(repeats)]
+    row = dict(
+        step_s=statistics.median(times),
+        step_s_min=min(times),
+        peak_mem_mb=memory,
+        gflop_per_image=counter.get_total_flops() / batch / 1e9,
+    )
+    row["images_per_s"] = batch / row["step_s"]
+    if inference:
+        model.eval()
+        fwd = lambda: infer_step(model, x, device, dtype)  # noqa: E731
+        fwd()
+        row["infer_images_per_s"] = batch / statistics.median(_timed(fwd, device) for _ in range(repeats))
+        model.train()
+    return row
+
+
+# ------------------------------------------------------------------------------------------ machine
+def machine(device: torch.device) -> dict:
+    """What the numbers were measured on."""
+    cpu = platform.processor() or platform.machine()
+    flags = []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and cpu in ("", platform.machine()):
+                    cpu = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    have = set(line.split(":", 1)[1].split())
+                    flags = sorted(have & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "fma"})
+                    break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    info = dict(
+        device=device.type,
+        cpu=cpu,
+        cpu_flags=flags,
+        logical_cores=os.cpu_count(),
+        usable_cores=usable,
+        torch_threads=torch.get_num_threads(),
+        torch=torch.__version__,
+        cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        python=platform.python_version(),
+        platform=platform.platform(),
+        load_average_start=_load(),
+    )
+    if device.type == "cuda":
+        prop = torch.cuda.get_device_properties(device)
+        info.update(
+            gpu=prop.name,
+            gpu_memory_gb=round(prop.total_memory / 2**30, 1),
+            gpu_capability=f"{prop.major}.{prop.minor}",
+            cuda=torch.version.cuda,
+            tf32_matmul=torch.backends.cuda.matmul.allow_tf32,
+        )
+    return info
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
+
+
+# ------------------------------------------------------------------------------------------ running
+def run(
+    shapes: tuple[str, ...] = SHAPES,
+    models: tuple[str, ...] = MODELS,
+    dtypes: tuple[str, ...] = DTYPES,
+    impls: tuple[str, ...] = IMPLS,
+    device: str = "auto",
+    batch: int | None = None,
+    layers: int | None = 1,
+    repeats: int = 3,
+    inference: bool = True,
+    quick: bool = False,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Run the benchmark; returns the JSON-ready report (``rows`` holds one dict per measurement)."""
+    from attnlib.models import make
+
+    for name, values, allowed in (("dtypes", dtypes, DTYPES), ("impls", impls, IMPLS)):
+        for value in values:
+            if value not in allowed:
+                raise ConfigError(name, value, list(allowed))
+    dev = _device(device)
+    todo = cases(shapes, models, batch, layers, quick)  # validates before any work
+    report = dict(machine=machine(dev), settings=dict(repeats=repeats, quick=quick, layers=layers), rows=[])
+    sizes = (256,) if quick else ((4096, 8192) if dev.type == "cuda" else (1024, 2048, 3072))
+    peaks = {dt: matmul_peak(_TORCH_DTYPES[dt], dev, sizes) for dt in dtypes}
+    log(
+        "matmul peak: " + ", ".join(f"{dt} {p['gflops']:.1f} GFLOP/s (n={p['n']})" for dt, p in peaks.items())
+    )
+    for case in todo:
+        torch.manual_seed(0)
+        with dev:
+            model = make("paper", **case.model)
+        for dtype in dtypes:
+            for impl in impls:
+                net = model if impl == "attnlib" else plain_copy(model)
+                log(
+                    f"{case.shapes} {case.name} {dtype} {impl}: batch {case.batch}, {case.model['layers']} layer(s)"
+                )
+                row = dict(
+                    shapes=case.shapes,
+                    model=case.name,
+                    dtype=dtype,
+                    impl=impl,
+                    batch=case.batch,
+                    layers_timed=case.model["layers"],
+                    layers_model=case.layers_model,
+                    config=case.model,
+                    config_source=case.source,
+                )
+                row.update(measure(net, case.batch, dev, dtype, repeats, inference))
+                row["achieved_gflops"] = row["gflop_per_image"] * row["images_per_s"]
+                row["peak_gflops"] = peaks[dtype]["gflops"]
+                row["utilisation"] = row["achieved_gflops"] / peaks[dtype]["gflops"]
+                row["est_model_images_per_s"] = (
+                    row["images_per_s"] * row["layers_timed"] / row["layers_model"]
+                )
+                row["load_average"] = _load()
+                report["rows"].append(row)
+                del net
+    after = {dt: matmul_peak(_TORCH_DTYPES[dt], dev, sizes) for dt in dtypes}
+    report["matmul_peak"] = {dt: dict(start=peaks[dt], end=after[dt]) for dt in dtypes}
+    report["machine"]["load_average_end"] = _load()
+    _speedups(report["rows"])
+    report["notes"] = dict(
+        memory=CUDA_MEMORY_METHOD if dev.type == "cuda" else CPU_MEMORY_METHOD,
+        timing=f"median of {repeats} forward+backward steps after one warm-up step and one memory step; "
+        + ("CUDA events" if dev.type == "cuda" else "wall clock"),
+        flops="torch.utils.flop_counter.FlopCounterMode on the warm-up step (forward+backward), per image",
+        utilisation="achieved FLOP/s over the best median n x n matmul FLOP/s measured at the start of the run",
+        layers="paper shapes time `layers_timed` of the model's `layers_model` layers (time per layer is "
+        "linear in depth); est_model_images_per_s scales images_per_s by layers_timed / layers_model",
+        plain="PlainAttention: the same math with explicit (B, H, W, heads, H, W) scores (einsum, softmax, "
+        "dropout), same weights",
+    )
+    return report
+
+
+_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name not in ("cpu", "cuda") or (name == "cuda" and not torch.cuda.is_available()):
+        raise ConfigError("device", name, "auto, cpu" + (", cuda" if torch.cuda.is_available() else ""))
+    return torch.device(name)
+
+
+def _speedups(rows: list[dict]) -> None:
+    """attnlib rows get ``speedup_vs_plain`` (training) and ``infer_speedup_vs_plain``."""
+    plain = {(r["shapes"], r["model"], r["dtype"]): r for r in rows if r["impl"] == "plain"}
+    for r in rows:
+        ref = plain.get((r["shapes"], r["model"], r["dtype"]))
+        if r["impl"] == "attnlib" and ref is not None:
+            r["speedup_vs_plain"] = r["images_per_s"] / ref["images_per_s"]
+            if "infer_images_per_s" in r:
+                r["infer_speedup_vs_plain"] = r["infer_images_per_s"] / ref["infer_images_per_s"]
+
+
+def table(report: dict):
+    """The report's rows as a pandas DataFrame (one row per shapes x model x dtype x impl)."""
+    import pandas as pd
+
+    cols = [
+        "shapes", "model", "dtype", "impl", "batch", "layers_timed", "images_per_s", "speedup_vs_plain",
+        "infer_images_per_s", "infer_speedup_vs_plain", "peak_mem_mb", "gflop_per_image",
+        "achieved_gflops", "utilisation",
+    ]  # fmt: skip
+    df = pd.DataFrame(report["rows"])
+    return df[[c for c in cols if c in df.columns]]
+
+
+def write_json(report: dict, path: str | os.PathLike) -> Path:
+    """Write atomically: a temporary file in the same folder, then os.replace."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Command line: ``python -m attnlib.bench [--quick] [--out PATH] [--all] ...``."""
+    parser = argparse.ArgumentParser(prog="python -m attnlib.bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny models, one repeat: a few seconds")
+    parser.add_argument("--out", default=None, help="JSON report (default results/bench/<device>.json)")
+    parser.add_argument(
+        "--all", action="store_true", help="also run the SAN kernel benchmark (attnlib.san.bench)"
+    )
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    parser.add_argument(
+        "--shapes", nargs="+", default=None, help=f"of {', '.join(SHAPES)} (default: all; --quick: paper)"
+    )
+    parser.add_argument("--models", nargs="+", default=list(MODELS), help=f"of {', '.join(MODELS)}")
+    parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), help=f"of {', '.join(DTYPES)}")
+    parser.add_argument("--impls", nargs="+", default=list(IMPLS), help=f"of {', '.join(IMPLS)}")
+    parser.add_argument("--batch", type=int, default=None, help="batch size (default: the preset's, 100)")
+    parser.add_argument(
+        "--layers", type=int, default=1, help="layers timed at the paper shapes (default 1 of 6; 0 = all)"
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="timed steps per measurement (median)")
+    parser.add_argument("--no-inference", action="store_true", help="skip the eval-mode forward timing")
+    args = parser.parse_args(argv)
+    for name in ("batch", "repeats"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ConfigError(name, value, "an integer >= 1")
+    if args.layers < 0:
+        raise ConfigError("layers", args.layers, "an integer >= 0 (0: all of the model's layers)")
+    shapes = args.shapes or (["paper"] if args.quick else list(SHAPES))  # --quick: both shapes are tiny
+    report = run(
+        shapes=tuple(shapes),
+        models=tuple(args.models),
+        dtypes=tuple(args.dtypes),
+        impls=tuple(args.impls),
+        device=args.device,
+        batch=args.batch,
+        layers=args.layers or None,
+        repeats=1 if args.quick else args.repeats,
+        inference=not args.no_inference,
+        quick=args.quick,
+    )
+    if args.all:
+        report["san"] = _san_bench(report["machine"]["device"], args.quick)
+    out = write_json(report, args.out or Path("results") / "bench" / f"{report['machine']['device']}.json")
+    import pandas as pd
+
+    with pd.option_context(
+        "display.width", 250, "display.max_columns", 30, "display.float_format", "{:.3g}".format
+    ):
+        print(table(report).to_string(index=False))
+    m = report["machine"]
+    print(f"{m['cpu']}, {m['usable_cores']} cores, torch {m['torch']} ({m['torch_threads']} threads); "
+          f"load {m['load_average_start']} -> {m['load_average_end']}; written {out}")  # fmt: skip
+    return report
+
+
+def _san_bench(device: str, quick: bool) -> dict:
+    """Run attnlib.san.bench.main if that module exists; its table (or the error) goes into the report."""
+    try:
+        from attnlib.san import bench as san_bench
+    except ImportError as err:
+        return {"error": f"attnlib.san.bench not available: {err}"}
+    argv = ["--device", device] + (["--batch", "2", "--repeats", "1"] if quick else [])
+    try:
+        result = san_bench.main(argv)
+    except (Exception, SystemExit) as err:  # another module's failure must not lose our numbers
+        return {"error": f"{type(err).__name__}: {err}"}
+    if hasattr(result, "to_json"):
+        return {"argv": argv, "table": json.loads(result.reset_index().to_json(orient="records"))}
+    return {"argv": argv, "result": str(result)}
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ConfigError as err:
+        sys.exit(f"python -m attnlib.bench: error: {err}")

@@ -217,6 +217,47 @@ def load(experiment: str, params: Params):
         return None
 
 
+def seed_accuracies(experiment: str, params: Params, seeds=range(10)) -> list[float]:
+    """Test accuracies of every saved run of ``experiment`` at ``params.preset`` among ``seeds`` (never
+    trains): what the run-to-run spread is computed from."""
+    from attnlib.results import MissingResult, run_or_load
+
+    found = []
+    for seed in seeds:
+        kwargs = {**params.run_kwargs(), "seed": seed, "train_missing": False}
+        try:
+            found.append(run_or_load(experiment, **kwargs).test_accuracy)
+        except MissingResult:
+            continue
+    return found
+
+
+def compare_phrase(base: str, variant: str, runs: dict, params: Params) -> str:
+    """A sentence fragment comparing ``variant`` with ``base`` from saved results: the accuracy difference
+    and parameter ratio of the chosen seed, and the spread over seeds where several are saved."""
+    import statistics
+
+    a, b = runs.get(base), runs.get(variant)
+    if a is None or b is None:
+        return MISSING
+    gain = (b.test_accuracy - a.test_accuracy) * 100
+    size = b.metrics["params"] / a.metrics["params"]
+    rounded = round(gain, 1)
+    if rounded == 0:
+        text = f"level with its model with {size:.0%} of its parameters"
+    else:
+        text = f"{abs(rounded):.1f} points {'above' if rounded > 0 else 'below'} its model with {size:.0%} of its parameters"
+    acc_a, acc_b = seed_accuracies(base, params), seed_accuracies(variant, params)
+    if min(len(acc_a), len(acc_b)) < 2:
+        return text + " (one seed: no spread measured)"
+    mean_a, mean_b = statistics.mean(acc_a) * 100, statistics.mean(acc_b) * 100
+    sd_a, sd_b = statistics.stdev(acc_a) * 100, statistics.stdev(acc_b) * 100
+    return (
+        f"{text}; over seeds, {mean_b:.1f} ± {sd_b:.1f} % ({len(acc_b)} runs) against "
+        f"{mean_a:.1f} ± {sd_a:.1f} % ({len(acc_a)} runs), mean ± standard deviation"
+    )
+
+
 def load_all(experiments, params: Params) -> dict:
     """``{name: RunResult or None}`` for several experiments (see ``load``)."""
     return {name: load(name, params) for name in experiments}
@@ -316,13 +357,25 @@ def glue_str(name: str, text: str) -> None:
     glue(name, text, display=False)
 
 
-def glue_figure(name: str, figure) -> None:
-    """Glue a matplotlib figure for ``{glue:figure}`` and close it (so it is not drawn twice)."""
+def png(figure):
+    """The figure as an IPython PNG image (at the style's ``savefig.dpi``), closed afterwards. Independent
+    of the matplotlib backend (``MPLBACKEND=Agg`` would otherwise show figures as text)."""
+    import io
+
     import matplotlib.pyplot as plt
+    from IPython.display import Image
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    plt.close(figure)
+    return Image(data=buffer.getvalue(), format="png")
+
+
+def glue_figure(name: str, figure) -> None:
+    """Glue a matplotlib figure for ``{glue:figure}`` (and close it)."""
     from myst_nb import glue
 
-    glue(name, figure, display=False)
-    plt.close(figure)
+    glue(name, png(figure), display=False)
 
 
 def note(text: str, kind: str = "note") -> None:
@@ -519,13 +572,14 @@ def _reference_cell(experiment: str, source: str, quantity: str) -> str:
     return f"{value} ({r.kind})"
 
 
-def comparison_table(frame, preset: str, *, keep=("model",), wall_time: bool = False):
+def comparison_table(frame, preset: str, *, keep=("model",), wall_time: bool = False, paper: bool = True):
     """Our results beside the published and [Re] figures, as strings ready to show.
 
     frame: rows of ``attnlib.results.collect`` or ``table3`` (``experiment``, ``status``, ``accuracy``,
     ``params``, ``wall_time_ms``...). Our missing results read "not yet trained"; literature figures that
     were not found read "not found"; every literature figure says its kind (printed / claimed / run-log /
-    derived). Sources: ``sources_markdown``.
+    derived). Sources: ``sources_markdown``. ``paper=False`` leaves out the columns of Cordonnier et al.
+    (who have no HA, SAN or ViT results).
     """
     import pandas as pd
 
@@ -538,10 +592,11 @@ def comparison_table(frame, preset: str, *, keep=("model",), wall_time: bool = F
         if wall_time:
             ms = r.get("wall_time_ms") if done else None
             row[f"ours ({preset}): wall time"] = fmt(ms, "{:.2f} ms")
-        row["Cordonnier et al.: accuracy"] = _reference_cell(r["experiment"], PAPER, "test_accuracy")
+        if paper:
+            row["Cordonnier et al.: accuracy"] = _reference_cell(r["experiment"], PAPER, "test_accuracy")
         row["[Re]: accuracy"] = _reference_cell(r["experiment"], RE, "test_accuracy")
         row["[Re]: params"] = _reference_cell(r["experiment"], RE, "params")
-        if not wall_time:
+        if paper:
             row["official code: params"] = _reference_cell(r["experiment"], PAPER, "params")
         rows.append(row)
     return pd.DataFrame(rows)
@@ -619,12 +674,10 @@ def model_table(preset: str, family: str):
 
 # ----------------------------------------------------------------------------- figures from results
 def show(figure) -> None:
-    """Display a matplotlib figure in the cell output and close it."""
-    import matplotlib.pyplot as plt
+    """Display a matplotlib figure in the cell output as a PNG, and close it."""
     from IPython.display import display
 
-    display(figure)
-    plt.close(figure)
+    display(png(figure))
 
 
 def show_table(frame, caption: str | None = None) -> None:
@@ -652,32 +705,23 @@ def show_attention(run, experiment: str, params: Params, query: int = 0) -> None
         note_missing(f"Attention maps of {name}", params.preset, [experiment])
         return
     images = run.config.get("attention_mean_images", "the saved")
+    hierarchical = run.config.get("model", {}).get("hierarchical", False)
+    label = "application" if hierarchical else "layer"
     att = run.attention
     if "rows" in att:
         grid = tuple(int(g) for g in att["grid"])
         pixel = divmod(int(att["queries"][query]), grid[1])
-        show(
-            viz.token_attention(
-                att, query=query, image=0, title=f"{name}: query pixel {pixel}, one test image"
-            )
-        )
-        show(
-            viz.token_attention(
-                att,
-                query=query,
-                image=None,
-                title=f"{name}: query pixel {pixel}, mean over {images} test images",
-            )
-        )
+        for image, what in ((0, "one test image"), (None, f"mean over {images} test images")):
+            heading = f"{name}: query pixel {pixel}, {what}"
+            show(viz.token_attention(att, query=query, image=image, title=heading, layer_label=label))
         return
     weights, means = viz.san_layers(att)
     fraction = QUERY_FRACTIONS[query]
-    show(
-        viz.window_maps(
-            [w[0] for w in weights], fraction, title=f"{name}: query pixel at {fraction} of the image"
-        )
-    )
-    show(viz.window_means(means, title=f"{name}: mean over pixels and {images} test images"))
+    names = [f"{label} {i + 1}" for i in range(len(weights))]
+    heading = f"{name}: query pixel at {fraction} of the image, one test image"
+    show(viz.window_maps([w[0] for w in weights], fraction, title=heading, layer_names=names))
+    heading = f"{name}: mean over pixels and {images} test images"
+    show(viz.window_means(means, title=heading, layer_names=names))
 
 
 # ----------------------------------------------------------------------------- Sphinx extension

@@ -381,8 +381,14 @@ class RunResult:
         """The trained model, from checkpoints/last.pt (kept after training; not in git)."""
         from attnlib.models import make
 
+        weights = self.path / "checkpoints" / "last.pt"
+        if not weights.exists():
+            raise MissingResult(
+                f"{weights} is missing (checkpoints are not kept in git); retrain with: python -m attnlib train "
+                f"{self.experiment} --preset {self.preset}"
+            )
         model = make(self.config["family"], **self.config["model"])
-        state = torch.load(self.path / "checkpoints" / "last.pt", map_location=device, weights_only=True)
+        state = torch.load(weights, map_location=device, weights_only=True)
         model.load_state_dict(state["model"])
         return model.to(device).eval()
 
@@ -470,7 +476,8 @@ def train_run(
     rc = experiments.resolve(experiment, preset, epochs=epochs)
     spec = data if data is not None else rc.data
     config = run_config(experiment, preset, seed=seed, data=spec, epochs=epochs)
-    dataset = _load_data(spec)  # validates the data before anything is written
+    trainer.resolve_device(device)  # validate the device and the data before anything is written
+    dataset = _load_data(spec)
     path = run_dir(results_dir, experiment, preset, seed)
     with trainer.distributed_session(device) as (info, dev):
         lock = RunLock(path)

@@ -165,7 +165,9 @@ def offset_grid(
     return fig
 
 
-def token_attention(attention: Mapping, *, title: str, query: int = 0, image: int | None = 0) -> Figure:
+def token_attention(
+    attention: Mapping, *, title: str, query: int = 0, image: int | None = 0, layer_label: str = "layer"
+) -> Figure:
     """``attention_grid`` from a saved ``attention.npz`` (``attnlib.results.attention_summary``).
 
     query: index into the saved fixed query pixels; image: index of a saved test image, or None for the
@@ -175,7 +177,8 @@ def token_attention(attention: Mapping, *, title: str, query: int = 0, image: in
     token = int(attention["queries"][query])
     pixel = divmod(token, grid[1])
     rows = attention["rows_mean"][:, :, query] if image is None else attention["rows"][image][:, :, query]
-    return attention_grid(rows, grid, pixel, title=title)
+    names = [f"{layer_label} {i + 1}" for i in range(rows.shape[0])]
+    return attention_grid(rows, grid, pixel, title=title, layer_names=names)
 
 
 def window_maps(
@@ -220,41 +223,38 @@ def window_maps(
 def window_means(
     means: Sequence, *, title: str, max_groups: int = 8, layer_names: Sequence[str] | None = None
 ) -> Figure:
-    """SAN aggregation weights averaged over pixels and images: layers (rows) × weight groups (columns).
+    """SAN aggregation weights averaged over pixels and images: weight groups (rows, with their mean
+    last) × layers (columns).
 
     means: per layer (G, K²). Shows the first ``max_groups`` groups and the mean over all groups.
     """
     layers = [_as_numpy(m) for m in means]
     groups = min(max(m.shape[0] for m in layers), max_groups)
-    cols = groups + 1
+    n_rows, cols = groups + 1, len(layers)
     scale = min(1.05, PAGE_WIDTH / cols)
     fig, axes = plt.subplots(
-        len(layers),
-        cols,
-        figsize=(scale * cols + 0.6, scale * len(layers) + 0.9),
-        squeeze=False,
-        layout="constrained",
+        n_rows, cols, figsize=(scale * cols + 0.6, scale * n_rows + 0.9), squeeze=False, layout="constrained"
     )
     for li, m in enumerate(layers):
         g, kk = m.shape
         k = int(round(np.sqrt(kk)))
-        for ci in range(cols):
-            ax = axes[li, ci]
+        for ri in range(n_rows):
+            ax = axes[ri, li]
             _clean(ax)
-            if ci == cols - 1:
+            if ri == n_rows - 1:
                 p, label = m.mean(0), "mean of groups"
-            elif ci < g:
-                p, label = m[ci], f"group {ci + 1}"
+            elif ri < g:
+                p, label = m[ri], f"group {ri + 1}"
             else:
                 ax.set_visible(False)
                 continue
             p = p.reshape(k, k)
             ax.imshow(p, cmap=CMAP, vmin=0.0, vmax=max(float(p.max()), 1e-12))
             _mark_query(ax, k // 2, k // 2)
-            if li == 0:
-                ax.set_title(label, fontsize=9)
-            if ci == 0:
-                ax.set_ylabel(layer_names[li] if layer_names else f"layer {li + 1}", fontsize=9)
+            if ri == 0:
+                ax.set_title(layer_names[li] if layer_names else f"layer {li + 1}", fontsize=9)
+            if li == 0 or ri == n_rows - 1:
+                ax.set_ylabel(label, fontsize=8)
     fig.suptitle(title)
     fig.supxlabel(
         "K×K window (centre outlined); colour: aggregation weight averaged over pixels and images, "
@@ -398,7 +398,9 @@ def centre_trajectories(
         plt.Line2D(
             [], [], marker="o", mfc="none", color="0.3", linestyle="none", label=f"start ({x_label} 0)"
         ),
-        plt.Line2D([], [], marker="o", color="0.3", linestyle="none", label=f"end ({x_label} {x_values[-1]:g})"),
+        plt.Line2D(
+            [], [], marker="o", color="0.3", linestyle="none", label=f"end ({x_label} {x_values[-1]:g})"
+        ),
     ]
     if targets is not None:
         handles.append(plt.Line2D([], [], marker="x", color="0.2", linestyle="none", label="target"))

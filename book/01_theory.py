@@ -73,22 +73,21 @@
 # convolution pads the image with zeros where attention keeps its size: as the paper remarks, we attend
 # over an explicitly zero-padded grid and crop the result back (`attnlib.theory.ConvAttention`).
 
-# %% tags=["parameters"]
-seed = 0  # seed of the random convolutions and images
-steps = 600  # gradient steps when learning a convolution (last section)
-
-# %% tags=["hide-input"]
-from attnlib import book
-
-params = book.check_params(seed=seed, counts={"steps": steps})
-
 # %% tags=["hide-input"]
 import numpy as np
 import torch
 from torch import nn
 
-from attnlib import theory, viz
+from attnlib import book, theory, viz
 
+# %% tags=["parameters"]
+seed = 0  # seed of the random convolutions and images
+steps = 600  # gradient steps when learning a convolution (last section)
+
+# %% tags=["hide-input"]
+params = book.check_params(seed=seed, counts={"steps": steps})
+
+# %% tags=["hide-input"]
 viz.set_style()
 torch.set_num_threads(1)  # every tensor here is tiny: one thread avoids threading overhead
 torch.manual_seed(params.seed)
@@ -117,7 +116,11 @@ book.glue_text("theory_err_last", err3[-1], "{:.1e}")
 book.glue_text("theory_alpha_last", alphas[-1], "{:.0f}")
 book.glue_text("theory_rate", rate, "{:.2f}")
 book.glue_text("theory_alpha_1e5", alpha_1e5, "{:.0f}")
-book.show(viz.error_vs_alpha(alphas, errors, title="Attention built from a convolution: error against α", tolerance=1e-5))
+book.show(
+    viz.error_vs_alpha(
+        alphas, errors, title="Attention built from a convolution: error against α", tolerance=1e-5
+    )
+)
 
 # %% [markdown]
 # The relative error $\|\mathrm{MHSA}(X) - \mathrm{Conv}(X)\| / \|\mathrm{Conv}(X)\|$ falls as

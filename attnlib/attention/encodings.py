@@ -139,27 +139,53 @@ class Learned2DEncoding(nn.Module):
             relative_shifts(width, dev) + self.max_pos - 1,  # (W, W): table row of δ₂ = k_j − q_j
         )
 
-    def scores(self, height: int, width: int) -> Tensor:
-        """Positional scores (heads, N, N), N = height * width, δ = key − query."""
+    def axis_scores(self, height: int, width: int) -> tuple[Tensor, Tensor]:
+        """Per-axis positional scores: row (heads, H, H) [h, q_i, k_i] = w_rowᵀ r^row_{k_i − q_i}, col (heads, W, W)."""
         idx_row, idx_col = self._shift_index(height, width)
         # project each table row once, then index by shift (same values and gradients as index-then-project)
         row = self.head_keys_row(self.row_embeddings.weight)  # (2M−1, heads): w_rowᵀ r^row_δ
         col = self.head_keys_col(self.col_embeddings.weight)
-        return _grid_scores(row[idx_row].permute(2, 0, 1), col[idx_col].permute(2, 0, 1))
+        return row[idx_row].permute(2, 0, 1), col[idx_col].permute(2, 0, 1)
 
-    def query_scores(self, q: Tensor, height: int, width: int) -> Tensor:
-        """Query-positional scores q_h·(r^row_{δ₁} + r^col_{δ₂})/√d_h: q (B, heads, N, D_p) -> (B, heads, N, N)."""
+    def scores(self, height: int, width: int) -> Tensor:
+        """Positional scores (heads, N, N), N = height * width, δ = key − query."""
+        return _grid_scores(*self.axis_scores(height, width))
+
+    def _query_axis_scores(self, q: Tensor, height: int, width: int) -> tuple[Tensor, Tensor]:
+        """q_h·r^row_{k_i − q_i}/√d_h (B, heads, H, W, H) and q_h·r^col_{k_j − q_j}/√d_h (B, heads, H, W, W)."""
         b, heads, n, d = q.shape
         if d != self.pos_dim:
             raise ConfigError("pos_dim", self.pos_dim, f"equal to the head dimension {d}")
         idx_row, idx_col = self._shift_index(height, width)
         scale = d**-0.5
-        # q·r for every table row, then pick the row of each key's shift: (B, heads, H, W, 2M−1)
-        qr = (q @ self.row_embeddings.weight.t().to(q.dtype) * scale).view(b, heads, height, width, -1)
-        qc = (q @ self.col_embeddings.weight.t().to(q.dtype) * scale).view(b, heads, height, width, -1)
-        row = qr.gather(-1, idx_row.view(1, 1, height, 1, height).expand(b, heads, height, width, height))
-        col = qc.gather(-1, idx_col.view(1, 1, 1, width, width).expand(b, heads, height, width, width))
+        # q·r/√d_h for every table row, in the projection's own (B, N, heads, ·) layout (no copy of q)
+        qt = q.transpose(1, 2)
+        qr = (qt @ (self.row_embeddings.weight.t() * scale).to(q.dtype)).view(b, height, width, heads, -1)
+        qc = (qt @ (self.col_embeddings.weight.t() * scale).to(q.dtype)).view(b, height, width, heads, -1)
+        # pick the table row of each key's shift: [b, q_i, q_j, h, k_i] = qr[b, q_i, q_j, h, k_i − q_i + M − 1]
+        row = qr.gather(-1, idx_row.view(1, height, 1, 1, height).expand(b, height, width, heads, height))
+        col = qc.gather(-1, idx_col.view(1, 1, width, 1, width).expand(b, height, width, heads, width))
+        return row.permute(0, 3, 1, 2, 4), col.permute(0, 3, 1, 2, 4)
+
+    def query_scores(self, q: Tensor, height: int, width: int) -> Tensor:
+        """Query-positional scores q_h·(r^row_{δ₁} + r^col_{δ₂})/√d_h: q (B, heads, N, D_p) -> (B, heads, N, N)."""
+        row, col = self._query_axis_scores(q, height, width)
+        b, heads, n = q.shape[:3]
         return (row[..., :, None] + col[..., None, :]).reshape(b, heads, n, n)  # [q_i,q_j,k_i,k_j]
+
+    def content_bias(self, q: Tensor, height: int, width: int) -> Tensor:
+        """Positional plus query-positional scores, ``scores + query_scores``, in q's dtype.
+
+        q (B, heads, N, D_p) -> (B, heads, N, N), contiguous. Both terms split into a row part (depends on
+        q and k_i) and a column part (q and k_j); the row parts and the column parts are summed on the small
+        per-axis tensors, so the (B, heads, N, N) result is written in one pass.
+        """
+        b, heads, n = q.shape[:3]
+        row, col = self._query_axis_scores(q, height, width)
+        pos_row, pos_col = (s.to(q.dtype) for s in self.axis_scores(height, width))
+        row = (row + pos_row[None, :, :, None, :]).contiguous()  # (B, heads, H, W, H) + (heads, H, 1, H)
+        col = (col + pos_col[None, :, None, :, :]).contiguous()  # (B, heads, H, W, W) + (heads, 1, W, W)
+        return (row[..., :, None] + col[..., None, :]).reshape(b, heads, n, n)
 
     def extra_repr(self) -> str:
         return f"heads={self.heads}, max_pos={self.max_pos}, pos_dim={self.pos_dim}"

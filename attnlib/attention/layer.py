@@ -42,6 +42,24 @@ from attnlib.errors import ConfigError
 VALUES = ("paper", "standard")
 
 
+def _compute_dtype(t: Tensor) -> torch.dtype:
+    """The dtype a matmul on ``t`` runs in: the autocast dtype when autocast is on for its device."""
+    device = t.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else t.dtype
+
+
+def dropout_mask(shape: torch.Size | tuple[int, ...], p: float, device=None) -> Tensor:
+    """Bernoulli(p) mask, True where an entry is dropped (the distribution of ``nn.Dropout``'s mask).
+
+    Drawn as 32-bit uniform integers r and dropped where r < p·2³² (p exact to 2⁻³²); on the CPU this is
+    about ten times cheaper than ``bernoulli_``, which dominated the attention dropout's cost.
+    """
+    n = math.prod(shape)
+    bits = torch.randint(-(2**63), 2**63 - 1, ((n + 1) // 2,), dtype=torch.int64, device=device)
+    r = bits.view(torch.int32)[:n]  # two uniform int32 per int64
+    return (r < round(p * 2**32) - 2**31).view(shape)
+
+
 class MultiHeadSelfAttention2d(nn.Module):
     """Multi-head self-attention over an H x W token grid.
 
@@ -105,12 +123,68 @@ class MultiHeadSelfAttention2d(nn.Module):
         """Positional bias (heads, N, N), or None without an encoding."""
         return None if self.encoding is None else self.encoding.scores(height, width)
 
+    def attention_bias(self, q: Tensor, height: int, width: int) -> Tensor | None:
+        """Everything added to q·k/√d_h before the softmax, in q's dtype: None, the positional scores
+        (heads, N, N), or with an encoding that has ``content_bias`` (learned 2D) positional plus
+        query-positional scores (B, heads, N, N)."""
+        if self.encoding is None:
+            return None
+        if hasattr(self.encoding, "content_bias"):  # X_q W_qry Ŵ_key r_δ (learned 2D with content)
+            return self.encoding.content_bias(q, height, width)
+        return self.encoding.scores(height, width).to(q.dtype)
+
     def _values(self, xs: Tensor) -> Tensor:
         """Per-head values (B, heads, N, d_v) from tokens xs (B, N, D)."""
         b, n, _ = xs.shape
         if self.value_mode == "paper":
             return xs.unsqueeze(1).expand(b, self.heads, n, self.dim)  # V^(h) = X for every head
         return self.value(xs).reshape(b, n, self.heads, self.head_dim).transpose(1, 2)
+
+    def _positional_only(self, xs: Tensor, height: int, width: int, return_attention: bool):
+        """Input-independent attention: one softmax (heads, N, N) for the batch. -> ctx (B, N, heads·d_v)."""
+        b, n, d = xs.shape
+        shared = torch.softmax(self.positional_scores(height, width), dim=-1)  # softmax in fp32
+        p = self.dropout(shared)  # one mask for the batch, as the official code
+        if self.value_mode == "paper":
+            # rows ordered (query, head): (N·heads × N) @ X_b gives (N, heads·D) per image, already in the
+            # layout of concat_h; the shared matrix is broadcast over the batch (stride 0, no copy)
+            dtype = _compute_dtype(xs)
+            pt = p.transpose(0, 1).reshape(n * self.heads, n).to(dtype)
+            ctx = torch.bmm(pt.expand(b, -1, -1), xs.to(dtype))  # (B, N·heads, D)
+        else:
+            ctx = (p @ self._values(xs)).transpose(1, 2)  # (B, N, heads, d_v)
+        probs = shared.unsqueeze(0).expand(b, -1, -1, -1) if return_attention else None
+        return ctx.reshape(b, n, -1), probs
+
+    def _content(self, q: Tensor, k: Tensor, bias: Tensor | None, xs: Tensor, return_attention: bool):
+        """softmax(q·kᵀ/√d_h + bias) V with explicit scores. q, k (B, heads, N, d_h) -> ctx (B, N, heads·d_v).
+
+        Scores are one batched GEMM that adds the bias (baddbmm); attention dropout draws its mask from
+        32-bit random integers (``dropout_mask``) and its 1/(1−p) rescaling rides on the value GEMM's alpha.
+        With paper values every head averages the same X, so the probabilities are laid out as
+        (B, N·heads, N) and one GEMM per image gives concat_h directly (no per-head copy of X).
+        """
+        b, h, n, dh = q.shape
+        zero = q.new_zeros(())
+        qf, kf = q.reshape(b * h, n, dh), k.reshape(b * h, n, dh)
+        if bias is None:
+            scores = torch.baddbmm(zero, qf, kf.transpose(1, 2), beta=0, alpha=dh**-0.5)
+        else:
+            bias = bias.expand(b, h, n, n).reshape(b * h, n, n)
+            scores = torch.baddbmm(bias, qf, kf.transpose(1, 2), alpha=dh**-0.5)  # bias + q·k/√d_h
+        probs = torch.softmax(scores, dim=-1)  # (B·heads, N, N)
+        dropped, keep_scale = probs, 1.0
+        if self.training and self.attn_dropout > 0:
+            dropped = probs.masked_fill(dropout_mask(probs.shape, self.attn_dropout, probs.device), 0.0)
+            keep_scale = 1.0 / (1.0 - self.attn_dropout)
+        if self.value_mode == "paper":
+            pt = dropped.view(b, h, n, n).transpose(1, 2).reshape(b, n * h, n)  # rows (query, head)
+            ctx = torch.baddbmm(zero, pt, xs.to(pt.dtype), beta=0, alpha=keep_scale)  # (B, N·heads, D)
+        else:
+            v = self._values(xs).to(q.dtype).reshape(b * h, n, self.head_dim)
+            ctx = torch.baddbmm(zero, dropped, v, beta=0, alpha=keep_scale)  # (B·heads, N, d_v)
+            ctx = ctx.view(b, h, n, self.head_dim).transpose(1, 2)
+        return ctx.reshape(b, n, -1), probs.view(b, h, n, n) if return_attention else None
 
     def forward(
         self, x: Tensor, keys: Tensor | None = None, return_attention: bool = False
@@ -119,40 +193,15 @@ class MultiHeadSelfAttention2d(nn.Module):
         b, height, width, d = x.shape
         n = height * width
         xs = x.reshape(b, n, d)
-        bias = self.positional_scores(height, width)
-        probs = None
         if not self.content:
-            shared = torch.softmax(bias, dim=-1)  # (heads, N, N), one map for every image
-            p = self.dropout(shared).to(xs.dtype)  # softmax in the parameters' precision
-            if self.value_mode == "paper":
-                # (heads·N × N) @ (N × B·D): softmax(A^(h)) X for all heads and images in one GEMM
-                ctx = p.reshape(self.heads * n, n) @ xs.transpose(0, 1).reshape(n, b * d)
-                ctx = ctx.reshape(self.heads, n, b, d).permute(2, 1, 0, 3)  # (B, N, heads, D)
-            else:
-                ctx = (p @ self._values(xs)).transpose(1, 2)  # (B, N, heads, d_v)
-            if return_attention:
-                probs = shared.unsqueeze(0).expand(b, -1, -1, -1)
+            ctx, probs = self._positional_only(xs, height, width, return_attention)
         else:
-            q = self.query(xs).reshape(b, n, self.heads, self.head_dim).transpose(1, 2)
+            q = self.query(xs).view(b, n, self.heads, self.head_dim).transpose(1, 2)  # (B, heads, N, d_h)
             if keys is None:
                 keys = self.compute_keys(x)
-            v = self._values(xs)
-            keys_, v = keys.to(q.dtype), v.to(q.dtype)  # one dtype under autocast
-            if bias is not None:
-                bias = bias.to(q.dtype)
-            if hasattr(self.encoding, "query_scores"):  # X_q W_qry Ŵ_key r_δ (learned 2D with content)
-                bias = bias + self.encoding.query_scores(q, height, width)
-            if return_attention:
-                scores = (q @ keys_.transpose(-2, -1)) / math.sqrt(self.head_dim)  # q·k/√d_h
-                if bias is not None:
-                    scores = scores + bias
-                probs = torch.softmax(scores, dim=-1)
-                ctx = self.dropout(probs) @ v
-            else:
-                drop = self.attn_dropout if self.training else 0.0
-                ctx = F.scaled_dot_product_attention(q, keys_, v, attn_mask=bias, dropout_p=drop)
-            ctx = ctx.transpose(1, 2)  # (B, N, heads, d_v)
-        out = self.out(ctx.reshape(b, n, -1))  # concat_h(...) W_out + b_out
+            bias = self.attention_bias(q, height, width)
+            ctx, probs = self._content(q, keys.to(q.dtype), bias, xs, return_attention)
+        out = self.out(ctx)  # concat_h(...) W_out + b_out
         return out.reshape(b, height, width, self.out_dim), keys, probs
 
     def extra_repr(self) -> str:

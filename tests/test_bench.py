@@ -1,0 +1,136 @@
+"""attnlib.bench: the plain formulation equals the library's layer; the benchmark runs and reports."""
+
+import json
+
+import pytest
+import torch
+
+from attnlib import bench
+from attnlib.attention import MultiHeadSelfAttention2d, QuadraticEncoding
+from attnlib.attention.layer import dropout_mask
+from attnlib.errors import ConfigError
+from attnlib.models import make
+
+SMALL = dict(layers=2, hidden=16, mlp=24, heads=3, max_pos=8, downsample=4)  # 8x8 tokens
+CONFIGS = {
+    "learned+content": dict(encoding="learned", content=True),
+    "quadratic_iso": dict(encoding="quadratic_iso", content=False),
+    "learned": dict(encoding="learned", content=False),
+    "quadratic_aniso+content, HA": dict(encoding="quadratic_aniso", content=True, hierarchical=True),
+}
+
+
+def _loss_and_grads(model, x, y):
+    logits, maps = model(x, return_attention=True)
+    loss = torch.nn.functional.cross_entropy(logits * 50, y)  # scaled: gradients well above rounding
+    loss.backward()
+    return logits, maps, {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_plain_formulation_equals_attnlib_outputs_maps_and_gradients(name):
+    torch.manual_seed(0)
+    model = make("paper", **SMALL, **CONFIGS[name]).eval()
+    for p in model.parameters():  # move away from the near-zero init so every term matters
+        p.data.add_(0.3 * torch.randn_like(p))
+    plain = bench.plain_copy(model)
+    assert any(isinstance(m, bench.PlainAttention) for m in plain.modules())
+    assert not any(isinstance(m, MultiHeadSelfAttention2d) for m in plain.modules())
+    x, y = torch.randn(3, 3, 32, 32), torch.tensor([0, 4, 9])
+    logits, maps, grads = _loss_and_grads(model, x, y)
+    p_logits, p_maps, p_grads = _loss_and_grads(plain, x, y)
+    assert len(maps) == len(p_maps) == 2 and maps[0].shape == p_maps[0].shape == (3, 3, 64, 64)
+    torch.testing.assert_close(p_logits, logits, atol=1e-5, rtol=1e-4)
+    for a, b in zip(maps, p_maps, strict=True):
+        torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-5)
+    assert grads.keys() == p_grads.keys()
+    for n in grads:
+        torch.testing.assert_close(p_grads[n], grads[n], atol=1e-5, rtol=1e-3, msg=n)
+
+
+def test_the_comparison_sees_a_changed_weight():
+    torch.manual_seed(0)
+    model = make("paper", **SMALL, encoding="learned", content=True).eval()
+    plain = bench.plain_copy(model)
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        plain.encoder.blocks[1].attn.encoding.row_embeddings.weight[3] += 1.0  # its own copy of the weights
+        assert not torch.allclose(plain(x), model(x), atol=1e-6)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_dropout_mask_has_rate_p(p):
+    torch.manual_seed(0)
+    n = 1_000_001  # odd: the last int32 half is cut off
+    mask = dropout_mask((n,), p)
+    assert mask.dtype == torch.bool and mask.shape == (n,)
+    sigma = (p * (1 - p) / n) ** 0.5
+    assert abs(mask.float().mean().item() - p) < 5 * sigma
+    assert not torch.equal(mask, dropout_mask((n,), p))
+
+
+def test_attention_dropout_is_unbiased():
+    """Training-mode content attention averages to the eval-mode output (mask and 1/(1−p) rescaling)."""
+    torch.manual_seed(0)
+    layer = MultiHeadSelfAttention2d(4, 2, QuadraticEncoding(2), content=True, attn_dropout=0.5)
+    x = torch.randn(1, 3, 3, 4)
+    with torch.no_grad():
+        ref, _, _ = layer.eval()(x)
+        layer.train()
+        draws = torch.stack([layer(x)[0] for _ in range(2000)])
+    assert not torch.allclose(draws[0], ref)  # dropout is active
+    assert torch.allclose(draws.mean(0), ref, atol=0.05)
+
+
+def test_peak_memory_sees_a_64_mb_allocation():
+    def alloc():
+        t = torch.ones(16 * 2**20)  # 64 MiB of float32, touched
+        assert t.sum() > 0
+
+    mb = bench.peak_memory_mb(alloc, torch.device("cpu"))
+    if mb is None:
+        pytest.skip("/proc/self/clear_refs not writable here")
+    assert 60 <= mb < 200
+
+
+def test_quick_benchmark_writes_the_report(tmp_path, capsys):
+    out = tmp_path / "bench" / "cpu.json"
+    report = bench.main(["--quick", "--out", str(out), "--device", "cpu"])
+    assert out.exists() and not list(out.parent.glob(".*tmp"))  # atomic: no temporary left behind
+    saved = json.loads(out.read_text())
+    assert saved["machine"]["cpu"] and saved["machine"]["torch"] == torch.__version__
+    assert saved["machine"]["usable_cores"] >= 1 and saved["machine"]["torch_threads"] >= 1
+    assert set(saved["matmul_peak"]) == {"fp32", "bf16"}
+    rows = saved["rows"]
+    assert {(r["model"], r["dtype"], r["impl"]) for r in rows} == {
+        (m, d, i) for m in bench.MODELS for d in bench.DTYPES for i in bench.IMPLS
+    }
+    for r in rows:
+        for field in (
+            "images_per_s",
+            "infer_images_per_s",
+            "gflop_per_image",
+            "achieved_gflops",
+            "utilisation",
+        ):
+            assert r[field] > 0, field
+        assert "peak_mem_mb" in r and r["batch"] == 4
+    assert all("speedup_vs_plain" in r for r in rows if r["impl"] == "attnlib")
+    assert len(report["rows"]) == len(rows)
+    assert "images_per_s" in capsys.readouterr().out  # the table was printed
+
+
+@pytest.mark.parametrize(
+    "argv, parameter",
+    [
+        (["--dtypes", "fp16"], "dtypes"),
+        (["--models", "vit"], "models"),
+        (["--shapes", "huge"], "shapes"),
+        (["--repeats", "0"], "repeats"),
+    ],
+)
+def test_bad_arguments_raise_config_error(argv, parameter, tmp_path):
+    with pytest.raises(ConfigError) as err:
+        bench.main(["--quick", "--out", str(tmp_path / "x.json")] + argv)
+    assert err.value.parameter == parameter
+    assert not (tmp_path / "x.json").exists()

@@ -1,0 +1,245 @@
+"""The book: jupytext pairs in sync and without outputs, every chapter runs under papermill at the smoke
+preset (synthetic data) into a temporary folder, bad parameters stop a chapter in the cell right after
+its parameters with one line, and the book builds with warnings as errors."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+import papermill
+import pytest
+import torch
+import yaml
+
+from attnlib import book, experiments
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+CHAPTERS = sorted(p.stem for p in BOOK.glob("[0-9][0-9]_*.py"))
+SMOKE = {"preset": "smoke", "device": "cpu", "train_missing": True}
+
+
+def _cells(nb) -> list[tuple[str, str, list[str]]]:
+    return [(c.cell_type, c.source.strip(), sorted(c.metadata.get("tags", []))) for c in nb.cells]
+
+
+def _parameters_index(nb) -> int:
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, "exactly one cell must be tagged 'parameters'"
+    return tagged[0]
+
+
+def _execute(chapter: str, parameters: dict, out: Path):
+    return papermill.execute_notebook(
+        str(BOOK / f"{chapter}.ipynb"),
+        str(out),
+        parameters=parameters,
+        kernel_name="python3",
+        cwd=str(ROOT),
+        progress_bar=False,
+    )
+
+
+# ------------------------------------------------------------------------------------------ structure
+def test_chapters_exist():
+    assert CHAPTERS == [
+        "00_intro",
+        "01_theory",
+        "02_reproduction",
+        "03_san_vit",
+        "04_hierarchical",
+        "05_appendix",
+    ]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_pair_in_sync_without_outputs(chapter):
+    script = jupytext.read(BOOK / f"{chapter}.py")
+    notebook = nbformat.read(BOOK / f"{chapter}.ipynb", as_version=4)
+    assert _cells(script) == _cells(notebook), (
+        f"book/{chapter}.py and book/{chapter}.ipynb differ: run `jupytext --sync book/{chapter}.py`"
+    )
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"book/{chapter}.ipynb holds outputs"
+    for nb in (script, notebook):
+        assert nb.metadata["kernelspec"]["name"] == "python3"
+        assert nb.metadata["jupytext"]["formats"] == "ipynb,py:percent"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_parameters_then_validation(chapter):
+    nb = nbformat.read(BOOK / f"{chapter}.ipynb", as_version=4)
+    i = _parameters_index(nb)
+    assert "book.check_params(" in nb.cells[i + 1].source, "the cell after the parameters must validate them"
+    assert "import" not in nb.cells[i].source
+
+
+def test_single_configuration_and_toc():
+    assert (ROOT / "_config.yml").is_file()
+    assert not (BOOK / "_config.yml").exists(), "the book folder must not carry a second configuration"
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["execute"]["execute_notebooks"] == "force"
+    assert config["only_build_toc_files"] is True
+    assert "attnlib.book" in config["sphinx"]["extra_extensions"]
+    toc = yaml.safe_load((BOOK / "_toc.yml").read_text())
+    listed = [toc["root"]] + [c["file"] for c in toc["chapters"]]
+    assert [c for c in listed if c in CHAPTERS] == CHAPTERS
+    for name in listed:
+        assert (BOOK / f"{name}.ipynb").exists() or (BOOK / f"{name}.md").exists(), name
+
+
+# ------------------------------------------------------------------------------------------ parameters
+def test_check_params_resolves_defaults(monkeypatch, tmp_path):
+    monkeypatch.delenv(book.TRAIN_MISSING_ENV, raising=False)
+    p = book.check_params(heads=16, preset="smoke", data=None, device="auto", seed=0, results_dir=tmp_path)
+    assert (p.heads, p.preset, p.data, p.device, p.train_missing) == (16, "smoke", None, "cpu", True)
+    assert p.results_dir == tmp_path.resolve()
+    monkeypatch.setenv(book.TRAIN_MISSING_ENV, "0")  # what the book build sets
+    assert book.check_params(preset="budget").train_missing is False
+    assert book.check_params(preset="budget", train_missing=True).train_missing is True
+    assert book.check_params(preset="budget", data="synthetic:8:4").data == "synthetic:8:4"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "parameter", "allowed"),
+    [
+        ({"heads": 7}, "heads", "9, 16"),
+        ({"heads": True}, "heads", "9, 16"),
+        ({"preset": "huge"}, "preset", ", ".join(experiments.PRESETS)),
+        ({"seed": -1}, "seed", "integer"),
+        ({"device": "tpu"}, "device", "cpu"),
+        ({"data": "/no/such/folder"}, "data", "synthetic"),
+        ({"data": "synthetic:x"}, "data", "synthetic"),
+        ({"train_missing": "yes"}, "train_missing", "True"),
+        ({"counts": {"steps": 0}}, "steps", "integer"),
+    ],
+)
+def test_check_params_rejects(kwargs, parameter, allowed):
+    with pytest.raises(book.ParameterError) as err:
+        book.check_params(**kwargs)
+    assert err.value.parameter == parameter
+    assert str(err.value).startswith(f"{parameter}: got ")
+    assert allowed in str(err.value)
+    assert err.value._render_traceback_() == [f"ParameterError: {err.value}"]  # one line in a notebook
+
+
+def test_references_have_sources():
+    for r in book.REFERENCES:
+        assert r.where and r.kind in ("printed", "claimed", "run-log", "derived")
+        assert r.experiment in experiments.EXPERIMENTS
+        assert (0 < r.value <= 1) if r.quantity == "test_accuracy" else r.value > 1000
+    assert book.reference_value("learned_content_9h_ha", book.RE, "test_accuracy") == pytest.approx(0.91)
+    assert book.reference_value("vit", book.RE, "test_accuracy") != book.reference_value(
+        "vit", book.RE, "test_accuracy"
+    )
+
+
+@pytest.mark.slow
+def test_learned_convolution_lands_on_the_kernel_grid():
+    """The theory chapter's last experiment: with weight decay on the filters, gradient descent puts one
+    quadratic head on every tap of a 3x3 kernel (``attnlib.theory.learn_convolution``)."""
+    from attnlib.theory import learn_convolution
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors
+    try:
+        torch.manual_seed(0)
+        fit = learn_convolution(torch.nn.Conv2d(3, 8, 3, padding=1), steps=600, seed=0)
+    finally:
+        torch.set_num_threads(threads)
+    distance = torch.cdist(fit.centers[-1], fit.targets)
+    assert len(set(distance.argmin(1).tolist())) == 9  # every tap has a head
+    assert distance.min(1).values.max() < 0.3
+    assert fit.loss[-1] < 1e-3 * fit.loss[0]
+    assert fit.centers.shape == (len(fit.steps), 9, 2) and fit.steps[-1] == 600
+
+
+# ------------------------------------------------------------------------------------------ execution
+@pytest.fixture(scope="module")
+def results_dir(tmp_path_factory) -> Path:
+    """One results folder shared by the chapters, so each smoke run trains once."""
+    return tmp_path_factory.mktemp("results")
+
+
+@pytest.mark.slow
+def test_kernel_is_this_interpreter(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import sys; print(sys.executable)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    out = papermill.execute_notebook(nb, str(tmp_path / "k.ipynb"), kernel_name="python3", progress_bar=False)
+    assert Path(out.cells[0].outputs[0]["text"].strip()).resolve() == Path(sys.executable).resolve()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_chapter_runs_at_smoke(chapter, results_dir, tmp_path):
+    declared = papermill.inspect_notebook(str(BOOK / f"{chapter}.ipynb"))
+    parameters = {k: v for k, v in {**SMOKE, "results_dir": str(results_dir)}.items() if k in declared}
+    if "preset" in declared:
+        assert all(p.data.startswith("synthetic") for p in experiments.PRESET_TABLE["smoke"].values())
+    nb = _execute(chapter, parameters, tmp_path / f"{chapter}.ipynb")
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    glued = [
+        o for o in outputs if any(k.startswith("application/papermill.record") for k in o.get("data", {}))
+    ]
+    prose = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    needed = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)`", prose))
+    names = {o["metadata"]["scrapbook"]["name"] for o in glued}
+    assert needed <= names, f"glue keys used in the prose but never glued: {needed - names}"
+    if chapter != "03_san_vit" and chapter != "00_intro":  # figures as PNG, whatever the matplotlib backend
+        assert any("image/png" in o.get("data", {}) for o in outputs)
+    assert not any(str(o.get("data", {}).get("text/plain", "")).startswith("<Figure") for o in outputs)
+    if chapter in ("02_reproduction", "04_hierarchical", "05_appendix"):  # trained at smoke: no gaps
+        assert not any(book.MISSING in str(o.get("data", {}).get("text/markdown", "")) for o in outputs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("chapter", "parameters", "message"),
+    [
+        ("04_hierarchical", {"heads": 7}, "heads: got 7; allowed: 9, 16"),
+        ("04_hierarchical", {"preset": "huge"}, "preset: got 'huge'; allowed: paper, budget, smoke"),
+        ("01_theory", {"steps": 0}, "steps: got 0; allowed: an integer >= 1"),
+    ],
+)
+def test_bad_parameter_stops_right_after_the_parameters(chapter, parameters, message, tmp_path):
+    out = tmp_path / "out.ipynb"
+    with pytest.raises(papermill.PapermillExecutionError) as err:
+        _execute(chapter, parameters, out)
+    assert err.value.ename == "ParameterError"
+    assert err.value.evalue == message
+    assert err.value.traceback == [f"ParameterError: {message}"]  # one line, no traceback
+    nb = nbformat.read(out, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]  # papermill adds markdown cells around the error
+    i = _parameters_index(nbformat.v4.new_notebook(cells=code))
+    assert "injected-parameters" in code[i + 1].metadata.get("tags", [])
+    failed = [j for j, c in enumerate(code) if any(o.get("output_type") == "error" for o in c.outputs)]
+    assert failed == [i + 2]
+    assert all(c.execution_count is None for c in code[i + 3 :])
+
+
+@pytest.mark.slow
+def test_book_builds_with_warnings_as_errors(tmp_path):
+    executable = Path(sys.executable).with_name("jupyter-book")
+    command = [str(executable) if executable.exists() else shutil.which("jupyter-book")]
+    command += ["build", "book", "-W", "-n", "--keep-going", "--path-output", str(tmp_path)]
+    env = {
+        k: v for k, v in os.environ.items() if k != book.TRAIN_MISSING_ENV
+    }  # the build sets it to 0 itself
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    html = tmp_path / "_build" / "html"
+    for chapter in CHAPTERS:
+        page = (html / f"{chapter}.html").read_text()
+        assert "{glue:" not in page and ":::{" not in page, f"{chapter}: unrendered glue or admonition"
+        assert "Traceback" not in page
+    assert "Cordonnier" in (html / "references.html").read_text()
+    assert not (ROOT / "book" / "_build").exists()
