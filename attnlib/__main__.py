@@ -118,7 +118,7 @@ def cmd_list(args) -> int:
     from attnlib.train import measure_throughput
 
     estimate = args.measure or args.preset == "budget"
-    rows, total, unknown = [], 0.0, False
+    rows, per_run = [], []
     for name in experiments.names():
         rc = experiments.resolve(name, args.preset)
         row = {
@@ -129,53 +129,60 @@ def cmd_list(args) -> int:
             "lr": rc.train.lr,
             "model": " ".join(f"{k}={v}" for k, v in rc.model.items()),
         }
+        ips = None
         if args.measure:
             torch.manual_seed(0)
             ips = measure_throughput(experiments.build_model(name, args.preset), rc.train, "cpu")
             row["img/s per core"] = f"{ips[0]:.0f} / {ips[1]:.0f}"
-            est = experiments.estimate_seconds(
-                name, args.preset, throughput=ips, cores=torch.get_num_threads()
-            )
-        else:
-            est = experiments.estimate_seconds(name, args.preset) if estimate else None
         if estimate:
-            row["est. time"] = _minutes(est)
-            unknown |= est is None
-            total += est or 0.0
+            est = experiments.estimate_seconds(name, args.preset, throughput=ips)
+            row["est. time (1 thread)"] = _minutes(est)
+            per_run.append(est)
         rows.append(row)
     print(pd.DataFrame(rows).to_string(index=False))
     print(f"\n{args.preset}: {experiments.NOTES[args.preset]}")
     for protocol, p in experiments.PRESET_TABLE[args.preset].items():
         print(f"- {protocol}: {p.reason}")
     if estimate:
-        where = "this machine (measured now)" if args.measure else "the reference machine (2 cores)"
-        note = " (some runs unmeasured)" if unknown else ""
-        print(f"\nestimated total for the grid: {total / 3600:.2f} h{note} on {where}, full CIFAR-10")
+        where = (
+            "this machine's per-core throughput (measured now)" if args.measure else "the reference machine"
+        )
+        if None in per_run:
+            print(
+                f"\nestimated total for the grid: unknown ({per_run.count(None)} runs unmeasured; use --measure)"
+            )
+        else:
+            total = experiments.grid_seconds(per_run)
+            print(
+                f"\nestimated total for the grid: {total / 3600:.2f} h on 2 idle cores as two single-thread runs side "
+                f"by side (train ... --threads 1), from {where}; full CIFAR-10, each run's time as listed"
+            )
     return 0
 
 
 def cmd_train(args) -> int:
-    from attnlib.results import train_run
+    from attnlib.results import run_or_load
 
     if args.threads is not None:
         import torch
 
         torch.set_num_threads(args.threads)
-
-    result = train_run(
+    result = run_or_load(  # a complete result with the same configuration is kept, not retrained
         args.experiment,
         args.preset,
         data=args.data,
         results_dir=args.results_dir,
         device=args.device,
         seed=args.seed,
+        train_missing=True,
         epochs=args.epochs,
         progress=False if args.no_progress else None,
     )
     if int(os.environ.get("RANK", "0")) == 0:
         m = result.metrics
+        done = "" if result.trained else " (already complete; delete its folder to retrain)"
         print(
-            f"{args.experiment}/{args.preset}: test accuracy {m['test_accuracy']:.4f}, {m['params']:,} params, "
+            f"{args.experiment}/{args.preset}{done}: test accuracy {m['test_accuracy']:.4f}, {m['params']:,} params, "
             f"{m['wall_time_ms']:.2f} ms/image on {m['wall_time_device']}; results in {result.path}"
         )
     return 0

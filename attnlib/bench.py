@@ -88,8 +88,10 @@ class PlainAttention(nn.Module):
             return None
         raise ConfigError("encoding", type(enc).__name__, "QuadraticEncoding, Learned2DEncoding or None")
 
-    def forward(self, x: Tensor, keys: Tensor | None = None, return_attention: bool = False):
-        """x (B, H, W, D) -> (out, keys (B, heads, N, d_h) or None, probabilities (B, heads, N, N) or None)."""
+    def forward(self, x: Tensor, keys: Tensor | None = None, return_attention: bool = False, need_keys=True):
+        """x (B, H, W, D) -> (out, keys (B, heads, N, d_h) or None, probabilities (B, heads, N, N) or None).
+
+        ``need_keys`` is accepted for the encoder's call and ignored (keys are always returned)."""
         b, height, width, d = x.shape
         n, heads, dh = height * width, self.heads, self.head_dim
         scores = self.positional_scores(height, width)

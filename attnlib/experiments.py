@@ -184,8 +184,9 @@ def _paper_presets() -> dict[str, Preset]:
 #
 # Per-core throughput (train, eval) in images/s of each budget model: bf16 autocast, batch 100, one thread
 # timed by CPU time (attnlib.train.measure_throughput), best of 3; measured 2026-11-29 on the reference
-# machine (AMD EPYC with AVX512-BF16, 2 cores shared with other jobs). Estimates use
-# cores x CPU_PARALLEL_EFFICIENCY x these.
+# machine (AMD EPYC with AVX512-BF16, 2 cores shared with other jobs). The grid estimate assumes two
+# single-thread runs side by side (`python -m attnlib train ... --threads 1`): on this machine 2 threads
+# give at best 1.5-1.8x one thread when idle, and far less when other jobs share the cores.
 THROUGHPUT: dict[str, dict[str, tuple[float, float]]] = {
     "budget": {
         "resnet18": (532, 2196),
@@ -354,22 +355,24 @@ def count_parameters(name: str, preset: str = "paper") -> int:
 
 
 def estimate_seconds(
-    name: str,
-    preset: str = "budget",
-    *,
-    throughput: tuple[float, float] | None = None,
-    cores: int | None = None,
+    name: str, preset: str = "budget", *, throughput: tuple[float, float] | None = None, threads: int = 1
 ) -> float | None:
-    """Estimated wall time (s) of one run on full CIFAR-10, or None when its throughput was never measured:
-    epochs · (50 000 / train + 10 000 / eval images/s) + RUN_OVERHEAD_S, with machine throughput =
-    per-core throughput (`THROUGHPUT`, or `throughput` just measured) × cores × CPU_PARALLEL_EFFICIENCY."""
+    """Estimated wall time (s) of one run on full CIFAR-10 with `threads` CPU threads on an otherwise idle
+    machine, or None when its throughput was never measured:
+    epochs · (50 000 / train + 10 000 / eval images/s) + RUN_OVERHEAD_S, where the images/s are the per-core
+    figures (`THROUGHPUT`, or `throughput` just measured) × threads × CPU_PARALLEL_EFFICIENCY (for threads > 1)."""
     from attnlib.train import CPU_PARALLEL_EFFICIENCY
 
     p = preset_for(name, preset)
     per_core = throughput or THROUGHPUT.get(preset, {}).get(name)
     if per_core is None:
         return None
-    cores = REFERENCE_CORES if cores is None else cores
-    scale = 1.0 if cores <= 1 else cores * CPU_PARALLEL_EFFICIENCY
+    scale = 1.0 if threads <= 1 else threads * CPU_PARALLEL_EFFICIENCY
     train_ips, eval_ips = (v * scale for v in per_core)
     return p.train.epochs * (CIFAR10_TRAIN / train_ips + CIFAR10_TEST / eval_ips) + RUN_OVERHEAD_S
+
+
+def grid_seconds(per_run: list[float], cores: int = REFERENCE_CORES) -> float:
+    """Wall time of a grid run as `cores` single-thread trainings side by side (the fastest way on a small
+    machine: no threads waiting for each other): the longer of total / cores and the longest run."""
+    return max(sum(per_run) / cores, max(per_run))

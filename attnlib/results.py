@@ -493,6 +493,9 @@ def train_run(
             refusal = box[0]
         if refusal:
             raise RunLocked(refusal)
+        if info.is_main:  # temporary files of a killed writer (never complete: safe to drop)
+            for stray in [*path.glob(".*.tmp*"), *path.glob("checkpoints/.*.tmp*")]:
+                stray.unlink(missing_ok=True)
         try:
             torch.manual_seed(seed)
             model = make(rc.family, **rc.model)
@@ -604,7 +607,10 @@ def run_or_load(
 
     train_missing: False -> raise MissingResult (DamagedResult for a damaged one) instead of training;
     None -> $ATTNLIB_TRAIN_MISSING (0 during the book build), default True."""
+    from attnlib.train import resolve_device
+
     config = run_config(experiment, preset, seed=seed, data=data, epochs=epochs)
+    resolve_device(device)
     path = run_dir(results_dir, experiment, preset, seed)
     status, detail = inspect_run(path, config["fingerprint"])
     if status == "complete":

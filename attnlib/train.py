@@ -381,7 +381,7 @@ def measure_throughput(
 
     On the CPU: per core, i.e. one thread, timed by this process's CPU time, which other processes sharing
     the machine barely disturb (multi-threaded CPU time is not: waiting threads spin). `CPU_PARALLEL_EFFICIENCY`
-    turns it into a multi-core estimate. On CUDA: wall time after synchronising."""
+    turns it into a multi-core estimate. On CUDA: wall time after synchronising. Updates the model's weights."""
     device = resolve_device(device)
     bf16 = fast_bf16(device) if cfg.bf16 is None else bool(cfg.bf16)
     model = model.to(device)
@@ -427,6 +427,8 @@ def evaluate(model: nn.Module, batches, device: torch.device, bf16: bool, info: 
     model.eval()
     stats = torch.zeros(3, dtype=torch.float64, device=device)  # loss sum, correct, count
     for x, y in batches.epoch(0):
+        if y.numel() == 0:  # a rank's empty shard of the last partial batch
+            continue
         with autocast(device, bf16):
             logits = model(x)
         stats[0] += F.cross_entropy(logits.float(), y, reduction="sum")

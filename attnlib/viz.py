@@ -253,7 +253,7 @@ def window_means(
             _mark_query(ax, k // 2, k // 2)
             if ri == 0:
                 ax.set_title(layer_names[li] if layer_names else f"layer {li + 1}", fontsize=9)
-            if li == 0 or ri == n_rows - 1:
+            if li == 0:
                 ax.set_ylabel(label, fontsize=8)
     fig.suptitle(title)
     fig.supxlabel(

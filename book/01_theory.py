@@ -90,7 +90,7 @@ params = book.check_params(seed=seed, counts={"steps": steps})
 # %% tags=["hide-input"]
 viz.set_style()
 torch.set_num_threads(1)  # every tensor here is tiny: one thread avoids threading overhead
-torch.manual_seed(params.seed)
+_ = torch.manual_seed(params.seed)
 
 # %% [markdown]
 # ## Step 1: the construction equals the convolution as $\alpha$ grows

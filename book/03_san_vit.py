@@ -41,7 +41,7 @@ seed = 0  # seed of the random tensors
 params = book.check_params(preset=preset, device=device, seed=seed)
 
 # %% tags=["hide-input"]
-torch.manual_seed(params.seed)
+_ = torch.manual_seed(params.seed)
 dev = torch.device(params.device)
 
 # %% [markdown]

@@ -17,6 +17,8 @@ CONFIGS = {
     "quadratic_iso": dict(encoding="quadratic_iso", content=False),
     "learned": dict(encoding="learned", content=False),
     "quadratic_aniso+content, HA": dict(encoding="quadratic_aniso", content=True, hierarchical=True),
+    "learned+content, HA": dict(encoding="learned", content=True, hierarchical=True),
+    "quadratic_iso+content": dict(encoding="quadratic_iso", content=True),
 }
 
 
@@ -134,3 +136,16 @@ def test_bad_arguments_raise_config_error(argv, parameter, tmp_path):
         bench.main(["--quick", "--out", str(tmp_path / "x.json")] + argv)
     assert err.value.parameter == parameter
     assert not (tmp_path / "x.json").exists()
+
+
+def test_fast_dropout_module_keeps_the_expectation():
+    from attnlib.attention.layer import Dropout
+
+    torch.manual_seed(0)
+    drop = Dropout(0.25)
+    x = torch.full((400_000,), 2.0)
+    y = drop(x)
+    assert set(torch.unique(y).tolist()) == {0.0, 2.0 / 0.75}
+    assert abs((y == 0).float().mean().item() - 0.25) < 0.005
+    assert abs(y.mean().item() - 2.0) < 0.02
+    assert torch.equal(drop.eval()(x), x)

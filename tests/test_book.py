@@ -163,6 +163,15 @@ def test_learned_convolution_lands_on_the_kernel_grid():
 
 
 # ------------------------------------------------------------------------------------------ execution
+@pytest.fixture(scope="module", autouse=True)
+def one_thread_kernels():
+    """Kernels (children of this process) inherit the environment: one OpenMP thread each. Smoke-sized
+    tensors gain nothing from more, and on shared cores extra threads only spin."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OMP_NUM_THREADS", "1")
+        yield
+
+
 @pytest.fixture(scope="module")
 def results_dir(tmp_path_factory) -> Path:
     """One results folder shared by the chapters, so each smoke run trains once."""

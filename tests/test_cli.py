@@ -75,7 +75,10 @@ def test_train_then_tables(capsys, tmp_path):
         ["train", "vit_ha", "--preset", "smoke", "--results-dir", results, "--no-progress"], capsys
     )
     assert code == 0 and "test accuracy" in out
-    assert (tmp_path / "r" / "vit_ha" / "smoke" / "metrics.json").exists()
+    metrics = tmp_path / "r" / "vit_ha" / "smoke" / "metrics.json"
+    before = metrics.stat().st_mtime_ns
+    code, out, _ = run(["train", "vit_ha", "--preset", "smoke", "--results-dir", results], capsys)
+    assert code == 0 and "already complete" in out and metrics.stat().st_mtime_ns == before
     code, out, _ = run(["table3", "--results-dir", results, "--preset", "smoke"], capsys)
     assert code == 0 and "ViT" in out and "complete" in out and "missing" in out
     code, out, _ = run(["table1", "--results-dir", results, "--preset", "smoke"], capsys)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlib import build_model
+from attnlib import build_model, experiments
 from attnlib.errors import ConfigError
 from attnlib.experiments import (
     EXPERIMENTS,
@@ -17,6 +17,7 @@ from attnlib.experiments import (
     PRESETS,
     count_parameters,
     estimate_seconds,
+    grid_seconds,
     resolve,
 )
 from attnlib.results import inspect_run, load_run, train_run
@@ -113,7 +114,10 @@ def test_build_model_follows_the_preset():
 def test_budget_grid_fits_two_hours():
     est = {n: estimate_seconds(n, "budget") for n in NAMES}
     assert all(v is not None for v in est.values()), "every budget run has a measured throughput"
-    assert sum(est.values()) <= 2 * 3600
+    assert grid_seconds(list(est.values())) <= 2 * 3600
+    assert grid_seconds([3.0, 1.0, 1.0]) == 3.0 and grid_seconds([2.0, 2.0, 2.0, 2.0]) == 4.0
+    slow = estimate_seconds("vit", "budget", throughput=(100.0, 1000.0))
+    assert slow == pytest.approx(4 * (500 + 10) + experiments.RUN_OVERHEAD_S)
 
 
 def test_configs_serialise():

@@ -80,6 +80,15 @@ def test_atomic_write_keeps_old_file_on_error(tmp_path):
     assert leftovers(tmp_path) == []
 
 
+def test_stray_temporary_files_are_removed(tmp_path):
+    folder = run_dir(tmp_path, "resnet18", "smoke")
+    (folder / "checkpoints").mkdir(parents=True)
+    for stray in (folder / ".metrics.json.tmp99", folder / "checkpoints" / ".last.pt.tmp99"):
+        stray.write_bytes(b"partial, from a killed writer")
+    train_run("resnet18", "smoke", results_dir=tmp_path, progress=False)
+    assert leftovers(folder) == [] and inspect_run(folder)[0] == "complete"
+
+
 def test_crashed_run_writes_no_result(tmp_path):
     def crash(epoch, step, x, y):
         raise RuntimeError("boom")

@@ -27,6 +27,7 @@ from attnlib.train import (
     fast_bf16,
     fit,
     make_optimizer,
+    measure_throughput,
     resolve_device,
 )
 
@@ -152,6 +153,11 @@ def test_device_policy():
         with pytest.raises(ConfigError, match="device"):
             resolve_device("cuda")
     assert isinstance(fast_bf16(torch.device("cpu")), bool)
+
+
+def test_measure_throughput():
+    train_ips, eval_ips = measure_throughput(Tiny(), CFG, "cpu", steps=2, warmup=1)
+    assert train_ips > 0 and eval_ips > 0 and torch.get_num_threads() == 1
 
 
 # ----------------------------------------------------------------------------------------------- fit

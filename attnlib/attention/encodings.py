@@ -10,6 +10,7 @@ scores as an additive bias before the softmax.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib.errors import ConfigError
@@ -110,7 +111,8 @@ class Learned2DEncoding(nn.Module):
         A^(h)_{q,k} = w_row^(h)ᵀ r^row_{δ₁} + w_col^(h)ᵀ r^col_{δ₂}
 
     which does not depend on the input. **With content** the layer also adds the query-dependent
-    term of eq. (8), X_q W_qry Ŵ_key r_δ, through ``query_scores``: the query of head h dotted with the
+    term of eq. (8), X_q W_qry Ŵ_key r_δ (``query_scores``; ``content_bias`` and ``linear_query_bias``
+    give positional plus query-positional scores in one pass for the layer): the query of head h dotted with the
     row and column embeddings of the shift, q_h·(r^row_{δ₁} + r^col_{δ₂})/√d_h (D_p = d_h). It adds no
     parameters, so counts equal the official code's (which keeps only w_hᵀ r_δ beside q·k). Parameter
     count per layer: 2·(2·max_pos − 1)·D_p + 2·D_p·heads, D_p = ``pos_dim`` (default: the hidden size,
@@ -186,6 +188,34 @@ class Learned2DEncoding(nn.Module):
         row = (row + pos_row[None, :, :, None, :]).contiguous()  # (B, heads, H, W, H) + (heads, H, 1, H)
         col = (col + pos_col[None, :, None, :, :]).contiguous()  # (B, heads, H, W, W) + (heads, 1, W, W)
         return (row[..., :, None] + col[..., None, :]).reshape(b, heads, n, n)
+
+    def linear_query_bias(
+        self, xs: Tensor, w_query: Tensor, b_query: Tensor | None, height: int, width: int
+    ) -> Tensor:
+        """``scores + query_scores`` for queries q_h = X W_hᵀ + b_h given by their weights, in the
+        (query, head, key) layout of the layer's bilinear path.
+
+        xs (B, N, D); w_query (heads, D_p, D); b_query (heads, D_p) or None -> (B, N·heads, N), rows
+        ordered (query, head). Per axis a ∈ {row, col} the score (q_h/√d_h + w_a^(h))·r^a_δ is a linear
+        map of X: X (W_hᵀ r^a_t/√d_h) + (b_h/√d_h + w_a^(h))·r^a_t for every table row t (one GEMM of
+        width heads·2·(2M−1)); each key then picks the row of its shift, as in ``query_scores``.
+        """
+        b, n, _ = xs.shape
+        heads, d = w_query.shape[:2]
+        if d != self.pos_dim:
+            raise ConfigError("pos_dim", self.pos_dim, f"equal to the head dimension {d}")
+        idx_row, idx_col = self._shift_index(height, width)
+        scale = d**-0.5
+        tables = torch.stack([self.row_embeddings.weight, self.col_embeddings.weight])  # (2, T, D_p)
+        w_pos = torch.stack([self.head_keys_row.weight, self.head_keys_col.weight], 1)  # (heads, 2, D_p)
+        u = w_pos if b_query is None else w_pos + b_query[:, None, :] * scale  # b_h/√d_h + w_a^(h)
+        weight = torch.einsum("atp,hpd->hatd", tables, w_query * scale)  # (heads, 2, T, D)
+        bias = torch.einsum("atp,hap->hat", tables, u)  # (heads, 2, T)
+        qr = F.linear(xs, weight.reshape(-1, xs.shape[-1]), bias.reshape(-1))
+        qr = qr.view(b, height, width, heads, 2, -1)  # [b, q_i, q_j, h, axis, table row]
+        row = qr[..., 0, :].gather(-1, idx_row.view(1, height, 1, 1, height).expand(b, -1, width, heads, -1))
+        col = qr[..., 1, :].gather(-1, idx_col.view(1, 1, width, 1, width).expand(b, height, -1, heads, -1))
+        return (row[..., :, None] + col[..., None, :]).reshape(b, n * heads, n)  # [q_i,q_j,h,k_i,k_j]
 
     def extra_repr(self) -> str:
         return f"heads={self.heads}, max_pos={self.max_pos}, pos_dim={self.pos_dim}"

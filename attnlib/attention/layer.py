@@ -60,6 +60,16 @@ def dropout_mask(shape: torch.Size | tuple[int, ...], p: float, device=None) -> 
     return (r < round(p * 2**32) - 2**31).view(shape)
 
 
+class Dropout(nn.Dropout):
+    """``nn.Dropout`` whose mask comes from ``dropout_mask``: the same distribution and 1/(1−p) scaling,
+    several times cheaper on the CPU. Shapes: any -> same."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0 or self.p >= 1 or self.inplace:
+            return super().forward(x)
+        return x.masked_fill(dropout_mask(x.shape, self.p, x.device), 0.0) * (1.0 / (1.0 - self.p))
+
+
 class MultiHeadSelfAttention2d(nn.Module):
     """Multi-head self-attention over an H x W token grid.
 
@@ -74,6 +84,9 @@ class MultiHeadSelfAttention2d(nn.Module):
         value: "paper" or "standard" (module docstring).
         out_dim: output features D_out (default D).
         qkv_bias: biases of query / key / value projections (official paper code: True; [Re] ViT: False).
+        bilinear: when the caller does not need the keys (``need_keys=False``) and values are "paper",
+            compute the content scores through A_h = W_qry^(h)ᵀ W_key^(h) (``_bilinear``): same math,
+            no q / k projections; the key projection is then not called.
 
     Shapes: x (B, H, W, D) -> out (B, H, W, D_out); keys (B, heads, N, d_h) or None;
     probabilities (B, heads, N, N), N = H·W row-major, each row summing to one.
@@ -90,6 +103,7 @@ class MultiHeadSelfAttention2d(nn.Module):
         value: str = "paper",
         out_dim: int | None = None,
         qkv_bias: bool = True,
+        bilinear: bool = False,
     ):
         super().__init__()
         if value not in VALUES:
@@ -104,6 +118,7 @@ class MultiHeadSelfAttention2d(nn.Module):
         self.head_dim = dim if head_dim is None else head_dim
         self.out_dim = dim if out_dim is None else out_dim
         self.attn_dropout = attn_dropout
+        self.bilinear = bilinear
         self.encoding = encoding
         if content:
             self.query = nn.Linear(dim, heads * self.head_dim, bias=qkv_bias)
@@ -112,7 +127,7 @@ class MultiHeadSelfAttention2d(nn.Module):
         if value == "standard":
             self.value = nn.Linear(dim, heads * v_dim, bias=qkv_bias)
         self.out = nn.Linear(heads * v_dim, self.out_dim)
-        self.dropout = nn.Dropout(attn_dropout)
+        self.dropout = Dropout(attn_dropout)
 
     def compute_keys(self, x: Tensor) -> Tensor:
         """Keys X W_key: x (B, H, W, D) -> (B, heads, N, d_h)."""
@@ -186,15 +201,66 @@ class MultiHeadSelfAttention2d(nn.Module):
             ctx = ctx.view(b, h, n, self.head_dim).transpose(1, 2)
         return ctx.reshape(b, n, -1), probs.view(b, h, n, n) if return_attention else None
 
+    def _bilinear(self, xs: Tensor, height: int, width: int, return_attention: bool):
+        """Content attention with paper values, keys not needed: the same scores without forming q or k.
+
+        q_h·k_h/√d_h = X_q A_h X_kᵀ + c_h·X_k + (terms constant along the keys, which the softmax
+        cancels: b_key only shifts each query's scores), with A_h = W_qry^(h)ᵀ W_key^(h)/√d_h (D × D) and
+        c_h = W_key^(h)ᵀ b_qry^(h)/√d_h, built once per forward. Z = X A + c is one Linear(D, heads·D)
+        instead of two, and its natural (B, N, heads, D) layout makes every image one GEMM
+        (N·heads × D) @ (D × N): the scores come out as (B, N·heads, N) [query, head, key], the layout in
+        which softmax(·) X gives concat_h directly. No per-head copies of q, k or the probabilities.
+        xs (B, N, D) -> ctx (B, N, heads·D), probabilities (B, heads, N, N) or None.
+        """
+        b, n, d = xs.shape
+        h, dh = self.heads, self.head_dim
+        dtype = _compute_dtype(xs)
+        xc = xs.to(dtype)  # one cast of X for the two GEMMs that use it
+        wq, wk = self.query.weight.view(h, dh, d), self.key.weight.view(h, dh, d)
+        scale = dh**-0.5
+        a = torch.bmm(wk.transpose(1, 2), wq * scale)  # (heads, D, D): A_hᵀ, Linear's weight layout
+        c = None
+        if self.query.bias is not None:
+            c = torch.einsum("hp,hpd->hd", self.query.bias.view(h, dh) * scale, wk)  # c_h
+        if self.key.bias is not None:  # no effect on the output; link it so its gradient is the exact 0
+            c = self.key.bias.sum() * 0.0 if c is None else c + self.key.bias.sum() * 0.0
+        z = F.linear(xs, a.reshape(h * d, d), None if c is None else c.expand(h, d).reshape(-1)).to(dtype)
+        if self.encoding is None:
+            bias = None
+        elif hasattr(self.encoding, "linear_query_bias"):  # learned 2D: positional + query-positional
+            qb = None if self.query.bias is None else self.query.bias.view(h, dh)
+            bias = self.encoding.linear_query_bias(xc, wq, qb, height, width).to(dtype)
+        else:  # (heads, N, N) -> (N·heads, N), broadcast over the batch by baddbmm
+            bias = self.encoding.scores(height, width).transpose(0, 1).reshape(n * h, n).to(dtype)
+        z, zero = z.view(b, n * h, d), xc.new_zeros(())
+        if bias is None:
+            scores = torch.baddbmm(zero, z, xc.transpose(1, 2), beta=0)
+        else:
+            scores = torch.baddbmm(bias, z, xc.transpose(1, 2))  # (B, N·heads, N)
+        probs = torch.softmax(scores, dim=-1)
+        dropped, keep_scale = probs, 1.0
+        if self.training and self.attn_dropout > 0:
+            dropped = probs.masked_fill(dropout_mask(probs.shape, self.attn_dropout, probs.device), 0.0)
+            keep_scale = 1.0 / (1.0 - self.attn_dropout)
+        ctx = torch.baddbmm(zero, dropped, xc, beta=0, alpha=keep_scale)  # (B, N·heads, D) = concat_h
+        maps = probs.view(b, n, h, n).transpose(1, 2) if return_attention else None
+        return ctx.view(b, n, h * d), maps
+
     def forward(
-        self, x: Tensor, keys: Tensor | None = None, return_attention: bool = False
+        self, x: Tensor, keys: Tensor | None = None, return_attention: bool = False, need_keys: bool = True
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """x (B, H, W, D) -> (out (B, H, W, D_out), keys used or None, probabilities or None)."""
+        """x (B, H, W, D) -> (out (B, H, W, D_out), keys used or None, probabilities or None).
+
+        ``need_keys=False`` (the caller ignores the returned keys, e.g. a non-hierarchical encoder) lets a
+        layer built with ``bilinear=True`` take the bilinear path (``_bilinear``), which returns keys None.
+        """
         b, height, width, d = x.shape
         n = height * width
         xs = x.reshape(b, n, d)
         if not self.content:
             ctx, probs = self._positional_only(xs, height, width, return_attention)
+        elif self.bilinear and keys is None and not need_keys and self.value_mode == "paper":
+            ctx, probs = self._bilinear(xs, height, width, return_attention)
         else:
             q = self.query(xs).view(b, n, self.heads, self.head_dim).transpose(1, 2)  # (B, heads, N, d_h)
             if keys is None:

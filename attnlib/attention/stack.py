@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from attnlib.errors import ConfigError
 
-from .layer import MultiHeadSelfAttention2d
+from .layer import Dropout, MultiHeadSelfAttention2d
 
 NORMS = ("post", "pre")
 
@@ -58,18 +58,20 @@ class EncoderBlock(nn.Module):
         self.norm1 = nn.LayerNorm(dim, eps=eps)
         self.mlp = nn.Sequential(nn.Linear(dim, mlp), nn.GELU(), nn.Linear(mlp, dim))
         self.norm2 = nn.LayerNorm(dim, eps=eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(
-        self, x: Tensor, keys: Tensor | None = None, return_attention: bool = False
+        self, x: Tensor, keys: Tensor | None = None, return_attention: bool = False, need_keys: bool = True
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """x (B, H, W, D) -> (x, keys used, probabilities (B, heads, N, N) or None)."""
+        """x (B, H, W, D) -> (x, keys used, probabilities (B, heads, N, N) or None).
+
+        ``need_keys=False``: the caller ignores the keys (the attention layer may then return None)."""
         if self.norm == "post":
-            a, keys, probs = self.attn(x, keys, return_attention)
+            a, keys, probs = self.attn(x, keys, return_attention, need_keys)
             x = self.norm1(x + self.dropout(self.attn_dense(a)))
             x = self.norm2(x + self.dropout(self.mlp(x)))
         else:
-            a, keys, probs = self.attn(self.norm1(x), keys, return_attention)
+            a, keys, probs = self.attn(self.norm1(x), keys, return_attention, need_keys)
             x = x + self.dropout(self.attn_dense(a))
             x = x + self.dropout(self.mlp(self.norm2(x)))
         return x, keys, probs
@@ -101,7 +103,9 @@ class Encoder(nn.Module):
         """x (B, H, W, D) -> (x, maps): one (B, heads, N, N) map per application when asked, else []."""
         maps, keys = [], None
         for block in self.applications():
-            x, used, probs = block(x, keys if self.hierarchical else None, return_attention)
+            x, used, probs = block(
+                x, keys if self.hierarchical else None, return_attention, self.hierarchical
+            )
             keys = used
             if return_attention:
                 maps.append(probs)

@@ -101,6 +101,7 @@ class AttentionClassifier(nn.Module):
                 head_dim=cfg.hidden,  # official: per-head size = hidden size
                 attn_dropout=cfg.attn_dropout,
                 value="paper",
+                bilinear=True,  # d_h = D: scores through A_h = W_qryᵀW_key (D x D), no k projection
             )
             return EncoderBlock(
                 attn, cfg.hidden, cfg.mlp, cfg.dropout, norm="post", eps=1e-12, attn_dense=True
