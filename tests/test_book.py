@@ -162,6 +162,33 @@ def test_learned_convolution_lands_on_the_kernel_grid():
     assert fit.centers.shape == (len(fit.steps), 9, 2) and fit.steps[-1] == 600
 
 
+def test_viz_figures_are_labelled():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+
+    from attnlib import viz
+
+    rng = np.random.default_rng(0)
+    rows = rng.dirichlet(np.ones(16), size=(2, 3))  # (layers, heads, N = 4 x 4)
+    fig = viz.attention_grid(rows, (4, 4), (1, 2), title="t")
+    assert len([a for a in fig.axes if a.get_visible()]) == 2 * (3 + 1) and fig._suptitle.get_text() == "t"
+    weights = [rng.dirichlet(np.ones(9), size=(4, 4)).transpose(2, 0, 1) for _ in range(2)]  # (K², H, W)
+    assert len(viz.window_maps(weights, (0.5, 0.5), title="w").axes) == 2
+    assert (
+        len([a for a in viz.window_means([rng.random((3, 9))] * 2, title="m").axes if a.get_visible()]) == 8
+    )
+    traj = rng.normal(size=(5, 2, 9, 2))
+    fig = viz.centre_trajectories(traj, title="c", targets=np.zeros((1, 2)))
+    assert all(a.get_xlabel() and a.get_ylabel() for a in fig.axes)
+    fig = viz.quadratic_centres(traj[-1], np.tile(np.eye(2), (2, 9, 1, 1)), title="q")
+    assert all(a.get_xlabel() == "column shift δ₂ (pixels)" for a in fig.axes if a.get_visible())
+    fig = viz.error_vs_alpha(np.arange(1.0, 5.0), {"a": np.exp(-np.arange(1.0, 5.0))}, title="e")
+    assert fig.axes[0].get_yscale() == "log" and "α" in fig.axes[0].get_xlabel()
+    assert book.png(fig).format == "png"
+
+
 # ------------------------------------------------------------------------------------------ execution
 @pytest.fixture(scope="module", autouse=True)
 def one_thread_kernels():
