@@ -192,7 +192,13 @@ def cmd_table(args) -> int:
     from attnlib import results
 
     table = results.table1 if args.command == "table1" else results.table3
-    print(table(args.results_dir, args.preset, args.seed).to_string(index=False))
+    df = table(args.results_dir, args.preset, args.seed)
+    print(df.drop(columns="detail").to_string(index=False))
+    problems = df[df["status"].isin(["damaged", "stale"])]
+    if len(problems):  # shown without numbers; say why
+        print(f"\nnot used (retrain with: python -m attnlib train EXPERIMENT --preset {args.preset}):")
+        for _, row in problems.iterrows():
+            print(f"- {row['experiment']}: {row['status']}: {row['detail']}")
     return 0
 
 

@@ -29,6 +29,8 @@ DATA_ENV = "ATTNLIB_DATA"
 RESULTS_ENV = "ATTNLIB_RESULTS"
 HEADS = (9, 16)
 MISSING = "not yet trained"
+#: How tables name a saved result that is not used: damaged files, or another configuration's result.
+NOT_USED = {"damaged": "damaged (not used)", "stale": "other configuration (not used)"}
 
 
 # ----------------------------------------------------------------------------- errors and paths
@@ -206,15 +208,36 @@ def check_params(
 
 
 # ----------------------------------------------------------------------------- results
-def load(experiment: str, params: Params):
-    """``run_or_load`` with the chapter's parameters; None when the result is missing (or damaged) and
-    training is not allowed (the book build). Trains what is missing when ``params.train_missing``."""
+class Runs(dict):
+    """``{experiment: RunResult or None}`` (what ``load_all`` returns), plus ``status``:
+    ``{experiment: (status, detail)}`` with status "complete", "missing", "damaged" or "stale" (a saved
+    result of another configuration), as ``attnlib.results.collect`` reports them."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.status: dict[str, tuple[str, str]] = {}
+
+
+_LAST_STATUS: dict[tuple[str, str | None], tuple[str, str]] = {}  # (experiment, preset) -> status of load
+
+
+def load_status(experiment: str, params: Params):
+    """``(RunResult or None, status, detail)``: ``run_or_load`` with the chapter's parameters; None with
+    status "missing", "damaged" or "stale" when there is no usable result and training is not allowed
+    (the book build). Trains (or retrains a damaged or stale result) when ``params.train_missing``."""
     from attnlib.results import MissingResult, run_or_load
 
     try:
-        return run_or_load(experiment, **params.run_kwargs())
-    except MissingResult:
-        return None
+        run, status, detail = run_or_load(experiment, **params.run_kwargs()), "complete", ""
+    except MissingResult as err:
+        run, status, detail = None, err.status, err.detail
+    _LAST_STATUS[(experiment, params.preset)] = (status, detail)
+    return run, status, detail
+
+
+def load(experiment: str, params: Params):
+    """The ``RunResult`` of ``load_status``, or None (missing, damaged or stale, and not trained)."""
+    return load_status(experiment, params)[0]
 
 
 def seed_accuracies(experiment: str, params: Params, seeds=range(10)) -> list[float]:
@@ -258,29 +281,38 @@ def compare_phrase(base: str, variant: str, runs: dict, params: Params) -> str:
     )
 
 
-def load_all(experiments, params: Params) -> dict:
-    """``{name: RunResult or None}`` for several experiments (see ``load``)."""
-    return {name: load(name, params) for name in experiments}
+def load_all(experiments, params: Params) -> Runs:
+    """``Runs``: ``{name: RunResult or None}`` for several experiments, with their status (see ``load_status``)."""
+    runs = Runs()
+    for name in experiments:
+        run, status, detail = load_status(name, params)
+        runs[name], runs.status[name] = run, (status, detail)
+    return runs
 
 
 def results_frame(runs: dict):
-    """One row per experiment of ``runs`` ({name: RunResult or None}): ``experiment``, ``model`` (title),
-    ``pair`` (the normal model's title, for Table 3), ``variant`` (normal / HA), ``status`` ("complete" or
-    MISSING), ``accuracy``, ``params``, ``wall_time_ms``, ``wall_time_device``, ``epochs``,
-    ``train_seconds``, ``dataset``, ``test_images``. Built from the fingerprint-checked results only."""
+    """One row per experiment of ``runs`` ({name: RunResult or None}, e.g. ``Runs``): ``experiment``,
+    ``model`` (title), ``pair`` (the normal model's title, for Table 3), ``variant`` (normal / HA),
+    ``status`` ("complete", MISSING, "damaged" or "stale"; the last two from ``Runs.status``), ``detail``,
+    ``accuracy``, ``params``, ``wall_time_ms``, ``wall_time_device``, ``epochs``, ``train_seconds``,
+    ``dataset``, ``test_images``. Built from the fingerprint-checked results only: a damaged or stale
+    result carries no numbers."""
     import pandas as pd
 
     from attnlib.experiments import get
 
+    statuses = getattr(runs, "status", {})
     rows = []
     for name, run in runs.items():
         exp = get(name)
+        status, detail = ("complete", "") if run is not None else statuses.get(name, ("missing", ""))
         row = {
             "experiment": name,
             "model": exp.title,
             "pair": get(exp.baseline).title if exp.baseline else exp.title,
             "variant": "HA" if exp.baseline else "normal",
-            "status": "complete" if run is not None else MISSING,
+            "status": MISSING if status == "missing" else status,
+            "detail": detail,
         }
         if run is not None:
             m, prov = run.metrics, run.metrics.get("provenance", {})
@@ -311,10 +343,12 @@ def results_frame(runs: dict):
 
 
 def provenance_markdown(frame) -> str:
-    """One sentence on where our numbers come from: datasets, test images, devices, epochs."""
+    """One sentence on where our numbers come from: datasets, test images, devices, epochs; and one per
+    saved result that is not used (damaged, or of another configuration), saying why."""
     done = frame[frame["status"] == "complete"]
+    unused = _unused_markdown(frame)
     if done.empty:
-        return "No result of this table is saved at this preset yet."
+        return "No result of this table is saved at this preset yet." + unused
     parts = [
         f"{len(done)} of {len(frame)} runs are saved",
         "data: " + "; ".join(sorted({str(d) for d in done["dataset"].dropna()})),
@@ -323,7 +357,24 @@ def provenance_markdown(frame) -> str:
     ]
     if done["wall_time_device"].notna().any():
         parts.append("device: " + "; ".join(sorted({str(d) for d in done["wall_time_device"].dropna()})))
-    return "Our runs: " + "; ".join(parts) + "."
+    return "Our runs: " + "; ".join(parts) + "." + unused
+
+
+def _unused_markdown(frame) -> str:
+    """' **Not used:** `x` is damaged (...).' for the rows whose saved result is damaged or stale."""
+    if "status" not in frame:
+        return ""
+    rows = frame[frame["status"].isin(list(NOT_USED))]
+    if rows.empty:
+        return ""
+    what = {"damaged": "is damaged", "stale": "was trained with another configuration"}
+    items = [f"`{r['experiment']}` {what[r['status']]} ({r.get('detail', '')})" for _, r in rows.iterrows()]
+    return (
+        " **Not used:** "
+        + "; ".join(items)
+        + ". Retrain with `python -m attnlib train EXPERIMENT --preset PRESET` (or run this chapter with "
+        "`train_missing=True`)."
+    )
 
 
 def title(experiment: str) -> str:
@@ -386,8 +437,14 @@ def note(text: str, kind: str = "note") -> None:
 
 
 def note_missing(what: str, preset: str, experiments=()) -> None:
-    """Say plainly that a figure or table cannot be drawn because results are missing at this preset."""
-    names = ", ".join(f"`{e}`" for e in experiments)
+    """Say plainly that a figure or table cannot be drawn because results are missing at this preset
+    (naming those whose saved result was found damaged or of another configuration by ``load_status``)."""
+
+    def name(e: str) -> str:
+        status = _LAST_STATUS.get((e, preset), ("missing", ""))[0]
+        return f"`{e}`" + (f" ({NOT_USED[status]})" if status in NOT_USED else "")
+
+    names = ", ".join(name(e) for e in experiments)
     note(
         f"**{what}: {MISSING} at preset `{preset}`**{' (' + names + ')' if names else ''}. "
         "The book build only reads saved results; train them with "
@@ -555,14 +612,6 @@ def references_frame():
 NOT_FOUND_CELL = "not found"
 
 
-def _percent(value) -> str:
-    return fmt(value, "{:.1%}", MISSING)
-
-
-def _millions(value) -> str:
-    return fmt(value, "{:.2f} M", MISSING) if is_missing(value) else f"{value / 1e6:.2f} M"
-
-
 def _reference_cell(experiment: str, source: str, quantity: str) -> str:
     found = references(experiment, source, quantity)
     if not found:
@@ -586,12 +635,14 @@ def comparison_table(frame, preset: str, *, keep=("model",), wall_time: bool = F
     rows = []
     for _, r in frame.iterrows():
         done = r.get("status") == "complete"
+        absent = NOT_USED.get(r.get("status"), MISSING)  # damaged / stale rows say so
         row = {k: r[k] for k in keep}
-        row[f"ours ({preset}): accuracy"] = _percent(r.get("accuracy") if done else None)
-        row[f"ours ({preset}): params"] = _millions(r.get("params") if done else None)
+        row[f"ours ({preset}): accuracy"] = fmt(r.get("accuracy") if done else None, "{:.1%}", absent)
+        params = r.get("params") if done else None
+        row[f"ours ({preset}): params"] = absent if is_missing(params) else f"{params / 1e6:.2f} M"
         if wall_time:
             ms = r.get("wall_time_ms") if done else None
-            row[f"ours ({preset}): wall time"] = fmt(ms, "{:.2f} ms")
+            row[f"ours ({preset}): wall time"] = fmt(ms, "{:.2f} ms", absent)
         if paper:
             row["Cordonnier et al.: accuracy"] = _reference_cell(r["experiment"], PAPER, "test_accuracy")
         row["[Re]: accuracy"] = _reference_cell(r["experiment"], RE, "test_accuracy")

@@ -50,11 +50,22 @@ QUERY_FRACTIONS = ((0.5, 0.5), (0.25, 0.25), (0.25, 0.75), (0.75, 0.5))  # fixed
 
 
 class MissingResult(LookupError):
-    """No complete result with this configuration, and training was not allowed."""
+    """No complete result with this configuration, and training was not allowed.
+
+    `status` is what `inspect_run` found ("missing", "damaged" or "stale") and `detail` says why."""
+
+    default_status = "missing"
+
+    def __init__(self, message: str, status: str | None = None, detail: str | None = None):
+        super().__init__(message)
+        self.status = status or self.default_status
+        self.detail = message if detail is None else detail
 
 
 class DamagedResult(MissingResult):
     """A result folder whose metrics.json (or a file it vouches for) is unreadable or inconsistent."""
+
+    default_status = "damaged"
 
 
 class RunLocked(RuntimeError):
@@ -393,9 +404,15 @@ class RunResult:
         return model.to(device).eval()
 
 
-def inspect_run(path: str | Path, fingerprint: str | None = None) -> tuple[str, str]:
-    """(status, detail): "complete", "missing", "damaged" or "different" (complete, other configuration)."""
+def inspect_run(
+    path: str | Path, fingerprint: str | None = None, *, expected: dict | None = None
+) -> tuple[str, str]:
+    """(status, detail): "complete", "missing", "damaged" or "stale" (a complete result of another
+    configuration: its fingerprint is not `fingerprint`, or not `expected["fingerprint"]`; with `expected`,
+    the full `run_config`, the detail names the settings that differ)."""
     path = Path(path)
+    if expected is not None:
+        fingerprint = expected["fingerprint"]
     metrics_path = path / "metrics.json"
     if not metrics_path.exists():
         return "missing", f"no {metrics_path}"
@@ -412,8 +429,37 @@ def inspect_run(path: str | Path, fingerprint: str | None = None) -> tuple[str, 
     except (OSError, ValueError, TypeError, AttributeError) as err:
         return "damaged", f"{metrics_path} is unreadable ({type(err).__name__}: {err})"
     if fingerprint is not None and metrics["fingerprint"] != fingerprint:
-        return "different", f"{path} holds a result for another configuration"
+        return "stale", f"{path} holds a result for another configuration" + _config_difference(
+            path, expected
+        )
     return "complete", ""
+
+
+def _config_difference(path: Path, expected: dict | None) -> str:
+    """' (train.epochs: 4 saved, 8 now; ...)': the settings of the saved config.json that differ."""
+    if expected is None:
+        return ""
+    try:
+        saved = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return ""
+
+    def flat(d: dict, prefix: str = "") -> dict:
+        out = {}
+        for k, v in d.items():
+            if isinstance(v, dict):
+                out.update(flat(v, f"{prefix}{k}."))
+            elif k != "fingerprint":
+                out[f"{prefix}{k}"] = list(v) if isinstance(v, tuple) else v
+        return out
+
+    a, b = flat(saved), flat(json.loads(json.dumps(expected, default=list)))
+    diffs = [
+        f"{k}: {a.get(k, '-')} saved, {b.get(k, '-')} now"
+        for k in sorted(a.keys() | b.keys())
+        if a.get(k) != b.get(k)
+    ]
+    return f" ({'; '.join(diffs[:4])}{'; ...' if len(diffs) > 4 else ''})" if diffs else ""
 
 
 def load_run(path: str | Path, fingerprint: str | None = None) -> RunResult:
@@ -425,7 +471,7 @@ def load_run(path: str | Path, fingerprint: str | None = None) -> RunResult:
     if status == "damaged":
         raise DamagedResult(detail)
     if status != "complete":
-        raise MissingResult(detail)
+        raise MissingResult(detail, status)
     metrics = json.loads((path / "metrics.json").read_text())
     config = json.loads((path / "config.json").read_text())
     with np.load(path / "attention.npz") as z:
@@ -612,17 +658,20 @@ def run_or_load(
     config = run_config(experiment, preset, seed=seed, data=data, epochs=epochs)
     resolve_device(device)
     path = run_dir(results_dir, experiment, preset, seed)
-    status, detail = inspect_run(path, config["fingerprint"])
+    status, detail = inspect_run(path, expected=config)
     if status == "complete":
         return load_run(path, config["fingerprint"])
     if train_missing is None:
         train_missing = _train_missing_default()
     if status == "damaged":
         log.warning("%s is damaged (%s)%s", path, detail, "; retraining it" if train_missing else "")
+    elif status == "stale" and train_missing:
+        log.warning("%s; retraining it", detail)
     if not train_missing:
         hint = f"train it with: python -m attnlib train {experiment} --preset {preset}"
         cls = DamagedResult if status == "damaged" else MissingResult
-        raise cls(f"no complete result for {experiment} at preset {preset} in {path} ({detail}); {hint}")
+        message = f"no complete result for {experiment} at preset {preset} in {path} ({detail}); {hint}"
+        raise cls(message, status, detail)
     return train_run(
         experiment,
         preset,
@@ -636,9 +685,16 @@ def run_or_load(
 
 
 # ------------------------------------------------------------------------------------------------ tables
-def collect(results_dir: str | Path = "results", preset: str = "paper", names=None, seed: int = 0):
-    """One row per experiment with whatever is saved: status (complete / missing / damaged), accuracy,
-    params, wall time, device, epochs, training time. Never trains."""
+def collect(
+    results_dir: str | Path = "results", preset: str = "paper", names=None, seed: int = 0, *, data=None
+):
+    """One row per experiment with whatever is saved: status, detail, accuracy, params, wall time, device,
+    epochs, training time. Never trains.
+
+    status: "complete" (a result of the experiment's current configuration at `preset`, `seed` and `data`,
+    as `run_or_load` would load it), "missing", "damaged" (unreadable or not matching its checksums) or
+    "stale" (a result of another configuration, e.g. trained before the preset changed); only complete
+    rows carry numbers, and `detail` says what is wrong with the others."""
     import pandas as pd
 
     experiments.check_preset(preset)
@@ -646,7 +702,7 @@ def collect(results_dir: str | Path = "results", preset: str = "paper", names=No
     for name in names or experiments.names():
         exp = experiments.get(name)
         path = run_dir(results_dir, name, preset, seed)
-        status, detail = inspect_run(path)
+        status, detail = inspect_run(path, expected=run_config(name, preset, seed=seed, data=data))
         row = {"experiment": name, "model": exp.title, "status": status, "detail": detail}
         if status == "complete":
             m = json.loads((path / "metrics.json").read_text())
@@ -663,12 +719,12 @@ def collect(results_dir: str | Path = "results", preset: str = "paper", names=No
     return pd.DataFrame(rows)
 
 
-def table3(results_dir: str | Path = "results", preset: str = "paper", seed: int = 0):
+def table3(results_dir: str | Path = "results", preset: str = "paper", seed: int = 0, *, data=None):
     """Table 3 of the [Re] report: each model beside its HA variant (model, variant normal/HA, accuracy,
-    params, wall time in ms, device, status)."""
+    params, wall time in ms, device, status, experiment, detail); statuses as in `collect`."""
     pairs = [(e.baseline, e.name) for e in experiments.EXPERIMENTS.values() if e.baseline]
     names = [n for pair in pairs for n in pair]
-    df = collect(results_dir, preset, names, seed)
+    df = collect(results_dir, preset, names, seed, data=data)
     df["variant"] = ["HA" if experiments.get(n).baseline else "normal" for n in df["experiment"]]
     df["model"] = [experiments.get(n).baseline or n for n in df["experiment"]]
     df["model"] = [experiments.get(n).title for n in df["model"]]
@@ -682,6 +738,7 @@ def table3(results_dir: str | Path = "results", preset: str = "paper", seed: int
         "device",
         "status",
         "experiment",
+        "detail",
     ]
     for c in cols:
         if c not in df:
@@ -689,12 +746,12 @@ def table3(results_dir: str | Path = "results", preset: str = "paper", seed: int
     return df[cols]
 
 
-def table1(results_dir: str | Path = "results", preset: str = "paper", seed: int = 0):
-    """Table 1 of Cordonnier et al.: ResNet18 and the paper's attention models (no HA)."""
+def table1(results_dir: str | Path = "results", preset: str = "paper", seed: int = 0, *, data=None):
+    """Table 1 of Cordonnier et al.: ResNet18 and the paper's attention models (no HA); see `collect`."""
     names = [
         n for n, e in experiments.EXPERIMENTS.items() if e.family in ("resnet", "paper") and not e.baseline
     ]
-    return collect(results_dir, preset, names, seed)
+    return collect(results_dir, preset, names, seed, data=data)
 
 
 __all__ = [

@@ -269,18 +269,27 @@ class Checkpoints:
         self.last, self.previous = self.folder / "last.pt", self.folder / "previous.pt"
 
     def save(self, state: dict) -> None:
+        """Write `state` as last.pt and keep the old last.pt as previous.pt. At every instant last.pt is
+        a complete checkpoint (the old one, then the new one), even if the process is killed in between."""
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.folder / f".last.pt.tmp{os.getpid()}"
+        link = self.folder / f".previous.pt.tmp{os.getpid()}"
         try:
             with open(tmp, "wb") as f:
                 torch.save({**state, "format": CHECKPOINT_FORMAT, "fingerprint": self.fingerprint}, f)
                 f.flush()
                 os.fsync(f.fileno())
             if self.last.exists():
-                os.replace(self.last, self.previous)
+                link.unlink(missing_ok=True)
+                try:  # previous.pt becomes a second name of the old last.pt, atomically
+                    os.link(self.last, link)
+                    os.replace(link, self.previous)
+                except OSError:  # no hard links on this file system: a short window without last.pt
+                    os.replace(self.last, self.previous)
             os.replace(tmp, self.last)
         finally:
             tmp.unlink(missing_ok=True)
+            link.unlink(missing_ok=True)
 
     def load(self, map_location="cpu") -> tuple[dict | None, str | None]:
         """(state, description) of the newest usable checkpoint, or (None, None)."""

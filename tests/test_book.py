@@ -243,13 +243,23 @@ def test_chapter_runs_at_smoke(chapter, results_dir, tmp_path):
     [
         ("04_hierarchical", {"heads": 7}, "heads: got 7; allowed: 9, 16"),
         ("04_hierarchical", {"preset": "huge"}, "preset: got 'huge'; allowed: paper, budget, smoke"),
-        ("01_theory", {"steps": 0}, "steps: got 0; allowed: an integer >= 1"),
+        (
+            "04_hierarchical",
+            {"data": "/no/such/folder"},
+            "data: got '/no/such/folder'; allowed: None (the preset's data), 'synthetic', "
+            "'synthetic:N_TRAIN:N_TEST' or a CIFAR-10 folder (no such folder)",
+        ),
+        ("01_theory", {"steps": -1}, "steps: got -1; allowed: an integer >= 1"),
     ],
 )
 def test_bad_parameter_stops_right_after_the_parameters(chapter, parameters, message, tmp_path):
     out = tmp_path / "out.ipynb"
+    results = tmp_path / "results"
+    if "results_dir" in papermill.inspect_notebook(str(BOOK / f"{chapter}.ipynb")):
+        parameters = {**parameters, "results_dir": str(results)}
     with pytest.raises(papermill.PapermillExecutionError) as err:
         _execute(chapter, parameters, out)
+    assert not results.exists()  # nothing written
     assert err.value.ename == "ParameterError"
     assert err.value.evalue == message
     assert err.value.traceback == [f"ParameterError: {message}"]  # one line, no traceback
