@@ -1,22 +1,32 @@
 """Throughput and utilisation of the paper's models: attnlib against the plain formulation.
 
-``python -m attnlib.bench [--quick] [--out results/bench/cpu.json] [--all]``
+``python -m attnlib.bench [--quick] [--out results/bench/cpu.json] [--all] [--threads N] [--profile]``
 
 In one process, side by side, for each model (learned 2D + content, quadratic isotropic positional-only)
-at the ``paper`` and ``budget`` shapes, in fp32 and bf16 autocast: forward + backward images/s, peak
-memory, model FLOPs per image (``torch.utils.flop_counter.FlopCounterMode``), achieved FLOP/s and the
-utilisation against this machine's matmul peak, measured in the same run with large square matmuls.
+at the ``paper`` and ``budget`` shapes (``attnlib.experiments.resolve``), in fp32 and bf16 autocast:
+forward + backward images/s (and eval-mode forward images/s), peak memory, FLOPs per image
+(``torch.utils.flop_counter.FlopCounterMode``), achieved FLOP/s and the utilisation against this
+machine's matmul peak, measured in the same run with large square matmuls (before and after the cases).
+``--profile`` adds one profiled step per row: profiler self time per op category (GEMM, copies, dropout
+RNG, softmax, ...) and the top ops, i.e. where the time goes. ``--all`` also runs ``attnlib.san.bench``.
 
-The *plain* formulation (``PlainAttention``) is the same math written the obvious way, as the official
-code and the [Re] reproduction write it: explicit score tensors of shape (B, H, W, heads, H, W) built
-with ``einsum``, a softmax over the flattened keys, dropout, and ``einsum`` with the values. It shares
-the attnlib layer's weights, so both give the same outputs (``tests/test_bench.py`` checks it).
+The *plain* formulation (``PlainAttention``, ``plain_copy``) is the same math written the obvious way, as
+the official code and the [Re] reproduction write it: explicit score tensors of shape
+(B, H, W, heads, H, W) built with ``einsum``, a softmax over the flattened keys, ``nn.Dropout``, and
+``einsum`` with the values. It is a copy with the same weights, so both give the same outputs and
+gradients (``tests/test_bench.py`` checks it).
 
-Timing: warm-up step (also counts the FLOPs), one step that measures memory, then the median of
-``repeats`` timed steps. CPU: wall clock; memory = peak resident set size (``VmHWM`` from
-/proc/self/status, reset through /proc/self/clear_refs after ``malloc_trim``) minus the resident size
-before the step. CUDA: CUDA events; memory = ``torch.cuda.max_memory_allocated`` minus the memory
-allocated before the step.
+Paper shapes: batch 100, 16 x 16 tokens, hidden 400, 9 heads; by default one of the six layers is timed
+(``--layers``; the time per layer is linear in depth, ``est_model_images_per_s`` scales it).
+
+Timing: per implementation a warm-up step (which also counts the FLOPs) and one step that measures
+memory, then the median of ``repeats`` timed steps, implementations interleaved step by step. CPU: wall
+clock; memory = peak resident set size (``VmHWM`` from /proc/self/status, reset through
+/proc/self/clear_refs after ``malloc_trim``) minus the resident size before the step. CUDA: CUDA
+events; memory = ``torch.cuda.max_memory_allocated`` minus the memory allocated before the step.
+
+On a GPU machine: ``python -m attnlib.bench --all --device cuda --layers 0 --out results/bench/cuda.json``.
+On a CPU shared with other jobs, ``--threads 1`` avoids OpenMP threads waiting for each other.
 """
 
 from __future__ import annotations
@@ -79,8 +89,9 @@ class PlainAttention(nn.Module):
             d = delta[:, :, None] - enc.centers[:, None, None, :]  # δ − Δ_h: (H, W, heads, H, W, 2)
             return -0.5 * torch.einsum("ijhkla,hab,ijhklb->ijhkl", d, enc.inverse_covariance(), d)
         if isinstance(enc, Learned2DEncoding):
-            idx_row = relative_shifts(height) + enc.max_pos - 1
-            idx_col = relative_shifts(width) + enc.max_pos - 1
+            dev = enc.row_embeddings.weight.device
+            idx_row = relative_shifts(height, dev) + enc.max_pos - 1
+            idx_col = relative_shifts(width, dev) + enc.max_pos - 1
             row = enc.head_keys_row(enc.row_embeddings(idx_row))  # (H, H, heads): w_rowᵀ r^row_{k−i}
             col = enc.head_keys_col(enc.col_embeddings(idx_col))  # (W, W, heads)
             return row.permute(0, 2, 1)[:, None, :, :, None] + col.permute(0, 2, 1)[None, :, :, None, :]
@@ -105,9 +116,9 @@ class PlainAttention(nn.Module):
             content = torch.einsum("bijhd,bklhd->bijhkl", q, k) / math.sqrt(dh)  # q·k/√d_h
             scores = content if scores is None else scores + content
             if isinstance(self.encoding, Learned2DEncoding):  # q·(r^row_{k−i} + r^col_{l−j})/√d_h
-                enc = self.encoding
-                r_row = enc.row_embeddings(relative_shifts(height) + enc.max_pos - 1)  # (H, H, D_p)
-                r_col = enc.col_embeddings(relative_shifts(width) + enc.max_pos - 1)  # (W, W, D_p)
+                enc, dev = self.encoding, x.device
+                r_row = enc.row_embeddings(relative_shifts(height, dev) + enc.max_pos - 1)  # (H, H, D_p)
+                r_col = enc.col_embeddings(relative_shifts(width, dev) + enc.max_pos - 1)  # (W, W, D_p)
                 row = torch.einsum("bijhd,ikd->bijhk", q, r_row)
                 col = torch.einsum("bijhd,jld->bijhl", q, r_col)
                 scores = scores + (row[..., :, None] + col[..., None, :]) / math.sqrt(dh)
@@ -128,12 +139,17 @@ class PlainAttention(nn.Module):
 
 
 def plain_copy(model: nn.Module) -> nn.Module:
-    """A deep copy of ``model`` (same weights) whose attention layers are ``PlainAttention``."""
+    """A deep copy of ``model`` (same weights) whose attention layers are ``PlainAttention`` and whose
+    dropouts are ``nn.Dropout``."""
     plain = copy.deepcopy(model)
     for module in list(plain.modules()):
         for name, child in list(module.named_children()):
             if isinstance(child, MultiHeadSelfAttention2d):
                 setattr(module, name, PlainAttention(child))
+    for module in list(plain.modules()):  # and torch's own dropout, not attnlib's cheaper mask
+        for name, child in list(module.named_children()):
+            if isinstance(child, nn.Dropout) and type(child) is not nn.Dropout:
+                setattr(module, name, nn.Dropout(child.p).train(child.training))
     return plain
 
 
@@ -297,34 +313,102 @@ def infer_step(model: nn.Module, x: Tensor, device: torch.device, dtype: str) ->
         model(x)
 
 
-def measure(model: nn.Module, batch: int, device: torch.device, dtype: str, repeats: int, inference: bool):
-    """Time one model: warm-up step counting FLOPs, one step measuring memory, then ``repeats`` timed."""
+def measure(
+    nets: dict[str, nn.Module], batch: int, device: torch.device, dtype: str, repeats: int, inference: bool
+):
+    """Time implementations of one model side by side: {impl: row}.
+
+    Per implementation: a warm-up step that counts FLOPs, one step that measures memory; then ``repeats``
+    rounds in which every implementation takes one timed step in turn (interleaved, so that a change of
+    machine load hits all of them alike); the same for eval-mode forward passes when ``inference``.
+    """
     from torch.utils.flop_counter import FlopCounterMode
+
+    x = torch.randn(batch, 3, 32, 32, device=device)
+    y = torch.randint(0, next(iter(nets.values())).cfg.num_classes, (batch,), device=device)
+    steps = {impl: (lambda m=m: train_step(m, x, y, device, dtype)) for impl, m in nets.items()}
+    rows = {}
+    for impl, step in steps.items():
+        nets[impl].train()
+        counter = FlopCounterMode(display=False)
+        with counter:
+            step()
+        _sync(device)
+        rows[impl] = dict(
+            peak_mem_mb=peak_memory_mb(step, device),
+            gflop_per_image=counter.get_total_flops() / batch / 1e9,
+        )
+    times = {impl: [] for impl in nets}
+    for _ in range(repeats):
+        for impl, step in steps.items():
+            times[impl].append(_timed(step, device))
+    for impl, row in rows.items():
+        row.update(step_s=statistics.median(times[impl]), step_s_min=min(times[impl]))
+        row["images_per_s"] = batch / row["step_s"]
+    if inference:
+        fwds = {impl: (lambda m=m: infer_step(m, x, device, dtype)) for impl, m in nets.items()}
+        for impl, fwd in fwds.items():
+            nets[impl].eval()
+            fwd()
+        times = {impl: [] for impl in nets}
+        for _ in range(repeats):
+            for impl, fwd in fwds.items():
+                times[impl].append(_timed(fwd, device))
+        for impl, row in rows.items():
+            row["infer_images_per_s"] = batch / statistics.median(times[impl])
+            nets[impl].train()
+    return rows
+
+
+# where the time goes: profiler self time of each aten op, grouped
+_CATEGORIES = {
+    "gemm": ("mm", "addmm", "bmm", "baddbmm", "addbmm", "_addmm_activation", "_scaled_dot_product"),
+    "softmax": ("_softmax", "_softmax_backward_data", "_log_softmax", "_log_softmax_backward_data"),
+    "dropout_rng": ("random_", "bernoulli_", "uniform_", "masked_fill_", "lt", "native_dropout"),
+    "copy_cast": ("copy_", "clone", "contiguous", "_to_copy", "to"),
+    "layer_norm": ("native_layer_norm", "native_layer_norm_backward"),
+    "gather_scatter": ("gather", "scatter_add_", "index", "index_select", "index_add_", "embedding"),
+}
+
+
+def _category(name: str) -> str:
+    op = name.removeprefix("aten::")
+    for category, ops in _CATEGORIES.items():
+        if op in ops or (category == "gemm" and op.startswith("_scaled_dot_product")):
+            return category
+    return "elementwise_other"
+
+
+def profile_step(model: nn.Module, batch: int, device: torch.device, dtype: str, top: int = 12) -> dict:
+    """One forward+backward step under torch.profiler: self time per category (ms) and the top ops."""
+    from torch.profiler import ProfilerActivity, profile
 
     x = torch.randn(batch, 3, 32, 32, device=device)
     y = torch.randint(0, model.cfg.num_classes, (batch,), device=device)
     model.train()
-    step = lambda: train_step(model, x, y, device, dtype)  # noqa: E731
-    counter = FlopCounterMode(display=False)
-    with counter:
-        step()
-    _sync(device)
-    memory = peak_memory_mb(step, device)
-    times = [_timed(step, device) for _ in range(repeats)]
-    row = dict(
-        step_s=statistics.median(times),
-        step_s_min=min(times),
-        peak_mem_mb=memory,
-        gflop_per_image=counter.get_total_flops() / batch / 1e9,
+    train_step(model, x, y, device, dtype)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities, record_shapes=True) as prof:
+        train_step(model, x, y, device, dtype)
+        _sync(device)
+    attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    events = [e for e in prof.key_averages(group_by_input_shape=True) if e.key.startswith("aten::")]
+    by_category: dict[str, float] = {}
+    for e in events:
+        by_category[_category(e.key)] = by_category.get(_category(e.key), 0.0) + getattr(e, attr) / 1e3
+    total = sum(by_category.values())
+    ops = sorted(events, key=lambda e: getattr(e, attr), reverse=True)[:top]
+    return dict(
+        total_ms=total,
+        category_ms={k: round(v, 1) for k, v in sorted(by_category.items(), key=lambda kv: -kv[1])},
+        category_share={k: round(v / total, 3) for k, v in by_category.items()} if total else {},
+        top_ops=[
+            dict(
+                op=e.key, shapes=str(e.input_shapes)[:120], ms=round(getattr(e, attr) / 1e3, 1), calls=e.count
+            )
+            for e in ops
+        ],
     )
-    row["images_per_s"] = batch / row["step_s"]
-    if inference:
-        model.eval()
-        fwd = lambda: infer_step(model, x, device, dtype)  # noqa: E731
-        fwd()
-        row["infer_images_per_s"] = batch / statistics.median(_timed(fwd, device) for _ in range(repeats))
-        model.train()
-    return row
 
 
 # ------------------------------------------------------------------------------------------ machine
@@ -380,7 +464,21 @@ def _load() -> list[float] | None:
 
 
 # ------------------------------------------------------------------------------------------ running
-def run(
+def run(*args, threads: int | None = None, **kwargs) -> dict:
+    """Run the benchmark (arguments of ``_run``) with ``threads`` intra-op threads (None: torch's
+    default), restoring the previous setting afterwards. Returns the JSON-ready report."""
+    previous = torch.get_num_threads()
+    if threads is not None:
+        if threads < 1:
+            raise ConfigError("threads", threads, "an integer >= 1")
+        torch.set_num_threads(threads)
+    try:
+        return _run(*args, **kwargs)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _run(
     shapes: tuple[str, ...] = SHAPES,
     models: tuple[str, ...] = MODELS,
     dtypes: tuple[str, ...] = DTYPES,
@@ -391,9 +489,10 @@ def run(
     repeats: int = 3,
     inference: bool = True,
     quick: bool = False,
+    profile: bool = False,
     log: Callable[[str], None] = print,
 ) -> dict:
-    """Run the benchmark; returns the JSON-ready report (``rows`` holds one dict per measurement)."""
+    """The benchmark; returns the JSON-ready report (``rows`` holds one dict per measurement)."""
     from attnlib.models import make
 
     for name, values, allowed in (("dtypes", dtypes, DTYPES), ("impls", impls, IMPLS)):
@@ -402,7 +501,8 @@ def run(
                 raise ConfigError(name, value, list(allowed))
     dev = _device(device)
     todo = cases(shapes, models, batch, layers, quick)  # validates before any work
-    report = dict(machine=machine(dev), settings=dict(repeats=repeats, quick=quick, layers=layers), rows=[])
+    settings = dict(repeats=repeats, quick=quick, layers=layers, threads=torch.get_num_threads())
+    report = dict(machine=machine(dev), settings=settings, rows=[])
     sizes = (256,) if quick else ((4096, 8192) if dev.type == "cuda" else (1024, 2048, 3072))
     peaks = {dt: matmul_peak(_TORCH_DTYPES[dt], dev, sizes) for dt in dtypes}
     log(
@@ -413,11 +513,10 @@ def run(
         with dev:
             model = make("paper", **case.model)
         for dtype in dtypes:
-            for impl in impls:
-                net = model if impl == "attnlib" else plain_copy(model)
-                log(
-                    f"{case.shapes} {case.name} {dtype} {impl}: batch {case.batch}, {case.model['layers']} layer(s)"
-                )
+            nets = {impl: model if impl == "attnlib" else plain_copy(model) for impl in impls}
+            log(f"{case.shapes} {case.name} {dtype}: batch {case.batch}, {case.model['layers']} layer(s)")
+            measured = measure(nets, case.batch, dev, dtype, repeats, inference)
+            for impl, m in measured.items():
                 row = dict(
                     shapes=case.shapes,
                     model=case.name,
@@ -428,8 +527,8 @@ def run(
                     layers_model=case.layers_model,
                     config=case.model,
                     config_source=case.source,
+                    **m,
                 )
-                row.update(measure(net, case.batch, dev, dtype, repeats, inference))
                 row["achieved_gflops"] = row["gflop_per_image"] * row["images_per_s"]
                 row["peak_gflops"] = peaks[dtype]["gflops"]
                 row["utilisation"] = row["achieved_gflops"] / peaks[dtype]["gflops"]
@@ -437,18 +536,23 @@ def run(
                     row["images_per_s"] * row["layers_timed"] / row["layers_model"]
                 )
                 row["load_average"] = _load()
+                if profile:
+                    row["profile"] = profile_step(nets[impl], case.batch, dev, dtype)
                 report["rows"].append(row)
-                del net
+            del nets
     after = {dt: matmul_peak(_TORCH_DTYPES[dt], dev, sizes) for dt in dtypes}
     report["matmul_peak"] = {dt: dict(start=peaks[dt], end=after[dt]) for dt in dtypes}
     report["machine"]["load_average_end"] = _load()
     _speedups(report["rows"])
     report["notes"] = dict(
         memory=CUDA_MEMORY_METHOD if dev.type == "cuda" else CPU_MEMORY_METHOD,
-        timing=f"median of {repeats} forward+backward steps after one warm-up step and one memory step; "
+        timing=f"median of {repeats} forward+backward steps after one warm-up step and one memory step, "
+        "implementations interleaved step by step; "
         + ("CUDA events" if dev.type == "cuda" else "wall clock"),
         flops="torch.utils.flop_counter.FlopCounterMode on the warm-up step (forward+backward), per image",
-        utilisation="achieved FLOP/s over the best median n x n matmul FLOP/s measured at the start of the run",
+        utilisation="achieved FLOP/s (the implementation's own FLOPs) over the best median n x n matmul FLOP/s "
+        "measured at the start of the run; model_utilisation counts the plain formulation's FLOPs instead "
+        "(attnlib's bilinear path does fewer FLOPs for the same function)",
         layers="paper shapes time `layers_timed` of the model's `layers_model` layers (time per layer is "
         "linear in depth); est_model_images_per_s scales images_per_s by layers_timed / layers_model",
         plain="PlainAttention: the same math with explicit (B, H, W, heads, H, W) scores (einsum, softmax, "
@@ -469,10 +573,14 @@ def _device(name: str) -> torch.device:
 
 
 def _speedups(rows: list[dict]) -> None:
-    """attnlib rows get ``speedup_vs_plain`` (training) and ``infer_speedup_vs_plain``."""
+    """attnlib rows get ``speedup_vs_plain`` (training) and ``infer_speedup_vs_plain``; every row gets
+    ``model_gflop_per_image`` (the plain formulation's count: the FLOPs of the model as written, whatever
+    an implementation saves) and ``model_utilisation`` = model FLOPs x images/s / matmul peak."""
     plain = {(r["shapes"], r["model"], r["dtype"]): r for r in rows if r["impl"] == "plain"}
     for r in rows:
         ref = plain.get((r["shapes"], r["model"], r["dtype"]))
+        r["model_gflop_per_image"] = (ref or r)["gflop_per_image"]
+        r["model_utilisation"] = r["model_gflop_per_image"] * r["images_per_s"] / r["peak_gflops"]
         if r["impl"] == "attnlib" and ref is not None:
             r["speedup_vs_plain"] = r["images_per_s"] / ref["images_per_s"]
             if "infer_images_per_s" in r:
@@ -486,10 +594,22 @@ def table(report: dict):
     cols = [
         "shapes", "model", "dtype", "impl", "batch", "layers_timed", "images_per_s", "speedup_vs_plain",
         "infer_images_per_s", "infer_speedup_vs_plain", "peak_mem_mb", "gflop_per_image",
-        "achieved_gflops", "utilisation",
+        "achieved_gflops", "utilisation", "model_utilisation",
     ]  # fmt: skip
     df = pd.DataFrame(report["rows"])
     return df[[c for c in cols if c in df.columns]]
+
+
+def profile_table(report: dict):
+    """Share of the profiled step's op time per category, one row per measurement (None if not profiled)."""
+    import pandas as pd
+
+    rows = [
+        {**{k: r[k] for k in ("shapes", "model", "dtype", "impl")}, "total_ms": r["profile"]["total_ms"],
+         **r["profile"]["category_share"]}
+        for r in report["rows"] if "profile" in r
+    ]  # fmt: skip
+    return pd.DataFrame(rows).fillna(0.0) if rows else None
 
 
 def write_json(report: dict, path: str | os.PathLike) -> Path:
@@ -523,6 +643,10 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per measurement (median)")
     parser.add_argument("--no-inference", action="store_true", help="skip the eval-mode forward timing")
+    parser.add_argument("--profile", action="store_true", help="profile one step per row: where time goes")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="intra-op threads (default: torch's; --quick: 1)"
+    )
     args = parser.parse_args(argv)
     for name in ("batch", "repeats"):
         value = getattr(args, name)
@@ -542,6 +666,8 @@ def main(argv: list[str] | None = None) -> dict:
         repeats=1 if args.quick else args.repeats,
         inference=not args.no_inference,
         quick=args.quick,
+        profile=args.profile,
+        threads=args.threads or (1 if args.quick else None),
     )
     if args.all:
         report["san"] = _san_bench(report["machine"]["device"], args.quick)
@@ -552,6 +678,10 @@ def main(argv: list[str] | None = None) -> dict:
         "display.width", 250, "display.max_columns", 30, "display.float_format", "{:.3g}".format
     ):
         print(table(report).to_string(index=False))
+        shares = profile_table(report)
+        if shares is not None:
+            print("where the time goes (share of the profiled step's op self time):")
+            print(shares.to_string(index=False))
     m = report["machine"]
     print(f"{m['cpu']}, {m['usable_cores']} cores, torch {m['torch']} ({m['torch_threads']} threads); "
           f"load {m['load_average_start']} -> {m['load_average_end']}; written {out}")  # fmt: skip

@@ -307,3 +307,19 @@ def test_encoder_gradients_flow_through_shared_block():
     out, _ = enc(torch.randn(2, 3, 3, 8))
     out.sum().backward()
     assert all(p.grad is not None for p in enc.parameters())
+
+
+@pytest.mark.parametrize("name", ["quadratic+content", "learned+content", "vit"])
+def test_sdpa_and_explicit_content_paths_agree(name):
+    """F.scaled_dot_product_attention (the GPU default) and the explicit CPU path give the same output."""
+    torch.manual_seed(2)
+    layer = LAYERS[name]().eval()
+    x = torch.randn(2, 5, 6, 12, requires_grad=True)
+    layer.sdpa = True
+    out_sdpa, _, _ = layer(x)
+    (g_sdpa,) = torch.autograd.grad(out_sdpa.square().sum(), x)
+    layer.sdpa = False
+    out, _, _ = layer(x)
+    (g,) = torch.autograd.grad(out.square().sum(), x)
+    assert torch.allclose(out_sdpa, out, atol=1e-5, rtol=1e-4)
+    assert torch.allclose(g_sdpa, g, atol=1e-4, rtol=1e-4)

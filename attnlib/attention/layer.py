@@ -19,11 +19,27 @@ Two value conventions:
 - ``value="standard"`` (ViT): V^(h) = X W_val^(h) with ``value = Linear(D, heads·d_v)``, then
   ``out = Linear(heads·d_v, D_out)``.
 
-Positional-only attention (``content=False``): probabilities do not depend on the input, so the
-softmax is computed once per forward as (heads, N, N) and applied to every image (attention dropout,
-as in the official code, then draws one mask shared by the batch). With content the forward uses
-``F.scaled_dot_product_attention`` with the positional scores as ``attn_mask``; the (B, heads, N, N)
-probabilities are materialised only when ``return_attention=True``.
+How it is computed (the same math as the explicit formulation; ``attnlib.bench`` times both and
+``tests/test_bench.py`` checks outputs and gradients):
+
+- Positional-only (``content=False``): probabilities do not depend on the input, so the softmax is
+  computed once per forward as (heads, N, N) and applied to every image (attention dropout, as in the
+  official code, then draws one mask shared by the batch). With paper values the rows are ordered
+  (query, head), so one GEMM per image (N·heads × N) @ (N × D) gives concat_h directly.
+- Content, keys needed (``need_keys=True``, e.g. Hierarchical Attention): q and k projections, one
+  batched GEMM ``baddbmm`` that adds the bias (positional, and for the learned encoding the
+  query-positional term, built per axis then summed in one pass), softmax, dropout, value GEMM.
+- Content, keys not needed and ``bilinear=True`` (the paper models' non-HA encoders): scores through
+  A_h = W_qry^(h)ᵀ W_key^(h) without forming q or k (``_bilinear``): one D × heads·D projection instead
+  of two, and no per-head copies. See ``_bilinear``.
+
+``F.scaled_dot_product_attention`` (with the positional scores as its additive ``attn_mask``) computes
+the q/k content path on GPUs, where its fused kernels apply (``sdpa=None``: on CUDA tensors). On the CPU
+the explicit path is the default: with training-time attention dropout or head size 400, SDPA falls back
+to its math path there, which upcasts bf16 to fp32 and copies the per-head values (2x slower than the
+explicit path, measured by ``attnlib.bench``); ``sdpa=True`` forces it (a test checks both agree). Attention dropout draws its mask from 32-bit random integers
+(``dropout_mask``, ~10x cheaper than ``bernoulli_`` on the CPU) and folds 1/(1−p) into the value GEMM.
+The (B, heads, N, N) probabilities are returned only when ``return_attention=True``.
 
 Hierarchical Attention: ``forward(x, keys=...)`` reuses the given keys (B, heads, N, d_h) instead of
 computing ``self.key(x)`` and returns the keys it used.
@@ -45,7 +61,11 @@ VALUES = ("paper", "standard")
 def _compute_dtype(t: Tensor) -> torch.dtype:
     """The dtype a matmul on ``t`` runs in: the autocast dtype when autocast is on for its device."""
     device = t.device.type
-    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else t.dtype
+    if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4
+        return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else t.dtype
+    if device == "cpu":
+        return torch.get_autocast_cpu_dtype() if torch.is_autocast_cpu_enabled() else t.dtype
+    return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else t.dtype
 
 
 def dropout_mask(shape: torch.Size | tuple[int, ...], p: float, device=None) -> Tensor:
@@ -84,9 +104,12 @@ class MultiHeadSelfAttention2d(nn.Module):
         value: "paper" or "standard" (module docstring).
         out_dim: output features D_out (default D).
         qkv_bias: biases of query / key / value projections (official paper code: True; [Re] ViT: False).
-        bilinear: when the caller does not need the keys (``need_keys=False``) and values are "paper",
-            compute the content scores through A_h = W_qry^(h)ᵀ W_key^(h) (``_bilinear``): same math,
-            no q / k projections; the key projection is then not called.
+        sdpa: compute the q/k content path with ``F.scaled_dot_product_attention`` (None: on CUDA only;
+            probabilities asked for with ``return_attention`` always come from the explicit path).
+        bilinear: when the caller does not need the keys (``need_keys=False``), values are "paper" and it
+            saves FLOPs (``_bilinear_pays``: B·N > D when d_h = D), compute the content scores through
+            A_h = W_qry^(h)ᵀ W_key^(h) (``_bilinear``): same math, no q / k projections; the key
+            projection is then not called.
 
     Shapes: x (B, H, W, D) -> out (B, H, W, D_out); keys (B, heads, N, d_h) or None;
     probabilities (B, heads, N, N), N = H·W row-major, each row summing to one.
@@ -104,6 +127,7 @@ class MultiHeadSelfAttention2d(nn.Module):
         out_dim: int | None = None,
         qkv_bias: bool = True,
         bilinear: bool = False,
+        sdpa: bool | None = None,
     ):
         super().__init__()
         if value not in VALUES:
@@ -118,7 +142,7 @@ class MultiHeadSelfAttention2d(nn.Module):
         self.head_dim = dim if head_dim is None else head_dim
         self.out_dim = dim if out_dim is None else out_dim
         self.attn_dropout = attn_dropout
-        self.bilinear = bilinear
+        self.bilinear, self.sdpa = bilinear, sdpa
         self.encoding = encoding
         if content:
             self.query = nn.Linear(dim, heads * self.head_dim, bias=qkv_bias)
@@ -180,6 +204,13 @@ class MultiHeadSelfAttention2d(nn.Module):
         (B, N·heads, N) and one GEMM per image gives concat_h directly (no per-head copy of X).
         """
         b, h, n, dh = q.shape
+        if not return_attention and (q.is_cuda if self.sdpa is None else self.sdpa):
+            v = self._values(xs).to(q.dtype)  # (B, heads, N, d_v)
+            drop = self.attn_dropout if self.training else 0.0
+            ctx = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=bias, dropout_p=drop
+            )  # softmax(qkᵀ/√d_h + bias) V
+            return ctx.transpose(1, 2).reshape(b, n, -1), None
         zero = q.new_zeros(())
         qf, kf = q.reshape(b * h, n, dh), k.reshape(b * h, n, dh)
         if bias is None:
@@ -200,6 +231,13 @@ class MultiHeadSelfAttention2d(nn.Module):
             ctx = torch.baddbmm(zero, dropped, v, beta=0, alpha=keep_scale)  # (B·heads, N, d_v)
             ctx = ctx.view(b, h, n, self.head_dim).transpose(1, 2)
         return ctx.reshape(b, n, -1), probs.view(b, h, n, n) if return_attention else None
+
+    def _bilinear_pays(self, rows: int) -> bool:
+        """Whether ``_bilinear`` costs fewer FLOPs than q and k for ``rows`` = B·N tokens (paper values only):
+        Z = X A plus A_h = W_qryᵀW_key, 2·rows·D·heads·D + 2·heads·D²·d_h, against 2 · 2·rows·D·heads·d_h,
+        i.e. rows·(2·d_h − D) > D·d_h (with d_h = D: more tokens than features, B·N > D; not at batch 1)."""
+        d, dh = self.dim, self.head_dim
+        return self.value_mode == "paper" and rows * (2 * dh - d) > d * dh
 
     def _bilinear(self, xs: Tensor, height: int, width: int, return_attention: bool):
         """Content attention with paper values, keys not needed: the same scores without forming q or k.
@@ -259,7 +297,7 @@ class MultiHeadSelfAttention2d(nn.Module):
         xs = x.reshape(b, n, d)
         if not self.content:
             ctx, probs = self._positional_only(xs, height, width, return_attention)
-        elif self.bilinear and keys is None and not need_keys and self.value_mode == "paper":
+        elif self.bilinear and keys is None and not need_keys and self._bilinear_pays(b * n):
             ctx, probs = self._bilinear(xs, height, width, return_attention)
         else:
             q = self.query(xs).view(b, n, self.heads, self.head_dim).transpose(1, 2)  # (B, heads, N, d_h)
