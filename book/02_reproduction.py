@@ -33,7 +33,9 @@
 # - **quadratic, non-isotropic**: $-\tfrac12 (\delta - \Delta^{(h)})^\top \Sigma^{(h)\,-1} (\delta - \Delta^{(h)})$
 #   with a learned $2 \times 2$ matrix $\Sigma^{(h)\,-1/2}$ per head;
 # - **learned 2D**: a learned embedding per row shift and per column shift, projected to one score per
-#   head; optionally **with content**, i.e. with the content term $q \cdot k / \sqrt{d_h}$ added.
+#   head; optionally **with content**, i.e. with the content term $q \cdot k / \sqrt{d_h}$ and the
+#   query-positional term $q \cdot (r^{row}_{\delta_1} + r^{col}_{\delta_2}) / \sqrt{d_h}$ of eq. (8) added
+#   (the official code keeps only the first; the extra term adds no parameters).
 #
 # With 9 heads a layer can be a $3 \times 3$ convolution (Theorem 1); the 16-head variants could be a
 # $4 \times 4$ one. Chapter 5 lists every hyper-parameter, generated from the registry.
