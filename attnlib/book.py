@@ -741,6 +741,25 @@ def show_table(frame, caption: str | None = None) -> None:
     display(styler)
 
 
+def bench_reports(params: Params) -> dict:
+    """Saved speed benchmarks ``<results_dir>/bench/<device>.json`` (``python -m attnlib bench``), by device."""
+    import json
+
+    folder = Path(params.results_dir) / "bench"
+    return {f.stem: json.loads(f.read_text()) for f in sorted(folder.glob("*.json"))}
+
+
+def bench_machine_markdown(report: dict) -> str:
+    """One line naming the machine, threads and load a benchmark ran on."""
+    m = report["machine"]
+    load = m.get("load_average_start")
+    return (
+        f"Measured on {m.get('cpu') or m.get('device')} ({m.get('usable_cores')} cores, "
+        f"{m.get('torch_threads')} torch thread(s), torch {m.get('torch')}, CPU capability "
+        f"{m.get('cpu_capability')})" + (f", 1-minute load average {load[0]:.1f} at the start." if load else ".")
+    )
+
+
 def show_attention(run, experiment: str, params: Params, query: int = 0) -> None:
     """The saved attention maps of one run, for a fixed query pixel (first saved test image) and on
     average (the same query pixel, averaged over the saved test images); or say plainly it is missing.
