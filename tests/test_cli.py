@@ -6,18 +6,9 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
 from attnlib.__main__ import main
 from attnlib.experiments import PRESETS, names
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def run(argv, capsys) -> tuple[int, str, str]:

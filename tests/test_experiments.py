@@ -43,14 +43,6 @@ NAMES = [
 HA_PAIRS = [(n.removesuffix("_ha"), n) for n in NAMES if n.endswith("_ha")]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def test_names_and_presets():
     assert sorted(EXPERIMENTS) == sorted(NAMES) and PRESETS == ("paper", "budget", "smoke")
     for preset in PRESETS:

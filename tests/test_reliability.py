@@ -45,14 +45,6 @@ ROOT = Path(__file__).resolve().parent.parent
 TIMING = ["seconds", "images_per_s"]  # history columns that legitimately differ between runs
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def cli(argv, capsys) -> tuple[int, str, str]:
     """`python -m attnlib ARGV` in this process: (exit code, stdout, stderr)."""
     try:

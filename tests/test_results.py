@@ -34,14 +34,6 @@ from attnlib.results import (
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """vit and vit_ha trained at the smoke preset in one results folder (read-only for the tests)."""

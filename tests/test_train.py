@@ -34,15 +34,6 @@ from attnlib.train import (
 CFG = TrainConfig(epochs=3, batch_size=16, lr=0.05, warmup=0.2, bf16=False)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models on a shared 2-core machine: one thread is faster and bitwise repeatable."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 class FakeQuadratic(nn.Module):
     """Stands for QuadraticEncoding: `centers` (heads, 2), `spreads`, `inverse_covariance()` (heads, 2, 2)."""
 
