@@ -32,7 +32,7 @@ test-fast: setup
 	$(PY) -m pytest -m "not slow"
 
 book: setup
-	$(VENV)/bin/jupyter-book build book -W -n --keep-going
+	$(VENV)/bin/jupyter-book build book --all -W -n --keep-going
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
 bench: setup
