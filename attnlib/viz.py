@@ -89,8 +89,21 @@ def attention_grid(
     """
     r = _as_numpy(rows)
     r = r[None] if r.ndim == 2 else r
-    n_layers, heads, _ = r.shape
     height, width = (int(g) for g in grid)
+    maps = r.reshape(r.shape[0], r.shape[1], height, width)
+    xlabel = (
+        f"key position on the {height}×{width} grid (query pixel {tuple(int(q) for q in query)} outlined); "
+        "colour: attention probability, each panel scaled to its maximum"
+    )
+    return _panels(
+        maps, query, title=title, xlabel=xlabel, layer_names=layer_names, average=average, panel=panel
+    )
+
+
+def _panels(maps, centre, *, title, xlabel, layer_names=None, average=True, panel=1.05) -> Figure:
+    """Layers (rows) × heads (columns, plus the mean of heads when ``average``) of 2D maps (L, heads, h, w),
+    each panel scaled to its own maximum, with the pixel ``centre`` outlined."""
+    n_layers, heads = maps.shape[:2]
     cols = heads + (1 if average else 0)
     scale = min(panel, PAGE_WIDTH / cols)
     fig, axes = plt.subplots(
@@ -104,22 +117,17 @@ def attention_grid(
         for ci in range(cols):
             ax = axes[li, ci]
             _clean(ax)
-            if average and ci == cols - 1:
-                p, label = r[li].mean(0), "mean of heads"
-            else:
-                p, label = r[li, ci], f"head {ci + 1}"
-            ax.imshow(p.reshape(height, width), cmap=CMAP, vmin=0.0, vmax=max(float(p.max()), 1e-12))
-            _mark_query(ax, *query)
+            p, label = (
+                (maps[li].mean(0), "mean of heads") if ci == heads else (maps[li, ci], f"head {ci + 1}")
+            )
+            ax.imshow(p, cmap=CMAP, vmin=0.0, vmax=max(float(p.max()), 1e-12))
+            _mark_query(ax, *centre)
             if li == 0:
                 ax.set_title(label, fontsize=9)
             if ci == 0:
                 ax.set_ylabel(layer_names[li] if layer_names else f"layer {li + 1}", fontsize=9)
     fig.suptitle(title)
-    fig.supxlabel(
-        f"key position on the {height}×{width} grid (query pixel {tuple(int(q) for q in query)} outlined); "
-        "colour: attention probability, each panel scaled to its maximum",
-        fontsize=9,
-    )
+    fig.supxlabel(xlabel, fontsize=9)
     return fig
 
 
@@ -131,38 +139,16 @@ def offset_grid(
     offsets: (L, heads, 2H−1, 2W−1), entry [δ₁ + H − 1, δ₂ + W − 1]. ``radius`` crops to |δ| ≤ radius.
     """
     o = _as_numpy(offsets)
-    n_layers, heads, h2, w2 = o.shape
+    h2, w2 = o.shape[-2:]
     ch, cw = h2 // 2, w2 // 2
     if radius is not None:
         o = o[..., max(ch - radius, 0) : ch + radius + 1, max(cw - radius, 0) : cw + radius + 1]
         ch, cw = min(radius, ch), min(radius, cw)
-    cols = heads + 1
-    scale = min(1.05, PAGE_WIDTH / cols)
-    fig, axes = plt.subplots(
-        n_layers,
-        cols,
-        figsize=(scale * cols + 0.6, scale * n_layers + 0.9),
-        squeeze=False,
-        layout="constrained",
-    )
-    for li in range(n_layers):
-        for ci in range(cols):
-            ax = axes[li, ci]
-            _clean(ax)
-            p, label = (o[li].mean(0), "mean of heads") if ci == heads else (o[li, ci], f"head {ci + 1}")
-            ax.imshow(p, cmap=CMAP, vmin=0.0, vmax=max(float(p.max()), 1e-12))
-            _mark_query(ax, ch, cw)
-            if li == 0:
-                ax.set_title(label, fontsize=9)
-            if ci == 0:
-                ax.set_ylabel(layer_names[li] if layer_names else f"layer {li + 1}", fontsize=9)
-    fig.suptitle(title)
-    fig.supxlabel(
+    xlabel = (
         "relative offset δ = key − query (query outlined at the centre); colour: mean attention probability, "
-        "each panel scaled to its maximum",
-        fontsize=9,
+        "each panel scaled to its maximum"
     )
-    return fig
+    return _panels(o, (ch, cw), title=title, xlabel=xlabel, layer_names=layer_names)
 
 
 def token_attention(
