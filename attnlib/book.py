@@ -756,7 +756,8 @@ def bench_machine_markdown(report: dict) -> str:
     return (
         f"Measured on {m.get('cpu') or m.get('device')} ({m.get('usable_cores')} cores, "
         f"{m.get('torch_threads')} torch thread(s), torch {m.get('torch')}, CPU capability "
-        f"{m.get('cpu_capability')})" + (f", 1-minute load average {load[0]:.1f} at the start." if load else ".")
+        f"{m.get('cpu_capability')})"
+        + (f", 1-minute load average {load[0]:.1f} at the start." if load else ".")
     )
 
 

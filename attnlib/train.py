@@ -60,6 +60,7 @@ class TrainConfig:
     warmup: fraction of all optimisation steps spent in the linear warm-up (per step).
     milestones: for `schedule="multistep"`, fractions of the epochs at which the lr is divided by 10.
     bf16: autocast matmuls to bfloat16 (fp32 master weights); None = where the hardware has fast bf16.
+    grad_clip: clip the global gradient norm to this value before each update (None: no clipping).
     """
 
     epochs: int
@@ -73,6 +74,7 @@ class TrainConfig:
     milestones: tuple[float, ...] = ()
     label_smoothing: float = 0.0
     bf16: bool | None = None
+    grad_clip: float | None = None
 
     def __post_init__(self):
         _check(
@@ -91,6 +93,12 @@ class TrainConfig:
         _check(0 <= self.warmup < 1, "warmup", self.warmup, "a fraction in [0, 1)")
         _check(self.schedule in SCHEDULES, "schedule", self.schedule, list(SCHEDULES))
         _check(0 <= self.label_smoothing < 1, "label_smoothing", self.label_smoothing, "a number in [0, 1)")
+        _check(
+            self.grad_clip is None or (isinstance(self.grad_clip, int | float) and self.grad_clip > 0),
+            "grad_clip",
+            self.grad_clip,
+            "None or a number > 0",
+        )
 
     def replace(self, **changes) -> TrainConfig:
         return dataclasses.replace(self, **changes)
@@ -370,15 +378,24 @@ def _set_rng_state(state: dict) -> None:
 
 
 def train_step(
-    model: nn.Module, optimizer, x: torch.Tensor, y: torch.Tensor, label_smoothing: float, bf16: bool
+    model: nn.Module,
+    optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    label_smoothing: float,
+    bf16: bool,
+    grad_clip: float | None = None,
 ):
-    """One SGD step: forward under autocast, cross-entropy in fp32 (with label smoothing), backward, update.
+    """One SGD step: forward under autocast, cross-entropy in fp32 (with label smoothing), backward,
+    optional clipping of the global gradient norm, update.
     x (B, 3, 32, 32), y (B,) -> (loss (), logits (B, classes)), both detached."""
     with autocast(x.device, bf16):
         logits = model(x)
     loss = F.cross_entropy(logits.float(), y, label_smoothing=label_smoothing)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    if grad_clip is not None:
+        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
     return loss.detach(), logits.detach()
 
@@ -420,7 +437,7 @@ def measure_throughput(
         torch.set_num_threads(1)
     try:
         model.train()
-        train_ips = rate(lambda: train_step(model, optimizer, x, y, cfg.label_smoothing, bf16))
+        train_ips = rate(lambda: train_step(model, optimizer, x, y, cfg.label_smoothing, bf16, cfg.grad_clip))
         model.eval()
         with torch.no_grad(), autocast(device, bf16):
             eval_ips = rate(lambda: model(x))
@@ -568,7 +585,9 @@ def fit(
             for step, (x, y) in zip(range(first_step, steps_per_epoch), batches, strict=False):
                 if on_step is not None:
                     on_step(epoch, step, x, y)
-                loss, logits = train_step(ddp_model, optimizer, x, y, cfg.label_smoothing, bf16)
+                loss, logits = train_step(
+                    ddp_model, optimizer, x, y, cfg.label_smoothing, bf16, cfg.grad_clip
+                )
                 scheduler.step()
                 stats += torch.stack(
                     [

@@ -109,7 +109,8 @@ def test_budget_grid_fits_two_hours():
     assert grid_seconds(list(est.values())) <= 2 * 3600
     assert grid_seconds([3.0, 1.0, 1.0]) == 3.0 and grid_seconds([2.0, 2.0, 2.0, 2.0]) == 4.0
     slow = estimate_seconds("vit", "budget", throughput=(100.0, 1000.0))
-    assert slow == pytest.approx(4 * (500 + 10) + experiments.RUN_OVERHEAD_S)
+    epochs = experiments.preset_for("vit", "budget").train.epochs
+    assert slow == pytest.approx(epochs * (500 + 10) + experiments.RUN_OVERHEAD_S)
 
 
 def test_configs_serialise():

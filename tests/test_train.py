@@ -29,6 +29,7 @@ from attnlib.train import (
     make_optimizer,
     measure_throughput,
     resolve_device,
+    train_step,
 )
 
 CFG = TrainConfig(epochs=3, batch_size=16, lr=0.05, warmup=0.2, bf16=False)
@@ -128,12 +129,29 @@ def test_no_weight_decay_on_centers_and_spreads():
 
 
 @pytest.mark.parametrize(
-    "field,value", [("epochs", 0), ("epochs", 1.5), ("schedule", "linear"), ("warmup", 1.0), ("lr", 0)]
+    "field,value",
+    [("epochs", 0), ("epochs", 1.5), ("schedule", "linear"), ("warmup", 1.0), ("lr", 0), ("grad_clip", 0)],
 )
 def test_bad_train_config(field, value):
     kwargs = dict(epochs=1, batch_size=1, lr=0.1) | {field: value}
     with pytest.raises(ConfigError, match=field):
         TrainConfig(**kwargs)
+
+
+@pytest.mark.parametrize("clip", [None, 1e-3])
+def test_train_step_clips_the_global_gradient_norm(clip):
+    """With plain SGD (no momentum, no decay) the update is -lr·g, so its norm is lr·min(|g|, clip)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+    before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+    train_step(model, optimizer, x, y, 0.0, False, clip)
+    step = torch.cat([p.detach().flatten() for p in model.parameters()]) - before
+    if clip is None:
+        assert step.norm() > 10 * 1e-3  # the unclipped update is far larger than the clip below
+    else:
+        torch.testing.assert_close(step.norm(), torch.tensor(clip), rtol=1e-4, atol=0)
 
 
 def test_device_policy():
