@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="measure throughput here (a few batches per model) for the estimates",
     )
+    p.add_argument("--results-dir", default="results", help="where saved runs are looked up (their times)")
 
     p = sub.add_parser("train", help="train one experiment (resumes from its checkpoints)", **style)
     p.add_argument("experiment", type=_choice(names), metavar="EXPERIMENT")
@@ -115,9 +116,12 @@ def cmd_list(args) -> int:
     import pandas as pd
     import torch
 
+    from attnlib.results import collect
     from attnlib.train import measure_throughput
 
     estimate = args.measure or args.preset == "budget"
+    saved = collect(args.results_dir, args.preset).set_index("experiment")
+    done = saved["status"] == "complete"
     rows, per_run = [], []
     for name in experiments.names():
         rc = experiments.resolve(name, args.preset)
@@ -138,6 +142,9 @@ def cmd_list(args) -> int:
             est = experiments.estimate_seconds(name, args.preset, throughput=ips)
             row["est. time (1 thread)"] = _minutes(est)
             per_run.append(est)
+        row["saved run"] = (
+            _minutes(saved.at[name, "train_seconds"]) if done[name] else saved.at[name, "status"]
+        )
         rows.append(row)
     print(pd.DataFrame(rows).to_string(index=False))
     print(f"\n{args.preset}: {experiments.NOTES[args.preset]}")
@@ -157,6 +164,12 @@ def cmd_list(args) -> int:
                 f"\nestimated total for the grid: {total / 3600:.2f} h on 2 idle cores as two single-thread runs side "
                 f"by side (train ... --threads 1), from {where}; full CIFAR-10, each run's time as listed"
             )
+    if done.any():
+        print(
+            f"saved runs in {args.results_dir}: {int(done.sum())} of {len(done)} complete, "
+            f"{saved.loc[done, 'train_seconds'].sum() / 3600:.2f} h of training in all (each run's wall time "
+            "from its provenance, evaluation included)"
+        )
     return 0
 
 

@@ -281,6 +281,76 @@ def compare_phrase(base: str, variant: str, runs: dict, params: Params) -> str:
     )
 
 
+def ha_effects(bases, params: Params, seeds=range(10)):
+    """One row per model of ``bases``: the test accuracy of the model and of its HA variant over the saved
+    seeds (mean ± sd), HA − model in points with 2 standard errors, the [Re] run-log difference where known,
+    and the verdict of ``attnlib.compare`` (never trains)."""
+    import pandas as pd
+
+    from attnlib import compare
+
+    rows = []
+    for base in bases:
+        acc_a, acc_b = seed_accuracies(base, params, seeds), seed_accuracies(base + "_ha", params, seeds)
+        re_gain = (
+            reference_value(base + "_ha", RE, "test_accuracy") - reference_value(base, RE, "test_accuracy")
+        ) * 100
+        row = {"model": title(base), "seeds (model / HA)": f"{len(acc_a)} / {len(acc_b)}"}
+        if not acc_a or not acc_b:
+            row.update({"model acc.": fmt(None), "HA acc.": fmt(None), "HA − model": "—", "verdict": MISSING})
+        else:
+            d = compare.difference(acc_a, acc_b)
+            row.update(
+                {
+                    "model acc.": compare.mean_sd(acc_a),
+                    "HA acc.": compare.mean_sd(acc_b),
+                    "HA − model": f"{d.points:+.1f} points" + ("" if d.se is None else f" ± {2 * d.se:.1f}"),
+                    "verdict": {
+                        "one seed": "one seed: no spread measured",
+                        "within noise": "within the noise (≤ 2 standard errors)",
+                        "higher": "HA higher, beyond 2 standard errors",
+                        "lower": "HA lower, beyond 2 standard errors",
+                    }[d.verdict],
+                }
+            )
+        row["[Re] HA − model (run logs)"] = "not found" if math.isnan(re_gain) else f"{re_gain:+.1f} points"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def verdict_summary(effects) -> str:
+    """One sentence per verdict of an ``ha_effects`` table: which models it applies to."""
+    groups = {}
+    for model, verdict in zip(effects["model"], effects["verdict"], strict=True):
+        groups.setdefault(verdict, []).append(model)
+    return " ".join(
+        f"{verdict[0].upper()}{verdict[1:]}: {', '.join(models)}." for verdict, models in groups.items()
+    )
+
+
+def rank_agreement(runs: dict, source: str | None = None) -> str:
+    """A sentence: over the pairs of models saved in ``runs`` that ``source`` (default: the [Re] report) also
+    reports, how many our accuracies order the same way, and which pairs they order the other way round."""
+    from attnlib import compare
+
+    source = source or RE
+    ours = {n: r.test_accuracy for n, r in runs.items() if r is not None}
+    theirs = {n: reference_value(n, source, "test_accuracy") for n in ours}
+    theirs = {n: v for n, v in theirs.items() if not math.isnan(v)}
+    same, total, flipped = compare.concordance(ours, theirs)
+    if total == 0:
+        return f"No two saved models have a {source} accuracy to compare their order with."
+    text = f"Of the {total} pairs of saved models that {source} also reports, {same} are ordered the same way by our runs"
+    ties = total - same - len(flipped)
+    if flipped:
+        text += "; " + "; ".join(
+            f"{title(a)} is above {title(b)} in {source} but not in ours" for a, b in flipped
+        )
+    if ties:
+        text += f"; {ties} {'pair is' if ties == 1 else 'pairs are'} tied in {source} (or in ours)"
+    return text + "."
+
+
 def load_all(experiments, params: Params) -> Runs:
     """``Runs``: ``{name: RunResult or None}`` for several experiments, with their status (see ``load_status``)."""
     runs = Runs()
@@ -696,6 +766,7 @@ def training_table(preset: str):
                     else ""
                 ),
                 "warm-up": f"{t.warmup:.1%} of steps",
+                "gradient clipping": f"norm {t.grad_clip:g}" if t.grad_clip else "none",
                 "momentum": f"{t.momentum}" + (" (Nesterov)" if t.nesterov else ""),
                 "weight decay": t.weight_decay,
                 "label smoothing": t.label_smoothing,
@@ -704,6 +775,24 @@ def training_table(preset: str):
             }
         )
     return pd.DataFrame(rows).set_index("protocol")
+
+
+def training_time(params: Params):
+    """(table, total seconds): one row per experiment with the epochs and training time of its saved run at
+    ``params`` (from its provenance; never trains), and the sum over the complete runs."""
+    from attnlib.results import collect
+
+    frame = collect(params.results_dir, params.preset, seed=params.seed or 0, data=params.data)
+    for column in ("epochs", "train_seconds"):
+        if column not in frame:
+            frame[column] = None
+    done = frame["status"] == "complete"
+    table = frame[["experiment", "status"]].copy()
+    table["epochs"] = [f"{int(e)}" if ok else "—" for ok, e in zip(done, frame["epochs"], strict=True)]
+    table["train time"] = [
+        f"{t / 60:.1f} min" if ok else "—" for ok, t in zip(done, frame["train_seconds"], strict=True)
+    ]
+    return table, float(frame.loc[done, "train_seconds"].sum())
 
 
 def model_table(preset: str, family: str):

@@ -469,10 +469,17 @@ def training_curves(histories: Mapping[str, object], *, title: str, cols: int = 
         ax.set_ylabel("accuracy (%)", color=colors[0])
         ax2 = ax.twinx()
         ax2.grid(False)
+        losses = []
         for key, style in (("train_loss", "--"), ("test_loss", "-")):
             if key in h:
-                ax2.plot(epoch, np.asarray(h[key], dtype=float), style, color=colors[1], marker=".")
-        ax2.set_ylabel("loss (nats)", color=colors[1])
+                losses.append(np.asarray(h[key], dtype=float))
+                ax2.plot(epoch, losses[-1], style, color=colors[1], marker=".")
+        finite = np.concatenate(losses or [np.zeros(0)])
+        finite = finite[np.isfinite(finite) & (finite > 0)]
+        log = finite.size > 0 and finite.max() > 100 * finite.min()  # a blow-up would flatten a linear axis
+        if log:
+            ax2.set_yscale("log")
+        ax2.set_ylabel("loss (nats, log scale)" if log else "loss (nats)", color=colors[1])
     handles = [
         plt.Line2D([], [], color=colors[0], linestyle="--", label="train accuracy"),
         plt.Line2D([], [], color=colors[0], linestyle="-", label="test accuracy"),

@@ -105,6 +105,7 @@ else:
         where = "above" if gap > 0 else "below"
         summary += f", {abs(gap):.1f} points {where} ResNet18 ({resnet.test_accuracy:.1%})."
 book.glue_str("repro_summary", summary)
+book.glue_str("repro_rank", book.rank_agreement(runs))
 book.glue_text("lit_paper_quadratic", book.reference_value("quadratic_iso_9h", book.PAPER, "test_accuracy"))
 book.glue_text(
     "lit_re_quadratic", book.reference_value("quadratic_iso_9h", book.RE, "test_accuracy"), "{:.2%}"
@@ -116,7 +117,7 @@ book.glue_text("lit_re_resnet", book.reference_value("resnet18", book.RE, "test_
 # ResNet at equal size when trained for 300 epochs; the only figure of its Table 1 we could read is
 # {glue:text}`lit_paper_quadratic` for the quadratic model (quoted by a benchmark page), and the [Re] logs
 # give {glue:text}`lit_re_quadratic` for their quadratic 9-head run against {glue:text}`lit_re_resnet` for
-# their ResNet18. What the research notes could not find:
+# their ResNet18. {glue:text}`repro_rank` What the research notes could not find:
 
 # %% tags=["hide-input"]
 book.note("\n".join(f"- {line}" for line in book.NOT_FOUND[:3]), "important")

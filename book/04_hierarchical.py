@@ -127,6 +127,21 @@ book.glue_text("ha_re_size", re_params[1] / re_params[0], "{:.0%}", missing="not
 # run-to-run noise: where several seeds of a pair are saved, the spread is given above, and a difference
 # smaller than it is no evidence either way.
 #
+# ## Does HA help at this budget?
+#
+# The table below puts every saved seed of each pair together: mean ± standard deviation of the test
+# accuracy over seeds (`results/<experiment>/<preset>-seed<N>`), and the difference of the means with two
+# standard errors ($2\sqrt{s_a^2/n_a + s_b^2/n_b}$). We call a difference real only when it exceeds two
+# standard errors; with one seed per side there is no spread, and the verdict says so.
+
+# %% tags=["hide-input"]
+effects = book.ha_effects([learned, "san_pairwise", "san_patchwise", "vit"], params)
+book.show_table(effects, caption=f"HA against its model over seeds, preset {params.preset}")
+book.glue_str("ha_verdicts", book.verdict_summary(effects))
+
+# %% [markdown]
+# {glue:text}`ha_verdicts`
+#
 # ## Fig. 8: where a hierarchical model attends
 #
 # Attention probabilities of the hierarchical learned-2D model with content for one query pixel (outlined):

@@ -57,6 +57,23 @@ book.show_table(
     book.training_table(params.preset).reset_index(), caption=f"Training protocols at preset {params.preset}"
 )
 
+# %% tags=["hide-input"]
+times, total_seconds = book.training_time(params)
+book.glue_text("app_grid_done", int((times["status"] == "complete").sum()), "{:d}")
+book.glue_text("app_grid_total", len(times), "{:d}")
+book.glue_text("app_grid_hours", total_seconds / 3600, "{:.2f} h")
+
+# %% [markdown]
+# **What the grid cost.** {glue:text}`app_grid_done` of the {glue:text}`app_grid_total` experiments are
+# saved at this preset; their training took {glue:text}`app_grid_hours` in all (the sum of each run's
+# training wall time from its provenance; evaluation included, the timing of Table 3 not). At the budget
+# preset each run used one CPU thread, two runs side by side on the two cores, so this is also their CPU
+# time; runs that shared the machine with other jobs took longer than they would alone (each run's
+# provenance names its machine and start).
+
+# %% tags=["hide-input"]
+book.show_table(times, caption=f"Training time of the saved runs at preset {params.preset}")
+
 # %% [markdown]
 # ### Training, at the papers' settings
 #

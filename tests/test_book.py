@@ -187,6 +187,15 @@ def test_viz_figures_are_labelled():
     fig = viz.error_vs_alpha(np.arange(1.0, 5.0), {"a": np.exp(-np.arange(1.0, 5.0))}, title="e")
     assert fig.axes[0].get_yscale() == "log" and "α" in fig.axes[0].get_xlabel()
     assert book.png(fig).format == "png"
+    import pandas as pd
+
+    calm = pd.DataFrame(
+        {"epoch": [1, 2], "train_loss": [2.0, 1.5], "test_loss": [1.9, 1.4], "test_acc": [0.3, 0.4]}
+    )
+    blown = calm.assign(test_loss=[4e24, 1.4])  # one blow-up must not flatten the curve
+    fig = viz.training_curves({"calm": calm, "blown": blown}, title="curves")
+    loss_axes = [a for a in fig.axes if a.get_ylabel().startswith("loss")]
+    assert [a.get_yscale() for a in loss_axes] == ["linear", "log"]
 
 
 # ------------------------------------------------------------------------------------------ execution
