@@ -11,3 +11,19 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+@pytest.fixture
+def cli(capsys):
+    """`python -m attnlib ARGV` in this process: ``cli(argv)`` -> (exit code, stdout, stderr)."""
+    from attnlib.__main__ import main
+
+    def run(argv) -> tuple[int, str, str]:
+        try:
+            code = main(argv)
+        except SystemExit as exit:  # argparse
+            code = exit.code
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

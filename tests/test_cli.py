@@ -7,28 +7,18 @@ import sys
 
 import pytest
 
-from attnlib.__main__ import main
 from attnlib.experiments import PRESETS, names
 
 
-def run(argv, capsys) -> tuple[int, str, str]:
-    try:
-        code = main(argv)
-    except SystemExit as exit:  # argparse
-        code = exit.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_help_lists_experiments_and_presets(capsys):
+def test_help_lists_experiments_and_presets(cli):
     for argv in (["--help"], ["train", "--help"]):
-        code, out, _ = run(argv, capsys)
+        code, out, _ = cli(argv)
         assert code == 0
         assert all(n in out for n in names()) and all(p in out for p in PRESETS)
 
 
-def test_list_budget_prints_the_grid_total(capsys):
-    code, out, _ = run(["list", "--preset", "budget"], capsys)
+def test_list_budget_prints_the_grid_total(cli):
+    code, out, _ = cli(["list", "--preset", "budget"])
     assert code == 0
     assert "estimated total for the grid:" in out and "unmeasured" not in out
     assert all(n in out for n in names()) and "4x4 space-to-depth" in out  # reasons are shown
@@ -50,37 +40,33 @@ def test_list_budget_prints_the_grid_total(capsys):
         (["fly"], "invalid choice"),
     ],
 )
-def test_bad_input_one_line_nothing_written(argv, parameter, capsys, tmp_path, monkeypatch):
+def test_bad_input_one_line_nothing_written(argv, parameter, cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(
-        argv + (["--results-dir", str(tmp_path / "r")] if argv[0] == "train" else []), capsys
-    )
+    code, out, err = cli(argv + (["--results-dir", str(tmp_path / "r")] if argv[0] == "train" else []))
     assert code == 2
     assert err.count("\n") == 1 and parameter in err and "Traceback" not in err, err
     assert not any(tmp_path.iterdir())  # nothing written
 
 
-def test_train_then_tables(capsys, tmp_path):
+def test_train_then_tables(cli, tmp_path):
     results = str(tmp_path / "r")
-    code, out, _ = run(
-        ["train", "vit_ha", "--preset", "smoke", "--results-dir", results, "--no-progress"], capsys
-    )
+    code, out, _ = cli(["train", "vit_ha", "--preset", "smoke", "--results-dir", results, "--no-progress"])
     assert code == 0 and "test accuracy" in out
     metrics = tmp_path / "r" / "vit_ha" / "smoke" / "metrics.json"
     before = metrics.stat().st_mtime_ns
-    code, out, _ = run(["train", "vit_ha", "--preset", "smoke", "--results-dir", results], capsys)
+    code, out, _ = cli(["train", "vit_ha", "--preset", "smoke", "--results-dir", results])
     assert code == 0 and "already complete" in out and metrics.stat().st_mtime_ns == before
-    code, out, _ = run(["table3", "--results-dir", results, "--preset", "smoke"], capsys)
+    code, out, _ = cli(["table3", "--results-dir", results, "--preset", "smoke"])
     assert code == 0 and "ViT" in out and "complete" in out and "missing" in out
-    code, out, _ = run(["table1", "--results-dir", results, "--preset", "smoke"], capsys)
+    code, out, _ = cli(["table1", "--results-dir", results, "--preset", "smoke"])
     assert code == 0 and "ResNet18" in out
 
 
-def test_locked_run_is_refused(capsys, tmp_path):
+def test_locked_run_is_refused(cli, tmp_path):
     from attnlib.results import RunLock, run_dir
 
     with RunLock(run_dir(tmp_path, "vit", "smoke")):
-        code, _, err = run(["train", "vit", "--preset", "smoke", "--results-dir", str(tmp_path)], capsys)
+        code, _, err = cli(["train", "vit", "--preset", "smoke", "--results-dir", str(tmp_path)])
     assert code == 3 and err.count("\n") == 1 and "being trained by another process" in err
 
 

@@ -26,7 +26,6 @@ import torch
 from PIL import Image
 
 from attnlib import book
-from attnlib.__main__ import main
 from attnlib.results import (
     DamagedResult,
     MissingResult,
@@ -43,16 +42,6 @@ from attnlib.results import (
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMING = ["seconds", "images_per_s"]  # history columns that legitimately differ between runs
-
-
-def cli(argv, capsys) -> tuple[int, str, str]:
-    """`python -m attnlib ARGV` in this process: (exit code, stdout, stderr)."""
-    try:
-        code = main(argv)
-    except SystemExit as exit:  # argparse
-        code = exit.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def files(folder: Path) -> dict[str, int]:
@@ -127,7 +116,7 @@ def uninterrupted(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_sigkill_twice_at_random_points_then_resume(tmp_path, uninterrupted, caplog, capsys):
+def test_sigkill_twice_at_random_points_then_resume(tmp_path, uninterrupted, caplog, cli, capsys):
     """`python -m attnlib train` killed by SIGKILL at two random points (after 1 or 2 more epochs, a random
     time into the next one: mid-step, mid-evaluation or mid-checkpoint) loses at most the epoch it was in;
     a third run takes over the dead run's lock, resumes and ends with the uninterrupted run's history,
@@ -171,8 +160,7 @@ def test_sigkill_twice_at_random_points_then_resume(tmp_path, uninterrupted, cap
     with caplog.at_level(logging.INFO, logger="attnlib"):
         code, out, err = cli(
             ["train", KILLED["experiment"], "--preset", "smoke", "--data", KILLED["data"]]
-            + ["--epochs", str(KILLED["epochs"]), "--results-dir", str(results), "--no-progress"],
-            capsys,
+            + ["--epochs", str(KILLED["epochs"]), "--results-dir", str(results), "--no-progress"]
         )
     assert code == 0, err
     assert "taking over the lock" in caplog.text, why
@@ -194,7 +182,7 @@ def test_sigkill_twice_at_random_points_then_resume(tmp_path, uninterrupted, cap
 
 # ------------------------------------------------------------------------------ 4. concurrent runs
 @pytest.mark.slow
-def test_second_concurrent_run_is_refused_while_the_first_finishes(tmp_path, capsys):
+def test_second_concurrent_run_is_refused_while_the_first_finishes(tmp_path, cli):
     """A real training process holds the run (stopped with SIGSTOP mid-training so that the timing is
     certain); a second run of the same experiment and preset is refused with one line naming the first
     one's pid, writes nothing, and the first then finishes with an intact result."""
@@ -208,8 +196,7 @@ def test_second_concurrent_run_is_refused_while_the_first_finishes(tmp_path, cap
         before = files(folder)
         code, out, err = cli(
             ["train", KILLED["experiment"], "--preset", "smoke", "--data", KILLED["data"]]
-            + ["--epochs", str(KILLED["epochs"]), "--results-dir", str(results)],
-            capsys,
+            + ["--epochs", str(KILLED["epochs"]), "--results-dir", str(results)]
         )
         assert code == 3 and err.count("\n") == 1 and "Traceback" not in err, err
         assert err.startswith("python -m attnlib: refused: ") and "being trained by another process" in err
@@ -314,7 +301,7 @@ def damaged(trained, tmp_path):
     return root
 
 
-def test_damaged_and_stale_results_in_tables(damaged, capsys):
+def test_damaged_and_stale_results_in_tables(damaged, cli):
     """collect / table3 / `python -m attnlib table3`: a damaged metrics.json and a result of another
     configuration are reported as such, with no numbers, never as current results."""
     df = table3(damaged, "smoke").set_index("experiment")
@@ -329,9 +316,9 @@ def test_damaged_and_stale_results_in_tables(damaged, capsys):
         0
     ] == ("complete")
     for command in ("table3", "table1"):
-        code, out, err = cli([command, "--results-dir", str(damaged), "--preset", "smoke"], capsys)
+        code, out, err = cli([command, "--results-dir", str(damaged), "--preset", "smoke"])
         assert code == 0 and err == "" and "Traceback" not in out
-    code, out, err = cli(["table3", "--results-dir", str(damaged), "--preset", "smoke"], capsys)
+    code, out, err = cli(["table3", "--results-dir", str(damaged), "--preset", "smoke"])
     rows = {line.split()[-1]: line for line in out.splitlines() if line.split()[-1:] in (["vit"], ["vit_ha"])}
     assert " damaged " in rows["vit_ha"] and " stale " in rows["vit"]
     assert "- vit_ha: damaged: " in out and "metrics.json" in out
@@ -383,9 +370,9 @@ def test_damaged_and_stale_results_in_the_book(damaged, monkeypatch):
     }
 
 
-def test_damaged_result_is_retrained_by_the_cli(damaged, capsys, caplog):
+def test_damaged_result_is_retrained_by_the_cli(damaged, cli, caplog):
     with caplog.at_level(logging.WARNING, logger="attnlib"):
-        code, out, err = cli(["train", "vit_ha", "--preset", "smoke", "--results-dir", str(damaged)], capsys)
+        code, out, err = cli(["train", "vit_ha", "--preset", "smoke", "--results-dir", str(damaged)])
     assert code == 0 and "test accuracy" in out and "already complete" not in out
     assert "is damaged" in caplog.text and "retraining it" in caplog.text
     folder = run_dir(damaged, "vit_ha", "smoke")
@@ -405,7 +392,7 @@ def _image_folder(root: Path) -> Path:
 
 
 @pytest.mark.parametrize("fault", ["non-image file", "missing class"])
-def test_bad_image_folder_through_the_cli(tmp_path, fault, capsys, monkeypatch):
+def test_bad_image_folder_through_the_cli(tmp_path, fault, cli, monkeypatch):
     """`train --data FOLDER` with a non-image file or a missing class: one line naming the file or the
     class, exit 2, no results folder and no cache written."""
     monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path / "cache"))
@@ -418,7 +405,7 @@ def test_bad_image_folder_through_the_cli(tmp_path, fault, capsys, monkeypatch):
         named = "dog"
     results = tmp_path / "results"
     code, out, err = cli(
-        ["train", "resnet18", "--preset", "smoke", "--data", str(data), "--results-dir", str(results)], capsys
+        ["train", "resnet18", "--preset", "smoke", "--data", str(data), "--results-dir", str(results)]
     )
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith("python -m attnlib: error: data: ") and named in err
@@ -443,10 +430,10 @@ def test_bad_image_folder_through_the_cli(tmp_path, fault, capsys, monkeypatch):
         (["table3", "--preset", "tiny"], "argument --preset: got 'tiny'; allowed: paper, budget, smoke"),
     ],
 )
-def test_bad_parameter_through_the_cli(argv, expected, tmp_path, capsys, monkeypatch):
+def test_bad_parameter_through_the_cli(argv, expected, tmp_path, cli, monkeypatch):
     monkeypatch.chdir(tmp_path)
     results = tmp_path / "results"
-    code, out, err = cli([*argv, "--results-dir", str(results)], capsys)
+    code, out, err = cli([*argv, "--results-dir", str(results)])
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith("python -m attnlib: error: ") and expected in err, err
     assert not any(tmp_path.iterdir())  # nothing written, not even the results folder
