@@ -314,6 +314,10 @@ def ha_effects(bases, params: Params, seeds=range(10)):
                 }
             )
         row["[Re] HA − model (run logs)"] = "not found" if math.isnan(re_gain) else f"{re_gain:+.1f} points"
+        if math.isnan(re_gain) or not acc_a or not acc_b:
+            row["same direction as [Re]"] = "—"
+        else:
+            row["same direction as [Re]"] = "yes" if (d.points > 0) == (re_gain > 0) else "no"
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -324,7 +328,7 @@ def verdict_summary(effects) -> str:
     for model, verdict in zip(effects["model"], effects["verdict"], strict=True):
         groups.setdefault(verdict, []).append(model)
     return " ".join(
-        f"{verdict[0].upper()}{verdict[1:]}: {', '.join(models)}." for verdict, models in groups.items()
+        f"{verdict[0].upper()}{verdict[1:]}: {'; '.join(models)}." for verdict, models in groups.items()
     )
 
 

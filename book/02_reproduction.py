@@ -78,12 +78,14 @@ book.glue_text("repro_total", len(frame), "{:d}")
 #
 # {glue:text}`repro_done` of the {glue:text}`repro_total` models of this table are saved at preset
 # *{glue:text}`repro_preset`*. Accuracy is top-1 on the whole test split; "params" counts trainable
-# parameters. A literature figure marked *run-log* is the best test accuracy encoded in a run-folder name of
+# parameters; wall time is the mean of single-image forward passes (float32, the device named below the
+# table), timed as for Table 3 in chapter 4. A literature figure marked *run-log* is the best test accuracy encoded in a run-folder name of
 # the [Re] authors' logs, not a number from their printed table; *derived* parameter counts were computed
 # from the authors' code, not printed; *claimed* is a benchmark page quoting the paper.
 
 # %% tags=["hide-input"]
-book.show_table(book.comparison_table(frame, params.preset), caption=f"Table 1 at preset {params.preset}")
+table = book.comparison_table(frame, params.preset, wall_time=True)
+book.show_table(table, caption=f"Table 1 at preset {params.preset}")
 book.note(book.provenance_markdown(frame))
 book.show_sources(TABLE1)
 missing = [n for n, r in runs.items() if r is None]

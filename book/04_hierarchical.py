@@ -135,7 +135,9 @@ book.glue_text("ha_re_size", re_params[1] / re_params[0], "{:.0%}", missing="not
 # standard errors; with one seed per side there is no spread, and the verdict says so.
 
 # %% tags=["hide-input"]
-effects = book.ha_effects([learned, "san_pairwise", "san_patchwise", "vit"], params)
+effects = book.ha_effects(
+    ["learned_content_9h", "learned_content_16h", "san_pairwise", "san_patchwise", "vit"], params
+)
 book.show_table(effects, caption=f"HA against its model over seeds, preset {params.preset}")
 book.glue_str("ha_verdicts", book.verdict_summary(effects))
 
