@@ -144,6 +144,23 @@ book.glue_str("ha_verdicts", book.verdict_summary(effects))
 # %% [markdown]
 # {glue:text}`ha_verdicts`
 #
+# **What this says about the [Re] claim, and what it cannot.** [Re] report that HA *improves* the learned-2D
+# model with content while keeping a fraction of its parameters ({glue:text}`ha_re_gain` at 9 heads in
+# their run logs). The table answers for our budget, pair by pair: "same direction as [Re]" compares the
+# sign of our difference with theirs, and the verdict says whether it is larger than our run-to-run noise.
+# Three limits keep us from reading more into it:
+#
+# 1. *Learning speed, not capacity.* Our runs stop after 4–8 epochs, far from convergence (training and
+#    test accuracy are still close and rising, appendix C). A difference here says which model learns
+#    faster in its first epochs; [Re] compare accuracies after 300.
+# 2. *Noise.* A difference between single runs is no evidence until it is compared with the spread
+#    between seeds of one configuration; the verdict column does that where several seeds are saved.
+# 3. *Stability.* Sharing one block makes every application add its gradient to the same weights. At the
+#    published learning rate (0.1) with a short warm-up, our first hierarchical learned-2D run collapsed
+#    to chance while its baseline trained normally, and at lr 0.1 the 16-head HA model stalled near 20%; the budget
+#    protocol of these models was changed for both members of each pair alike (appendix A, protocol
+#    `learned_content`). [Re] warm up for 15 of their 300 epochs.
+#
 # ## Fig. 8: where a hierarchical model attends
 #
 # Attention probabilities of the hierarchical learned-2D model with content for one query pixel (outlined):
