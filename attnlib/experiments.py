@@ -249,7 +249,9 @@ def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in 
             "learned_content_9h_ha stable but 38.9%; 8 epochs, learned_content_16h 35.5% after 6 and "
             "learned_content_16h_ha 20.2% after 3 with a rising training loss (stopped). At lr 0.1 these "
             "post-norm models plateau and gain mostly once the cosine schedule has lowered the lr; ViT, "
-            "also content attention, learns steadily at 0.03.",
+            "also content attention, learns steadily at 0.03. Still short at this setting (2026-11-30): "
+            "learned_content_16h 32.5%, learned_content_16h_ha 33.9% (both still rising); the next change "
+            "is more epochs for this protocol, open in issue 7.",
         ),
         "resnet": Preset(
             TrainConfig(lr=0.1, **common),
