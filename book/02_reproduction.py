@@ -88,6 +88,7 @@ table = book.comparison_table(frame, params.preset, wall_time=True)
 book.show_table(table, caption=f"Table 1 at preset {params.preset}")
 book.note(book.provenance_markdown(frame))
 book.show_sources(TABLE1)
+book.note_below_target(frame, params.preset)
 missing = [n for n, r in runs.items() if r is None]
 if missing:
     book.note_missing("Table 1", params.preset, missing)
@@ -142,8 +143,8 @@ book.note("\n".join(f"- {line}" for line in book.NOT_FOUND[:3]), "important")
 # needed twice the epochs, and for the content models a lower learning rate, to pass 40% (appendix A
 # tells the story of each change). Where our 16-head models rank differently from the 9-head ones than in
 # [Re], remember that our 16-head learned models are also narrower (hidden size 40 against 64, the [Re]
-# 16-head ratios), and that these are single runs: the seeds of chapter 4 show differences of a point or
-# two between runs of one configuration.
+# 16-head ratios), and that these are single runs: the extra seeds of chapter 4 show how far two runs of
+# one configuration can differ.
 
 # %% [markdown]
 # ## Where quadratic heads attend

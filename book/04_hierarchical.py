@@ -102,6 +102,7 @@ table.insert(
 book.show_table(table.rename(columns={"pair": "model"}), caption=f"Table 3 at preset {params.preset}")
 book.note(book.provenance_markdown(frame))
 book.show_sources(TABLE3)
+book.note_below_target(frame, params.preset)
 missing = [n for n, r in runs.items() if r is None]
 if missing:
     book.note_missing("Table 3", params.preset, missing)
