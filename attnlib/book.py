@@ -258,7 +258,7 @@ def seed_accuracies(experiment: str, params: Params, seeds=range(10)) -> list[fl
 def compare_phrase(base: str, variant: str, runs: dict, params: Params) -> str:
     """A sentence fragment comparing ``variant`` with ``base`` from saved results: the accuracy difference
     and parameter ratio of the chosen seed, and the spread over seeds where several are saved."""
-    import statistics
+    from attnlib import compare
 
     a, b = runs.get(base), runs.get(variant)
     if a is None or b is None:
@@ -273,11 +273,9 @@ def compare_phrase(base: str, variant: str, runs: dict, params: Params) -> str:
     acc_a, acc_b = seed_accuracies(base, params), seed_accuracies(variant, params)
     if min(len(acc_a), len(acc_b)) < 2:
         return text + " (one seed: no spread measured)"
-    mean_a, mean_b = statistics.mean(acc_a) * 100, statistics.mean(acc_b) * 100
-    sd_a, sd_b = statistics.stdev(acc_a) * 100, statistics.stdev(acc_b) * 100
     return (
-        f"{text}; over seeds, {mean_b:.1f} ± {sd_b:.1f} % ({len(acc_b)} runs) against "
-        f"{mean_a:.1f} ± {sd_a:.1f} % ({len(acc_a)} runs), mean ± standard deviation"
+        f"{text}; over seeds, {compare.mean_sd(acc_b)} ({len(acc_b)} runs) against "
+        f"{compare.mean_sd(acc_a)} ({len(acc_a)} runs), mean ± standard deviation"
     )
 
 
@@ -296,10 +294,10 @@ def ha_effects(bases, params: Params, seeds=range(10)):
             reference_value(base + "_ha", RE, "test_accuracy") - reference_value(base, RE, "test_accuracy")
         ) * 100
         row = {"model": title(base), "seeds (model / HA)": f"{len(acc_a)} / {len(acc_b)}"}
-        if not acc_a or not acc_b:
+        d = compare.difference(acc_a, acc_b) if acc_a and acc_b else None
+        if d is None:
             row.update({"model acc.": fmt(None), "HA acc.": fmt(None), "HA − model": "—", "verdict": MISSING})
         else:
-            d = compare.difference(acc_a, acc_b)
             row.update(
                 {
                     "model acc.": compare.mean_sd(acc_a),
@@ -314,7 +312,7 @@ def ha_effects(bases, params: Params, seeds=range(10)):
                 }
             )
         row["[Re] HA − model (run logs)"] = "not found" if math.isnan(re_gain) else f"{re_gain:+.1f} points"
-        if math.isnan(re_gain) or not acc_a or not acc_b:
+        if d is None or math.isnan(re_gain):
             row["same direction as [Re]"] = "—"
         else:
             row["same direction as [Re]"] = "yes" if (d.points > 0) == (re_gain > 0) else "no"
@@ -338,7 +336,8 @@ def note_below_target(frame, preset: str) -> None:
 
     if preset != "budget" or "accuracy" not in frame:
         return
-    done = frame[(frame["status"] == "complete") & (frame["experiment"] != "resnet18")]
+    attention = frame["experiment"].map(lambda n: experiments.get(n).family != "resnet")
+    done = frame[(frame["status"] == "complete") & attention]
     low = done[done["accuracy"] < experiments.BUDGET_TARGET]
     if len(low):
         names = "; ".join(
