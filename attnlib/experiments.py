@@ -185,8 +185,13 @@ def _paper_presets() -> dict[str, Preset | None]:
     }
 
 
-# Budget: the whole 16-run grid on 2 CPU cores in <= 2 h; `python -m attnlib list --preset budget` prints the
-# estimate of every run and of the grid, `--measure` re-measures on the machine at hand.
+# Budget: the whole 16-run grid on 2 CPU cores in <= GRID_HOURS; `python -m attnlib list --preset budget` prints
+# the estimate of every run and of the grid, `--measure` re-measures on the machine at hand.
+#
+# Issue 5 asked for <= 2 h; issue 7's bar (>= BUDGET_TARGET test accuracy for every attention model) could not
+# be met within it: the learned-2D models with content needed 12 epochs (see their preset's reason), which
+# alone are estimated at 3.7 CPU-hours. Changing the protocol, not the bar, as issue 7 asks, moved the ceiling to 3 h.
+GRID_HOURS = 3.0
 #
 # Per-core throughput (train, eval) in images/s of each budget model: bf16 autocast, batch 100, one thread
 # timed by CPU time (attnlib.train.measure_throughput), best of 3; measured 2026-11-29 on the reference
@@ -239,8 +244,8 @@ def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in 
         ),
         "learned_content": dataclasses.replace(
             attention,
-            train=dataclasses.replace(attention.train, lr=0.03, epochs=6, warmup=1 / 6, grad_clip=1.0),
-            reason="As the other paper models, but lr 0.03 (not 0.1), 6 epochs, 1 warm-up epoch and the "
+            train=dataclasses.replace(attention.train, lr=0.03, epochs=12, warmup=1 / 12, grad_clip=1.0),
+            reason="As the other paper models, but lr 0.03 (not 0.1), 12 epochs, 1 warm-up epoch and the "
             "gradient norm clipped to 1, for the learned models with content and their HA variants alike. "
             "Runs of 2026-11-29 at lr 0.1 that fell short of the 40% bar: 4 epochs, learned_content_9h "
             "37.6%; 6 epochs with the common 5% warm-up and no clipping, learned_content_9h 40.8% but "
@@ -249,9 +254,11 @@ def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in 
             "learned_content_9h_ha stable but 38.9%; 8 epochs, learned_content_16h 35.5% after 6 and "
             "learned_content_16h_ha 20.2% after 3 with a rising training loss (stopped). At lr 0.1 these "
             "post-norm models plateau and gain mostly once the cosine schedule has lowered the lr; ViT, "
-            "also content attention, learns steadily at 0.03. Still short at this setting (2026-11-30): "
-            "learned_content_16h 32.5%, learned_content_16h_ha 33.9% (both still rising); the next change "
-            "is more epochs for this protocol, open in issue 7.",
+            "also content attention, learns steadily at 0.03. At lr 0.03 and 6 epochs (2026-11-30) both "
+            "were stable but short: learned_content_16h 32.5%, learned_content_16h_ha 33.9%, training "
+            "accuracy no higher than test (underfit) and both still rising when the schedule ended, hence "
+            "12 epochs. This makes the grid longer than the other presets' 4 to 8 epochs suggest (see "
+            "GRID_HOURS).",
         ),
         "resnet": Preset(
             TrainConfig(lr=0.1, **common),
@@ -315,8 +322,9 @@ BUDGET_TARGET = 0.40  # test accuracy every attention model must reach at the bu
 NOTES = {
     "paper": "The published protocols: Cordonnier et al.'s official code for ResNet18 and the paper's models, "
     "the [Re] configs for SAN and ViT (their 300 / 100 epochs are GPU-days; these CPUs cannot).",
-    "budget": "4 epochs (2,000 steps of batch 100) for every model (8 for the positional-only learned-2D models, 6 for the learned-2D models with content and ViT), so that the 16 runs fit in about 2 h on 2 CPU cores "
-    "(1.8 h estimated); "
+    "budget": "4 epochs (2,000 steps of batch 100) for every model (8 for the positional-only learned-2D models, "
+    f"12 for the learned-2D models with content, 6 for ViT), so that the 16 runs fit in {GRID_HOURS:g} h on 2 CPU "
+    "cores (2 h until the learned models with content needed 12 epochs to reach the target); "
     "a model and its HA variant share every setting; cosine schedule with 5% linear warm-up per step (1 epoch, "
     "gradient clipping and lr 0.03 for the learned models with content); bf16 autocast where the CPU has fast bf16. "
     f"Target: >= {BUDGET_TARGET:.0%} test accuracy for every attention model (verified by the budget reproduction, issue 7; "
