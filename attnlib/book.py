@@ -800,6 +800,14 @@ def training_table(preset: str):
     return pd.DataFrame(rows).set_index("protocol")
 
 
+def epoch_range(preset: str) -> str:
+    """The epochs a preset trains for, as "4–12" (or "300" when every experiment shares one count)."""
+    from attnlib import experiments
+
+    epochs = sorted({p.train.epochs for p in experiments.PRESET_TABLE[preset].values()})
+    return "–".join(dict.fromkeys(str(e) for e in (epochs[0], epochs[-1])))
+
+
 def training_time(params: Params):
     """(table, total seconds): one row per experiment with the epochs and training time of its saved run at
     ``params`` (from its provenance; never trains), and the sum over the complete runs."""

@@ -99,14 +99,8 @@ if len(attention):
 else:
     summary = "No model is trained at this preset yet: the tables show every row as not yet trained."
 book.glue_str("intro_summary", summary)
-epochs = {
-    p: sorted({pr.train.epochs for pr in experiments.PRESET_TABLE[p].values()}) for p in ("paper", "budget")
-}
-book.glue_str("intro_epochs_paper", "–".join(str(e) for e in (epochs["paper"][0], epochs["paper"][-1])))
-book.glue_str(
-    "intro_epochs_budget",
-    "–".join(dict.fromkeys(str(e) for e in (epochs["budget"][0], epochs["budget"][-1]))),
-)
+book.glue_str("intro_epochs_paper", book.epoch_range("paper"))
+book.glue_str("intro_epochs_budget", book.epoch_range("budget"))
 book.glue_text("intro_hours", done["train_seconds"].dropna().sum() / 3600, "{:.2f} h")
 
 # %% [markdown]

@@ -121,6 +121,7 @@ book.glue_text(
     "lit_re_quadratic", book.reference_value("quadratic_iso_9h", book.RE, "test_accuracy"), "{:.2%}"
 )
 book.glue_text("lit_re_resnet", book.reference_value("resnet18", book.RE, "test_accuracy"), "{:.2%}")
+book.glue_str("repro_epochs", book.epoch_range(params.preset))
 
 # %% [markdown]
 # {glue:text}`repro_summary` The paper's message is that fully attentional models come close to the
@@ -136,8 +137,8 @@ book.note("\n".join(f"- {line}" for line in book.NOT_FOUND[:3]), "important")
 # **Where the budget runs agree with the papers, and where not.** Mostly on the *order* of the models,
 # not on the *size* of the gaps. In the [Re] logs ResNet18 ends {glue:text}`repro_re_gap` points above the
 # best attention model after 300 epochs; here it is {glue:text}`repro_our_gap` points ahead. A convolution
-# has locality built in, while an attention model must first learn where to look, and a budget of 4–8
-# epochs measures mostly how fast that happens. The same reading explains the order among the attention
+# has locality built in, while an attention model must first learn where to look, and a budget of
+# {glue:text}`repro_epochs` epochs measures mostly how fast that happens. The same reading explains the order among the attention
 # models: the quadratic encodings start out local (each head a Gaussian around a centre) and reach the
 # highest accuracy in the fewest epochs, while the learned encodings start from near-uniform attention and
 # needed twice the epochs to pass 40%; with content they have not reached it at this budget yet (appendix A

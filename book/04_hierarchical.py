@@ -141,6 +141,7 @@ effects = book.ha_effects(
 )
 book.show_table(effects, caption=f"HA against its model over seeds, preset {params.preset}")
 book.glue_str("ha_verdicts", book.verdict_summary(effects))
+book.glue_str("ha_epochs", book.epoch_range(params.preset))
 
 # %% [markdown]
 # {glue:text}`ha_verdicts`
@@ -151,7 +152,7 @@ book.glue_str("ha_verdicts", book.verdict_summary(effects))
 # sign of our difference with theirs, and the verdict says whether it is larger than our run-to-run noise.
 # Three limits keep us from reading more into it:
 #
-# 1. *Learning speed, not capacity.* Our runs stop after 4–8 epochs, far from convergence (training and
+# 1. *Learning speed, not capacity.* Our runs stop after {glue:text}`ha_epochs` epochs, far from convergence (training and
 #    test accuracy are still close and rising, appendix C). A difference here says which model learns
 #    faster in its first epochs; [Re] compare accuracies after 300.
 # 2. *Noise.* A difference between single runs is no evidence until it is compared with the spread

@@ -298,3 +298,14 @@ def test_book_builds_with_warnings_as_errors(tmp_path):
         assert "Traceback" not in page
     assert "Cordonnier" in (html / "references.html").read_text()
     assert not (ROOT / "book" / "_build").exists()
+
+
+def test_epoch_range_names_the_shortest_and_longest_protocol(monkeypatch):
+    from attnlib import experiments
+
+    budget = sorted({p.train.epochs for p in experiments.PRESET_TABLE["budget"].values()})
+    assert len(budget) > 1 and book.epoch_range("budget") == f"{budget[0]}–{budget[-1]}"
+    assert book.epoch_range("smoke") == "1"  # one count: no range
+    table = {"only": experiments.PRESET_TABLE["budget"]["resnet"]}
+    monkeypatch.setitem(experiments.PRESET_TABLE, "budget", table)
+    assert book.epoch_range("budget") == str(table["only"].train.epochs)
