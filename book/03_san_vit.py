@@ -60,7 +60,8 @@ dev = torch.device(params.device)
 #   a relation between the centre pixel and each neighbour (a *subtraction* of query and key features,
 #   with the difference of positional encodings $p$), normalised over the window;
 # - **patchwise**: $\alpha(x_{\mathcal R(i)}) = \gamma\big([\varphi(x_i), \psi(x_j) \text{ for } j \in \mathcal R(i)]\big)$,
-#   a function of the whole patch, able to weigh each neighbour by everything it sees.
+#   a function of the whole patch, able to weigh each neighbour by everything it sees; these weights
+#   are not normalised (no softmax over the window, as in the official code).
 #
 # If $\alpha$ did not depend on the features, the layer would be a convolution whose kernel is shared by
 # channel groups: SAN keeps the locality of a convolution and lets its kernel vary with the content, pixel

@@ -167,7 +167,13 @@ book.show_attention(runs["vit_ha"], "vit_ha", params, query)
 # ## C. Training curves
 #
 # Train (dashed) and test (solid) accuracy and loss after every epoch, for every saved run at the chosen
-# preset.
+# preset. The loss axis turns logarithmic when a curve spans more than a hundredfold: at the budget preset
+# that is SAN patchwise, whose test loss is astronomically large while its test accuracy is normal. Its
+# weights $\alpha$ are not normalised (no softmax, as in the official SAN code), so on a few test images
+# the products of unbounded weights and features give enormous logits; the cross-entropy of those few
+# images dominates the mean, the arg-max of the rest is unaffected. Among the saved budget runs only
+# seed 0 of the model shows it for the whole run (seed 1 has one epoch with a test loss of about 9, seed 2
+# none); the HA variant, with the same layer, stays normal in all three seeds.
 
 # %% tags=["hide-input"]
 histories = {name: run.history for name, run in runs.items() if run is not None}
