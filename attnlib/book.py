@@ -330,25 +330,61 @@ def verdict_summary(effects) -> str:
     )
 
 
+def below_target(frame, preset: str) -> list[tuple[str, float]]:
+    """(experiment, accuracy) of every saved attention model under the budget target (empty off budget)."""
+    from attnlib import experiments
+
+    if preset != "budget" or "accuracy" not in frame:
+        return []
+    attention = frame["experiment"].map(lambda n: experiments.get(n).family != "resnet")
+    done = frame[(frame["status"] == "complete") & attention]
+    low = done[done["accuracy"] < experiments.BUDGET_TARGET]
+    return list(zip(low["experiment"], low["accuracy"], strict=True))
+
+
 def note_below_target(frame, preset: str) -> None:
     """At the budget preset, a warning naming every saved attention model below its accuracy target."""
     from attnlib import experiments
 
-    if preset != "budget" or "accuracy" not in frame:
-        return
-    attention = frame["experiment"].map(lambda n: experiments.get(n).family != "resnet")
-    done = frame[(frame["status"] == "complete") & attention]
-    low = done[done["accuracy"] < experiments.BUDGET_TARGET]
-    if len(low):
-        names = "; ".join(
-            f"{title(n)} {a:.1%}" for n, a in zip(low["experiment"], low["accuracy"], strict=True)
-        )
+    low = below_target(frame, preset)
+    if low:
+        names = "; ".join(f"{title(n)} {a:.1%}" for n, a in low)
         note(
             f"Below the budget preset's target of {experiments.BUDGET_TARGET:.0%} test accuracy: {names}. "
             "Their protocol is still being tuned (appendix A gives its history); read their rows as "
             "measured, not as what the preset is meant to deliver.",
             "warning",
         )
+
+
+def learned_protocol_phrase(frame, preset: str) -> str:
+    """How many epochs the learned-2D protocols need against the other paper models at ``preset`` and
+    whether their saved runs reach the budget target, as one clause for chapter 2."""
+    from attnlib import experiments
+
+    def train(name):
+        return experiments.preset_for(name, preset).train
+
+    base, pos, content = train("quadratic_iso_9h"), train("learned_9h"), train("learned_content_9h")
+    phrase = (
+        f"needed {pos.epochs} epochs instead of {base.epochs} without content, and with content "
+        f"{content.epochs} epochs at lr {content.lr:g}"
+        + (f" with the gradient norm clipped to {content.grad_clip:g}" if content.grad_clip else "")
+    )
+    if pos.epochs == base.epochs == content.epochs:
+        phrase = "train as long as the other models at this preset"
+    if preset != "budget":
+        return phrase
+    family = frame["experiment"].map(lambda n: experiments.get(n).protocol in ("learned", "learned_content"))
+    saved = frame[family & (frame["status"] == "complete")]
+    low = [title(n) for n, _ in below_target(frame, preset) if n in set(saved["experiment"])]
+    target = f"{experiments.BUDGET_TARGET:.0%}"
+    if low:
+        verb = "is" if len(low) == 1 else "are"
+        return f"{phrase}; {', '.join(low)} {verb} still below {target} at this budget"
+    if len(saved) < int(family.sum()):
+        return f"{phrase}; every saved one passes {target}, not all are saved yet"
+    return f"{phrase} to pass {target}"
 
 
 def rank_agreement(runs: dict, source: str | None = None) -> str:

@@ -122,6 +122,7 @@ book.glue_text(
 )
 book.glue_text("lit_re_resnet", book.reference_value("resnet18", book.RE, "test_accuracy"), "{:.2%}")
 book.glue_str("repro_epochs", book.epoch_range(params.preset))
+book.glue_str("repro_learned", book.learned_protocol_phrase(frame, params.preset))
 
 # %% [markdown]
 # {glue:text}`repro_summary` The paper's message is that fully attentional models come close to the
@@ -141,8 +142,7 @@ book.note("\n".join(f"- {line}" for line in book.NOT_FOUND[:3]), "important")
 # {glue:text}`repro_epochs` epochs measures mostly how fast that happens. The same reading explains the order among the attention
 # models: the quadratic encodings start out local (each head a Gaussian around a centre) and reach the
 # highest accuracy in the fewest epochs, while the learned encodings start from near-uniform attention and
-# needed twice the epochs to pass 40%; with content they have not reached it at this budget yet (appendix A
-# tells the story of each change). Where our 16-head models rank differently from the 9-head ones than in
+# {glue:text}`repro_learned` (appendix A tells the story of each change). Where our 16-head models rank differently from the 9-head ones than in
 # [Re], remember that our 16-head learned models are also narrower (hidden size 40 against 64, the [Re]
 # 16-head ratios), and that these are single runs: the extra seeds of chapter 4 show how far two runs of
 # one configuration can differ.

@@ -309,3 +309,45 @@ def test_epoch_range_names_the_shortest_and_longest_protocol(monkeypatch):
     table = {"only": experiments.PRESET_TABLE["budget"]["resnet"]}
     monkeypatch.setitem(experiments.PRESET_TABLE, "budget", table)
     assert book.epoch_range("budget") == str(table["only"].train.epochs)
+
+
+def _frame(rows):
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=["experiment", "status", "accuracy"])
+
+
+def test_below_target_names_only_saved_attention_models():
+    from attnlib import experiments
+
+    low = experiments.BUDGET_TARGET - 0.01
+    frame = _frame(
+        [
+            ("resnet18", "complete", low),  # the baseline is never held to the attention target
+            ("learned_9h", "complete", low),
+            ("learned_16h", "missing", low),
+            ("vit", "complete", experiments.BUDGET_TARGET),
+        ]
+    )
+    assert book.below_target(frame, "budget") == [("learned_9h", low)]
+    assert book.below_target(frame, "paper") == []  # the target is the budget preset's
+
+
+def test_learned_protocol_phrase_follows_registry_and_results():
+    from attnlib import experiments
+
+    names = [n for n in experiments.names() if experiments.get(n).protocol in ("learned", "learned_content")]
+    ok = experiments.BUDGET_TARGET + 0.05
+    done = book.learned_protocol_phrase(_frame([(n, "complete", ok) for n in names]), "budget")
+    content = experiments.preset_for("learned_content_9h", "budget").train
+    assert f"with content {content.epochs} epochs" in done and done.endswith("to pass 40%")
+    partial = _frame([(n, "complete" if i else "missing", ok) for i, n in enumerate(names)])
+    assert "not all are saved yet" in book.learned_protocol_phrase(partial, "budget")
+    low = _frame([(n, "complete", ok if i else 0.3) for i, n in enumerate(names)])
+    assert book.learned_protocol_phrase(low, "budget").endswith(
+        f"{book.title(names[0])} is still below 40% at this budget"
+    )
+    assert (
+        book.learned_protocol_phrase(_frame([]), "paper")
+        == "train as long as the other models at this preset"
+    )
