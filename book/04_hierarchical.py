@@ -161,7 +161,9 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 #    published learning rate (0.1) with a short warm-up, our first hierarchical learned-2D run collapsed
 #    to chance while its baseline trained normally, and at lr 0.1 the 16-head HA model stalled near 20%; the budget
 #    protocol of these models was changed for both members of each pair alike (appendix A, protocol
-#    `learned_content`). [Re] warm up for 15 of their 300 epochs.
+#    `learned_content`). [Re] warm up for 15 of their 300 epochs. Even "alike" is not neutral: with the
+#    gradient norm clipped to 1, active on almost every step for both members, each update has the same
+#    length, which the normal model spreads over four blocks and HA puts into its one shared block.
 #
 # ## Fig. 8: where a hierarchical model attends
 #
