@@ -258,7 +258,7 @@ def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in 
             "post-norm models plateau and gain mostly once the cosine schedule has lowered the lr. "
             "At lr 0.03 (2026-11-30), stable but short: 6 epochs, learned_content_16h 32.5%, "
             "learned_content_16h_ha 33.9%; 12 epochs, learned_content_16h 37.3% (training accuracy no "
-            "higher than test: underfit). Hence steps twice as long as at 0.03, still shorter than the 0.1 "
+            "higher than test: underfit), learned_content_16h_ha 42.8%. Hence steps twice as long as at 0.03, still shorter than the 0.1 "
             "that destabilised the 16-head HA model. The 12 epochs make the grid longer than the other "
             "presets' 4 to 8 epochs suggest (see GRID_HOURS).",
         ),
