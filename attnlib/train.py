@@ -257,7 +257,7 @@ def quadratic_state(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor] | Non
 @dataclass
 class FitResult:
     """history: one dict per epoch (epoch, train_loss, train_acc, test_loss, test_acc, lr, seconds,
-    images_per_s). quadratic: None or {"epoch": (E+1,), "centers": (E+1, layers, heads, 2),
+    images_per_s, grad_norm: mean global gradient norm before clipping). quadratic: None or {"epoch": (E+1,), "centers": (E+1, layers, heads, 2),
     "inverse_covariance": (E+1, layers, heads, 2, 2)}, row 0 = initialisation, row e = after epoch e."""
 
     history: list[dict]
@@ -388,16 +388,26 @@ def train_step(
 ):
     """One SGD step: forward under autocast, cross-entropy in fp32 (with label smoothing), backward,
     optional clipping of the global gradient norm, update.
-    x (B, 3, 32, 32), y (B,) -> (loss (), logits (B, classes)), both detached."""
+    x (B, 3, 32, 32), y (B,) -> (loss (), logits (B, classes), gradient norm () before clipping), detached."""
     with autocast(x.device, bf16):
         logits = model(x)
     loss = F.cross_entropy(logits.float(), y, label_smoothing=label_smoothing)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if grad_clip is not None:
-        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        norm = nn.utils.clip_grad_norm_(model.parameters(), grad_clip)  # ‖g‖₂ before g ← g·min(1, c/‖g‖₂)
+    else:
+        norm = grad_norm(model)
     optimizer.step()
-    return loss.detach(), logits.detach()
+    return loss.detach(), logits.detach(), norm.detach()
+
+
+def grad_norm(model: nn.Module) -> torch.Tensor:
+    """‖g‖₂ over every parameter gradient of `model` (0 when there is none); the gradients are untouched."""
+    grads = [p.grad.detach().float() for p in model.parameters() if p.grad is not None]
+    if not grads:
+        return torch.zeros(())
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
 
 
 def measure_throughput(
@@ -572,11 +582,15 @@ def fit(
                 _seed_epoch(seed, epoch, info.rank)
             ddp_model.train()
             t_epoch = time.perf_counter()
-            # loss sum, correct, count, seconds spent before a mid-epoch resume
-            stats = torch.zeros(3, dtype=torch.float64, device=device)
+            # loss sum, correct, count, gradient-norm sum (all weighted by batch size); seconds spent
+            # before a mid-epoch resume. Checkpoints written before the gradient norm was logged hold 3.
+            stats = torch.zeros(4, dtype=torch.float64, device=device)
             prior_seconds = 0.0
             if first_step and partial is not None:
-                stats += torch.tensor(partial["stats"], dtype=torch.float64, device=device)
+                saved = torch.tensor(partial["stats"], dtype=torch.float64, device=device)
+                stats[: len(saved)] += saved
+                if len(saved) < len(stats):
+                    stats[3] = math.nan  # the norms of the steps before the resume are unknown
                 prior_seconds = partial["seconds"]
             bar = _progress(
                 range(steps_per_epoch), progress and info.is_main, f"{desc} {epoch + 1}/{cfg.epochs}"
@@ -585,7 +599,7 @@ def fit(
             for step, (x, y) in zip(range(first_step, steps_per_epoch), batches, strict=False):
                 if on_step is not None:
                     on_step(epoch, step, x, y)
-                loss, logits = train_step(
+                loss, logits, norm = train_step(
                     ddp_model, optimizer, x, y, cfg.label_smoothing, bf16, cfg.grad_clip
                 )
                 scheduler.step()
@@ -594,6 +608,7 @@ def fit(
                         loss.double() * y.numel(),
                         (logits.argmax(1) == y).sum().double(),
                         y.new_tensor(y.numel()).double(),
+                        norm.double().to(device) * y.numel(),
                     ]
                 )
                 bar.update(1)
@@ -621,7 +636,7 @@ def fit(
             bar.close()
             train_time = prior_seconds + time.perf_counter() - t_epoch
             _all_reduce(stats, info)
-            loss_sum, correct, count = stats.tolist()
+            loss_sum, correct, count, norm_sum = stats.tolist()
             test_loss, test_acc = evaluate(model, test_batches, device, bf16, info)
             seconds = prior_seconds + time.perf_counter() - t_epoch
             train_seconds += seconds
@@ -634,6 +649,7 @@ def fit(
                 "lr": cfg.lr * schedule((epoch + 1) * steps_per_epoch - 1),  # lr of the epoch's last step
                 "seconds": seconds,
                 "images_per_s": count / train_time,
+                "grad_norm": norm_sum / count,  # mean ‖g‖₂ before clipping over the epoch's steps
             }
             history.append(row)
             if quad_log is not None:
@@ -642,7 +658,7 @@ def fit(
                 quad_log["inverse_covariance"].append(ic)
             if info.is_main:
                 log.info(
-                    "%s epoch %d/%d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.0f img/s",
+                    "%s epoch %d/%d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.0f img/s | ‖g‖ %.2f",
                     desc,
                     epoch + 1,
                     cfg.epochs,
@@ -651,6 +667,7 @@ def fit(
                     test_loss,
                     test_acc,
                     row["images_per_s"],
+                    row["grad_norm"],
                 )
             save(epoch + 1, 0)
             if stop.signum is not None:  # signal during evaluation: the epoch checkpoint is already saved

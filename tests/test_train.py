@@ -146,9 +146,11 @@ def test_train_step_clips_the_global_gradient_norm(clip):
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
     before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
-    train_step(model, optimizer, x, y, 0.0, False, clip)
+    _, _, norm = train_step(model, optimizer, x, y, 0.0, False, clip)
     step = torch.cat([p.detach().flatten() for p in model.parameters()]) - before
+    assert norm > 10 * 1e-3  # the norm is reported before clipping
     if clip is None:
+        torch.testing.assert_close(norm, step.norm(), rtol=1e-4, atol=0)  # lr 1: the update is -g
         assert step.norm() > 10 * 1e-3  # the unclipped update is far larger than the clip below
     else:
         torch.testing.assert_close(step.norm(), torch.tensor(clip), rtol=1e-4, atol=0)
@@ -183,8 +185,10 @@ def test_history_and_quadratic_log(reference):
             "lr",
             "seconds",
             "images_per_s",
+            "grad_norm",
         }
         assert 0 <= row["test_acc"] <= 1 and row["images_per_s"] > 0
+        assert math.isfinite(row["grad_norm"]) and row["grad_norm"] > 0
     assert out.history[-1]["train_loss"] < out.history[0]["train_loss"]
     q = out.quadratic
     assert q["centers"].shape == (4, 2, 3, 2) and q["inverse_covariance"].shape == (4, 2, 3, 2, 2)
@@ -302,3 +306,26 @@ def test_sigkill_twice_then_resume_equals_uninterrupted(tmp_path, reference):
     model, out = run(ckpt)
     assert strip(out.history) == strip(ref.history)
     assert same_weights(model.state_dict(), ref_weights)
+
+
+def test_resume_from_a_checkpoint_without_gradient_norms(tmp_path, reference):
+    """Checkpoints written before the gradient norm was logged hold 3 partial stats: the resumed run
+    trains identically and marks that epoch's mean gradient norm as unknown (NaN), not as a wrong number."""
+    ref_weights, ref = reference
+
+    def signal_self(epoch, step, x, y):
+        if (epoch, step) == (1, 1):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(Interrupted):
+        run(tmp_path, signal_self)
+    state = torch.load(tmp_path / "last.pt", weights_only=True)
+    for rank in state["ranks"]:
+        rank["partial"]["stats"] = rank["partial"]["stats"][:3]
+    torch.save(state, tmp_path / "last.pt")
+    model, out = run(tmp_path)
+    assert same_weights(model.state_dict(), ref_weights)
+    norms = [row.pop("grad_norm") for row in strip(out.history)]
+    assert math.isnan(norms[1]) and norms[0] == ref.history[0]["grad_norm"] and math.isfinite(norms[2])
+    without = [{k: v for k, v in row.items() if k != "grad_norm"} for row in strip(out.history)]
+    assert without == [{k: v for k, v in row.items() if k != "grad_norm"} for row in strip(ref.history)]
