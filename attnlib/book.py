@@ -365,19 +365,23 @@ def learned_protocol_phrase(frame, preset: str) -> str:
     def train(name):
         return experiments.preset_for(name, preset).train
 
+    def learned(name):
+        return experiments.get(name).protocol in ("learned", "learned_content")
+
     base, pos, content = train("quadratic_iso_9h"), train("learned_9h"), train("learned_content_9h")
-    phrase = (
-        f"needed {pos.epochs} epochs instead of {base.epochs} without content, and with content "
-        f"{content.epochs} epochs at lr {content.lr:g}"
-        + (f" with the gradient norm clipped to {content.grad_clip:g}" if content.grad_clip else "")
-    )
     if pos.epochs == base.epochs == content.epochs:
         phrase = "train as long as the other models at this preset"
+    else:
+        phrase = (
+            f"needed {pos.epochs} epochs instead of {base.epochs} without content, and with content "
+            f"{content.epochs} epochs at lr {content.lr:g}"
+            + (f" with the gradient norm clipped to {content.grad_clip:g}" if content.grad_clip else "")
+        )
     if preset != "budget":
         return phrase
-    family = frame["experiment"].map(lambda n: experiments.get(n).protocol in ("learned", "learned_content"))
+    family = frame["experiment"].map(learned)
     saved = frame[family & (frame["status"] == "complete")]
-    low = [title(n) for n, _ in below_target(frame, preset) if n in set(saved["experiment"])]
+    low = [title(n) for n, _ in below_target(frame, preset) if learned(n)]
     target = f"{experiments.BUDGET_TARGET:.0%}"
     if low:
         verb = "is" if len(low) == 1 else "are"

@@ -257,8 +257,9 @@ def quadratic_state(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor] | Non
 @dataclass
 class FitResult:
     """history: one dict per epoch (epoch, train_loss, train_acc, test_loss, test_acc, lr, seconds,
-    images_per_s, grad_norm: mean global gradient norm before clipping). quadratic: None or {"epoch": (E+1,), "centers": (E+1, layers, heads, 2),
-    "inverse_covariance": (E+1, layers, heads, 2, 2)}, row 0 = initialisation, row e = after epoch e."""
+    images_per_s, grad_norm: mean global gradient norm before clipping). quadratic: None or
+    {"epoch": (E+1,), "centers": (E+1, layers, heads, 2), "inverse_covariance": (E+1, layers, heads, 2, 2)},
+    row 0 = initialisation, row e = after epoch e."""
 
     history: list[dict]
     quadratic: dict[str, torch.Tensor] | None
