@@ -167,6 +167,8 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 #    The learning rate therefore favours one member or the other: for the 16-head pair, HA was ahead at
 #    lr 0.03 and is behind at the current 0.06 (appendix A, protocol `learned_content`, gives both runs),
 #    so at this budget the sign of HA − model is a property of the protocol as much as of the model.
+#    The 9-head pair, the [Re] headline, was trained at lr 0.06 only: its row of the table is one
+#    protocol's answer, not a verdict on HA at every learning rate.
 #
 # ## Fig. 8: where a hierarchical model attends
 #
