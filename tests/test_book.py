@@ -351,3 +351,28 @@ def test_learned_protocol_phrase_follows_registry_and_results():
         book.learned_protocol_phrase(_frame([]), "paper")
         == "train as long as the other models at this preset"
     )
+
+
+def _saved_hours(preset: str, seed: int) -> tuple[int, float]:
+    from attnlib.results import collect
+
+    frame = collect(ROOT / "results", preset, seed=seed)
+    done = frame[frame["status"] == "complete"]
+    return len(done), done["train_seconds"].sum() / 3600
+
+
+def test_readme_quotes_the_saved_budget_grid():
+    """The README's CPU-hours of the budget grid and of its extra seeds are those of the saved results."""
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    runs, hours = _saved_hours("budget", 0)
+    quoted = re.search(r"\((\d+) seed-0 runs\): \*\*(\d+\.\d\d) CPU-hours\*\*", readme)
+    assert quoted, "the README must quote the budget grid's CPU time as '(N seed-0 runs): **H CPU-hours**'"
+    assert (int(quoted[1]), float(quoted[2])) == (runs, round(hours, 2))
+    seeds = {int(p.name.rsplit("seed", 1)[1]) for p in (ROOT / "results").glob("*/budget-seed*")}
+    extra = [_saved_hours("budget", s) for s in sorted(seeds)]
+    quoted = re.search(r"(\d+\.\d\d) CPU-hours more \((\d+) runs\)", readme)
+    assert quoted, "the README must quote the extra seeds' CPU time as 'H CPU-hours more (N runs)'"
+    assert (float(quoted[1]), int(quoted[2])) == (
+        round(sum(h for _, h in extra), 2),
+        sum(n for n, _ in extra),
+    )
