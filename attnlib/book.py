@@ -921,6 +921,52 @@ def bench_machine_markdown(report: dict) -> str:
     )
 
 
+#: A map whose strongest probability is below this multiple of uniform (1/N over N keys) attends to every
+#: key almost alike: the model averages its features over the image, whatever colours its panels show.
+NEAR_UNIFORM = 1.1
+
+
+def attention_peaks(run):
+    """Strongest attention probability of each layer of a saved run (over heads, the saved query pixels and
+    the saved test images) as a multiple of uniform attention 1/N over its N keys: a numpy array (layers,),
+    or None for a run without token attention maps (SAN, or nothing saved)."""
+    import numpy as np
+
+    att = None if run is None else run.attention
+    if not att or "rows" not in att:
+        return None
+    rows = np.asarray(att["rows"])  # (images, layers, heads, queries, N)
+    return rows.max(axis=(0, 2, 3, 4)) * rows.shape[-1]
+
+
+def _times(x: float) -> str:
+    return f"{x:.2f}" if x < 10 else f"{x:.0f}"
+
+
+def _peak_range(peaks) -> str:
+    low, high = _times(float(peaks.min())), _times(float(peaks.max()))
+    return f"{low}×" if low == high else f"{low}–{high}×"
+
+
+def uniform_attention_phrase(runs: dict) -> str:
+    """Each run's strongest attention per layer as a multiple of uniform, and which runs kept near-uniform
+    attention (below ``NEAR_UNIFORM``) in every layer, as sentences for the book."""
+    peaks = {name: attention_peaks(run) for name, run in runs.items()}
+    peaks = {name: p for name, p in peaks.items() if p is not None}
+    if not peaks:
+        return f"No attention maps of these models are saved at this preset ({MISSING})."
+    listed = "; ".join(f"{title(n)}: {_peak_range(p)}" for n, p in peaks.items())
+    flat = [title(n) for n, p in peaks.items() if p.max() < NEAR_UNIFORM]
+    if flat:
+        verdict = (
+            f"{' and '.join(flat)} kept near-uniform attention (below {NEAR_UNIFORM:g}× uniform) in every "
+            "layer: at this budget they did not learn where to look."
+        )
+    else:
+        verdict = f"Every one of them moved beyond {NEAR_UNIFORM:g}× uniform in at least one layer."
+    return f"Strongest attention probability per layer, as a multiple of uniform ({listed}). {verdict}"
+
+
 def show_attention(run, experiment: str, params: Params, query: int = 0) -> None:
     """The saved attention maps of one run, for a fixed query pixel (first saved test image) and on
     average (the same query pixel, averaged over the saved test images); or say plainly it is missing.
@@ -945,6 +991,17 @@ def show_attention(run, experiment: str, params: Params, query: int = 0) -> None
         for image, what in ((0, "one test image"), (None, f"mean over {images} test images")):
             heading = f"{name}: query pixel {pixel}, {what}"
             show(viz.token_attention(att, query=query, image=image, title=heading, layer_label=label))
+        peaks = attention_peaks(run)
+        listed = ", ".join(f"{_times(p)}×" for p in peaks)
+        flat = (
+            " (near-uniform: its colours show differences of a few per cent)"
+            if peaks.max() < NEAR_UNIFORM
+            else ""
+        )
+        note(
+            f"Strongest attention probability per {label}, over heads, the saved query pixels and "
+            f"{len(att['rows'])} test images: {listed} the uniform 1/{att['rows'].shape[-1]}{flat}."
+        )
         return
     weights, means = viz.san_layers(att)
     fraction = QUERY_FRACTIONS[query]

@@ -239,3 +239,86 @@ def learn_convolution(
         kernel_centers(k, d),
         layer.eval(),
     )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Learning a shift from the paper's small initialisation (chapter 2: why budget-trained learned maps are flat)
+INITS = ("paper", "default")
+
+
+@dataclass
+class ShiftLearning:
+    """Trace of ``learn_shift``: recorded ``steps`` (T,), relative error ``loss`` (T,) and ``target``
+    (T,), the attention probability the middle pixel puts on the pixel at the shift (uniform: 1/N)."""
+
+    steps: Tensor
+    loss: Tensor
+    target: Tensor
+
+
+def learn_shift(
+    *,
+    shift: tuple[int, int] = (0, 1),
+    init: str = "paper",
+    steps: int = 600,
+    size: int = 8,
+    dim: int = 16,
+    batch: int = 16,
+    lr: float = 0.1,
+    momentum: float = 0.9,
+    seed: int = 0,
+    record_every: int = 5,
+) -> ShiftLearning:
+    """Train one positional-only learned-2D attention head to copy, at every pixel, the pixel at ``shift``.
+
+    Target out[i, j] = x[i + δ₁, j + δ₂] on fresh Gaussian images x (batch, size, size, dim), pixels whose
+    source lies outside the image not scored; loss ‖out − target‖² / ‖target‖², SGD with momentum (the
+    budget's optimiser). ``init="paper"``: every weight from N(0, 0.02²) as in the paper's models
+    (``init_bert_weights``), so the head scores w_hᵀ r_δ multiply two small factors and start near zero
+    (uniform attention); ``"default"``: PyTorch's default initialisation. Uses its own RNG (``seed``).
+    """
+    from attnlib.attention import Learned2DEncoding
+    from attnlib.models.paper import init_bert_weights
+
+    if init not in INITS:
+        raise ConfigError("init", init, list(INITS))
+    for name, value in (
+        ("steps", steps),
+        ("size", size),
+        ("dim", dim),
+        ("batch", batch),
+        ("record_every", record_every),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(name, value, "an integer >= 1")
+    if len(shift) != 2 or not all(isinstance(s, int) and abs(s) < size for s in shift):
+        raise ConfigError("shift", shift, f"two integers (row, column) in -{size - 1}..{size - 1}")
+    d1, d2 = shift
+    rows, cols = slice(max(0, -d1), size - max(0, d1)), slice(max(0, -d2), size - max(0, d2))
+    source_rows, source_cols = slice(rows.start + d1, rows.stop + d1), slice(cols.start + d2, cols.stop + d2)
+    query = (size // 2) * size + size // 2
+    key = (size // 2 + d1) * size + size // 2 + d2
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        encoding = Learned2DEncoding(1, dim, max_pos=size)
+        layer = MultiHeadSelfAttention2d(dim, 1, encoding=encoding, content=False, attn_dropout=0.0)
+        if init == "paper":
+            layer.apply(init_bert_weights)
+        optimizer = torch.optim.SGD(layer.parameters(), lr=lr, momentum=momentum)
+        rec_steps, rec_loss, rec_target = [], [], []
+        for step in range(steps + 1):
+            x = torch.randn(batch, size, size, dim)
+            target = x[:, source_rows, source_cols]
+            out = layer(x)[0][:, rows, cols]  # out[i, j] ≈ x[i + δ₁, j + δ₂]
+            loss = (out - target).pow(2).sum() / target.pow(2).sum()
+            if step % record_every == 0 or step == steps:
+                rec_steps.append(step)
+                rec_loss.append(loss.item())
+                with torch.no_grad():
+                    rec_target.append(encoding.scores(size, size).softmax(-1)[0, query, key].item())
+            if step == steps:
+                break
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return ShiftLearning(torch.tensor(rec_steps), torch.tensor(rec_loss), torch.tensor(rec_target))

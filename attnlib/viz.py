@@ -118,7 +118,7 @@ def _panels(maps, centre, *, title, xlabel, layer_names=None, average=True, pane
             ax = axes[li, ci]
             _clean(ax)
             p, label = (
-                (maps[li].mean(0), "mean of heads") if ci == heads else (maps[li, ci], f"head {ci + 1}")
+                (maps[li].mean(0), "mean of\nheads") if ci == heads else (maps[li, ci], f"head {ci + 1}")
             )
             ax.imshow(p, cmap=CMAP, vmin=0.0, vmax=max(float(p.max()), 1e-12))
             _mark_query(ax, *centre)
@@ -436,6 +436,28 @@ def loss_curve(steps, losses, *, title: str, y_label: str = "mean squared error"
     ax.set_xlabel("gradient step")
     ax.set_ylabel(y_label)
     ax.set_title(title)
+    return fig
+
+
+def step_curves(
+    series: Mapping[str, tuple],
+    *,
+    title: str,
+    y_label: str,
+    reference: float | None = None,
+    reference_label: str = "",
+) -> Figure:
+    """Curves against optimisation steps: ``series`` maps a label to (steps, values); ``reference`` draws a
+    dotted horizontal line (e.g. uniform attention) labelled ``reference_label``."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    for label, (steps, values) in series.items():
+        ax.plot(_as_numpy(steps), _as_numpy(values), label=label)
+    if reference is not None:
+        ax.axhline(reference, color="0.3", linestyle=":", linewidth=1.0, label=reference_label or None)
+    ax.set_xlabel("gradient step")
+    ax.set_ylabel(y_label)
+    ax.set_title(title)
+    ax.legend(frameon=False, fontsize=9)
     return fig
 
 

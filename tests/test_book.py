@@ -353,6 +353,36 @@ def test_learned_protocol_phrase_follows_registry_and_results():
     )
 
 
+def test_attention_peaks_measure_distance_from_uniform():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    keys = 16
+    flat = np.full((2, 3, 4, 2, keys), 1 / keys)  # (images, layers, heads, queries, keys)
+    sharp = flat.copy()
+    sharp[1, 2, 3, 0] = np.eye(keys)[5]  # one head of layer 3 attends to one key, for one image and query
+    runs = {
+        "learned_9h": SimpleNamespace(attention={"rows": flat}),
+        "learned_16h": SimpleNamespace(attention={"rows": sharp}),
+        "san_pairwise": SimpleNamespace(attention={"weights_0": np.ones(3)}),  # no token maps
+        "vit": None,
+    }
+    assert np.allclose(book.attention_peaks(runs["learned_9h"]), [1, 1, 1])
+    assert np.allclose(book.attention_peaks(runs["learned_16h"]), [1, 1, keys])
+    assert book.attention_peaks(runs["san_pairwise"]) is None and book.attention_peaks(None) is None
+    phrase = book.uniform_attention_phrase(runs)
+    assert "SA learned 2D, 9 heads: 1.00×" in phrase and "SA learned 2D, 16 heads: 1.00–16×" in phrase
+    assert phrase.endswith(
+        "SA learned 2D, 9 heads kept near-uniform attention (below 1.1× uniform) in every layer: at this budget they did not learn where to look."
+    )
+    assert "SAN" not in phrase and "ViT" not in phrase
+    assert book.uniform_attention_phrase({"learned_16h": runs["learned_16h"]}).endswith(
+        "in at least one layer."
+    )
+    assert book.MISSING in book.uniform_attention_phrase({"vit": None})
+
+
 def _saved_hours(preset: str, seed: int) -> tuple[int, float]:
     from attnlib.results import collect
 

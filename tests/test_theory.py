@@ -1,4 +1,4 @@
-"""Theorem 1: the constructed attention layer equals F.conv2d (borders included)."""
+"""Theorem 1: the constructed attention layer equals F.conv2d (borders included); learning a shift."""
 
 import pytest
 import torch
@@ -6,12 +6,14 @@ from torch import nn
 
 from attnlib.errors import ConfigError
 from attnlib.theory import (
+    INITS,
     alpha_sweep,
     attention_from_conv,
     conv_reference,
     conv_relative_error,
     head_attention_maps,
     kernel_centers,
+    learn_shift,
 )
 
 
@@ -102,3 +104,31 @@ def test_invalid_convolutions_raise(conv, parameter):
 def test_invalid_alpha_raises(alpha):
     with pytest.raises(ConfigError, match="alpha"):
         attention_from_conv(nn.Conv2d(1, 1, 3, padding=1), alpha)
+
+
+def test_learned_head_escapes_uniform_attention_later_from_the_paper_init():
+    """A positional-only learned-2D head learns to attend at a fixed shift with the budget's SGD, from
+    either initialisation; from the paper's N(0, 0.02²) it starts uniform and escapes several times later."""
+    first = {}
+    for init in INITS:
+        fit = learn_shift(init=init, shift=(1, -1), steps=500)
+        assert fit.target[-1] > 0.9 and fit.loss[-1] < 0.01
+        first[init] = int(fit.steps[int((fit.target > 0.5).nonzero()[0])])
+        if init == "paper":
+            assert abs(float(fit.target[0]) - 1 / 64) < 1e-3  # uniform over the 8x8 keys at the start
+    assert first["paper"] > 2 * first["default"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, parameter",
+    [
+        ({"init": "xavier"}, "init"),
+        ({"shift": (0, 8)}, "shift"),
+        ({"steps": -1}, "steps"),
+        ({"size": 0}, "size"),
+    ],
+)
+def test_learn_shift_rejects_bad_parameters(kwargs, parameter):
+    with pytest.raises(ConfigError) as err:
+        learn_shift(**kwargs)
+    assert err.value.parameter == parameter
