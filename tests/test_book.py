@@ -400,7 +400,7 @@ def test_readme_quotes_the_saved_budget_grid():
     assert (int(quoted[1]), float(quoted[2])) == (runs, round(hours, 2))
     seeds = {int(p.name.rsplit("seed", 1)[1]) for p in (ROOT / "results").glob("*/budget-seed*")}
     extra = [_saved_hours("budget", s) for s in sorted(seeds)]
-    quoted = re.search(r"(\d+\.\d\d) CPU-hours more \((\d+) runs\)", readme)
+    quoted = re.search(r"(\d+\.\d\d) CPU-hours more \((\d+) runs\b", readme)
     assert quoted, "the README must quote the extra seeds' CPU time as 'H CPU-hours more (N runs)'"
     assert (float(quoted[1]), int(quoted[2])) == (
         round(sum(h for _, h in extra), 2),
