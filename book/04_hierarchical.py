@@ -157,6 +157,8 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 #    faster in its first epochs; [Re] compare accuracies after 300.
 # 2. *Noise.* A difference between single runs is no evidence until it is compared with the spread
 #    between seeds of one configuration; the verdict column does that where several seeds are saved.
+#    With two seeds per side the standard deviations are themselves rough (each is estimated from two
+#    numbers), so a verdict on two seeds is a first indication, not a test.
 # 3. *Stability.* Sharing one block makes every application add its gradient to the same weights. At the
 #    published learning rate (0.1) with a short warm-up, our first hierarchical learned-2D run collapsed
 #    to chance while its baseline trained normally, and at lr 0.1 the 16-head HA model stalled near 20%; the budget
