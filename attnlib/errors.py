@@ -7,3 +7,9 @@ class ConfigError(ValueError):
     def __init__(self, parameter: str, value, allowed):
         self.parameter, self.value, self.allowed = parameter, value, allowed
         super().__init__(f"{parameter}: got {value!r}; allowed: {allowed}")
+
+
+def check_positive_int(name: str, value, minimum: int = 1) -> None:
+    """Raise ConfigError unless ``value`` is an int (not a bool) >= ``minimum``."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigError(name, value, f"an integer >= {minimum}")

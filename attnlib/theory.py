@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib.attention import MultiHeadSelfAttention2d, QuadraticEncoding
-from attnlib.errors import ConfigError
+from attnlib.errors import ConfigError, check_positive_int
 
 
 class ConvAttention(nn.Module):
@@ -191,8 +191,7 @@ def learn_convolution(
         ("batch", batch),
         ("record_every", record_every),
     ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(name, value, "an integer >= 1")
+        check_positive_int(name, value)
     heads = k * k
     conv = conv.float()
     with torch.random.fork_rng(devices=[]):
@@ -289,8 +288,7 @@ def learn_shift(
         ("batch", batch),
         ("record_every", record_every),
     ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(name, value, "an integer >= 1")
+        check_positive_int(name, value)
     if len(shift) != 2 or not all(isinstance(s, int) and abs(s) < size for s in shift):
         raise ConfigError("shift", shift, f"two integers (row, column) in -{size - 1}..{size - 1}")
     d1, d2 = shift

@@ -21,14 +21,9 @@ from attnlib.attention import (
     MultiHeadSelfAttention2d,
     QuadraticEncoding,
 )
-from attnlib.errors import ConfigError
+from attnlib.errors import ConfigError, check_positive_int
 
 ENCODINGS = ("quadratic_iso", "quadratic_aniso", "learned")
-
-
-def _positive(name: str, value, minimum: int = 1) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(name, value, f"an integer >= {minimum}")
 
 
 def _probability(name: str, value) -> None:
@@ -55,8 +50,8 @@ class PaperConfig:
 
     def __post_init__(self):
         for name in ("layers", "hidden", "mlp", "heads", "max_pos", "downsample"):
-            _positive(name, getattr(self, name))
-        _positive("num_classes", self.num_classes, 2)
+            check_positive_int(name, getattr(self, name))
+        check_positive_int("num_classes", self.num_classes, 2)
         if self.encoding not in ENCODINGS:
             raise ConfigError("encoding", self.encoding, list(ENCODINGS))
         for name in ("content", "hierarchical"):

@@ -30,9 +30,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib.attention import Encoder, EncoderBlock, MultiHeadSelfAttention2d
-from attnlib.errors import ConfigError
+from attnlib.errors import ConfigError, check_positive_int
 
-from .paper import _positive, _probability, init_bert_weights
+from .paper import _probability, init_bert_weights
 from .resnet import _stage
 
 STEMS = ("resnet", "none")
@@ -54,8 +54,8 @@ class ViTConfig:
 
     def __post_init__(self):
         for name in ("layers", "heads", "hidden", "mlp", "patch", "image_size"):
-            _positive(name, getattr(self, name))
-        _positive("num_classes", self.num_classes, 2)
+            check_positive_int(name, getattr(self, name))
+        check_positive_int("num_classes", self.num_classes, 2)
         if self.image_size % self.patch:
             raise ConfigError("patch", self.patch, f"a divisor of image_size={self.image_size}")
         if self.stem not in STEMS:
