@@ -95,12 +95,11 @@ def layer_measures(maps: list[torch.Tensor], scale: float = 1.0, means=None) -> 
 
 
 @torch.no_grad()
-def probe(
-    model: torch.nn.Module, images: torch.Tensor, scale: float = 1.0, batch: int = 50
-) -> dict[str, float]:
-    """`layer_measures` of `model` on the fixed `images` (B, 3, 32, 32), in eval mode, in chunks of `batch`
-    images: a first pass takes each layer's mean map over all B images, a second measures every image against
-    it (so the result does not depend on `batch`). The model's training mode is restored afterwards."""
+def probe(model: torch.nn.Module, images: torch.Tensor, batch: int = 50) -> dict[str, float]:
+    """`layer_measures` of `model` on the fixed `images` (B, 3, H, W), distances in input pixels (a token
+    covers W / grid-width pixels), in eval mode, in chunks of `batch` images: a first pass takes each
+    layer's mean map over all B images, a second measures every image against it (so the result does not
+    depend on `batch`). The model's training mode is restored afterwards; {} for a model without token maps."""
     was_training = model.training
     model.eval()
     chunks = [images[i : i + batch] for i in range(0, images.shape[0], batch)]
@@ -113,6 +112,7 @@ def probe(
         if not sums:
             return {}
         means = [s / images.shape[0] for s in sums]
+        scale = images.shape[-1] / token_grid(means[0].shape[-1])[1]
         rows = [layer_measures(model(x, return_attention=True)[1], scale, means) for x in chunks]
     finally:
         model.train(was_training)

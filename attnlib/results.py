@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import io
 import json
@@ -547,6 +548,13 @@ def train_run(
             model = make(rc.family, **rc.model)
             bs = rc.train.batch_size
             kw = dict(seed=seed, device=dev, rank=info.rank, world_size=info.world_size)
+            probe = None
+            if rc.probe_images:  # per-layer attention measures of fixed test images, every epoch
+                from attnlib import measures
+
+                probe_batches = Batches(dataset.test, rc.probe_images, train=False, device=dev)
+                probe_x, _ = next(probe_batches.epoch(0))
+                probe = functools.partial(measures.probe, images=probe_x)
             fit = trainer.fit(
                 model,
                 Batches(dataset.train, bs, train=True, **kw),
@@ -559,6 +567,7 @@ def train_run(
                 progress=progress,
                 desc=f"{experiment}/{preset}",
                 on_step=on_step,
+                probe=probe,
             )
             if info.is_main:
                 _write_result(path, config, rc, model, fit, dataset, dev, info)
@@ -604,6 +613,7 @@ def _write_result(path: Path, config: dict, rc, model, fit, dataset, device, inf
             "preset": config["preset"],
             "seed": config["seed"],
             "epochs": rc.train.epochs,
+            "epochs_trained": len(fit.history),
             "dataset": dataset.source,
             "data": config["data"],
             "train_images": len(dataset.train),

@@ -61,6 +61,9 @@ class TrainConfig:
     milestones: for `schedule="multistep"`, fractions of the epochs at which the lr is divided by 10.
     bf16: autocast matmuls to bfloat16 (fp32 master weights); None = where the hardware has fast bf16.
     grad_clip: clip the global gradient norm to this value before each update (None: no clipping).
+    plateau: end the run before `epochs` (then a cap) once the best test accuracy gained less than this
+        (a fraction: 0.005 = half a point) over the last PLATEAU_WINDOW of the epochs run (`converged`);
+        None: always train `epochs`. The schedule spans the cap either way.
     """
 
     epochs: int
@@ -75,6 +78,7 @@ class TrainConfig:
     label_smoothing: float = 0.0
     bf16: bool | None = None
     grad_clip: float | None = None
+    plateau: float | None = None
 
     def __post_init__(self):
         _check(
@@ -99,9 +103,30 @@ class TrainConfig:
             self.grad_clip,
             "None or a number > 0",
         )
+        _check(
+            self.plateau is None or (isinstance(self.plateau, int | float) and 0 < self.plateau < 1),
+            "plateau",
+            self.plateau,
+            "None or a fraction of accuracy in (0, 1)",
+        )
 
     def replace(self, **changes) -> TrainConfig:
         return dataclasses.replace(self, **changes)
+
+
+PLATEAU_WINDOW, PLATEAU_MIN_EPOCHS = 0.2, 10
+
+
+def converged(history: list[dict], plateau: float) -> bool:
+    """Whether a run has converged at the small scale: after at least PLATEAU_MIN_EPOCHS epochs, the best
+    test accuracy gained less than `plateau` over the last ⌈PLATEAU_WINDOW · E⌉ of its E epochs:
+    max_{e ≤ E} acc_e − max_{e ≤ E−k} acc_e < plateau."""
+    n = len(history)
+    if n < PLATEAU_MIN_EPOCHS:
+        return False
+    k = math.ceil(PLATEAU_WINDOW * n)
+    acc = [row["test_acc"] for row in history]
+    return max(acc) - max(acc[: n - k]) < plateau
 
 
 def _check(ok: bool, parameter: str, value, allowed) -> None:
@@ -489,6 +514,7 @@ def fit(
     progress: bool | None = None,
     desc: str = "train",
     on_step: Callable[[int, int, torch.Tensor, torch.Tensor], None] | None = None,
+    probe: Callable[[nn.Module], dict[str, float]] | None = None,
 ) -> FitResult:
     """Train `model` (in place) for `cfg.epochs` epochs, resuming from `checkpoint_dir` when it holds a
     checkpoint with the same `fingerprint`.
@@ -496,7 +522,9 @@ def fit(
     train_batches / test_batches: objects with `.epoch(e)` -> iterator of (x (B, 3, 32, 32), y (B,)) on
     `device` and `len()`; under DDP each yields this rank's shard of every global batch.
     on_step(epoch, step, x, y) is called before every optimisation step (tests use it to record or
-    interrupt). Raises TrainingDiverged on a non-finite loss and Interrupted after SIGINT/SIGTERM (both
+    interrupt). probe(model) is called after every epoch's evaluation; its columns join the epoch's history
+    row (attnlib.measures.probe: per-layer attention measures). With `cfg.plateau` the run ends early once
+    `converged(history, cfg.plateau)`. Raises TrainingDiverged on a non-finite loss and Interrupted after SIGINT/SIGTERM (both
     leave the last good checkpoint in place).
     """
     device = resolve_device(device)
@@ -578,6 +606,9 @@ def fit(
     check_every = 1 if device.type == "cpu" else 20
     with _StopRequest() as stop:
         for epoch in range(start_epoch, cfg.epochs):
+            if cfg.plateau is not None and converged(history, cfg.plateau):
+                log.info("%s: converged after %d epochs (cap %d)", desc, len(history), cfg.epochs)
+                break
             first_step = start_step if epoch == start_epoch else 0
             if first_step == 0:
                 _seed_epoch(seed, epoch, info.rank)
@@ -652,6 +683,8 @@ def fit(
                 "images_per_s": count / train_time,
                 "grad_norm": norm_sum / count,  # mean ‖g‖₂ before clipping over the epoch's steps
             }
+            if probe is not None:
+                row.update(probe(model))
             history.append(row)
             if quad_log is not None:
                 c, ic = quadratic_state(model)

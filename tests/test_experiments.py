@@ -44,7 +44,7 @@ HA_PAIRS = [(n.removesuffix("_ha"), n) for n in NAMES if n.endswith("_ha")]
 
 
 def test_names_and_presets():
-    assert sorted(EXPERIMENTS) == sorted(NAMES) and PRESETS == ("paper", "budget", "smoke")
+    assert sorted(EXPERIMENTS) == sorted(NAMES) and PRESETS == ("paper", "budget", "smoke", "converge")
     for preset in PRESETS:
         assert set(PRESET_TABLE[preset]) == {e.protocol for e in EXPERIMENTS.values()}
         for p in PRESET_TABLE[preset].values():
@@ -147,3 +147,15 @@ def test_every_experiment_trains_at_smoke(name, smoke_results):
         heads = resolve(name, "smoke").model["heads"]
         assert again.centers["centers"].shape == (2, 2, heads, 2)
         assert again.centers["inverse_covariance"].shape == (2, 2, heads, 2, 2)
+
+
+def test_converge_preset_is_the_budget_trained_to_a_plateau_with_measures():
+    from attnlib.experiments import CONVERGE_CAP, CONVERGE_PLATEAU
+
+    for name in EXPERIMENTS:
+        budget, converge = resolve(name, "budget"), resolve(name, "converge")
+        assert converge.model == budget.model  # the same networks
+        assert converge.train == budget.train.replace(epochs=CONVERGE_CAP, plateau=CONVERGE_PLATEAU)
+        assert converge.probe_images > 0 and budget.probe_images == 0
+        assert "plateau" in converge.to_dict()["train"] and "probe_images" in converge.to_dict()
+        assert "plateau" not in budget.to_dict()["train"] and "probe_images" not in budget.to_dict()

@@ -62,8 +62,8 @@ def test_probe_does_not_depend_on_the_chunk_size_and_sees_content():
     with_content = make("paper", encoding="learned", content=True, **small).double()
     for p in with_content.parameters():
         p.data.add_(0.3 * torch.randn_like(p))
-    a = measures.probe(positional, images.double(), scale=4.0, batch=6)
-    b = measures.probe(positional, images.double(), scale=4.0, batch=4)
+    a = measures.probe(positional, images.double(), batch=6)
+    b = measures.probe(positional, images.double(), batch=4)
     assert positional.training  # mode restored
     assert a.keys() == {
         "distance_0",

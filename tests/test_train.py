@@ -19,6 +19,8 @@ from torch import nn
 from attnlib.data import Batches, synthetic_cifar10
 from attnlib.errors import ConfigError
 from attnlib.train import (
+    PLATEAU_MIN_EPOCHS,
+    converged,
     Checkpoints,
     Interrupted,
     Schedule,
@@ -130,7 +132,16 @@ def test_no_weight_decay_on_centers_and_spreads():
 
 @pytest.mark.parametrize(
     "field,value",
-    [("epochs", 0), ("epochs", 1.5), ("schedule", "linear"), ("warmup", 1.0), ("lr", 0), ("grad_clip", 0)],
+    [
+        ("epochs", 0),
+        ("epochs", 1.5),
+        ("schedule", "linear"),
+        ("warmup", 1.0),
+        ("lr", 0),
+        ("grad_clip", 0),
+        ("plateau", 0),
+        ("plateau", 1.5),
+    ],
 )
 def test_bad_train_config(field, value):
     kwargs = dict(epochs=1, batch_size=1, lr=0.1) | {field: value}
@@ -329,3 +340,45 @@ def test_resume_from_a_checkpoint_without_gradient_norms(tmp_path, reference):
     norms, ref_norms = [r.pop("grad_norm") for r in rows], [r.pop("grad_norm") for r in ref_rows]
     assert math.isnan(norms[1]) and norms[0] == ref_norms[0] and math.isfinite(norms[2])
     assert rows == ref_rows
+
+
+def _acc(*values):
+    return [{"test_acc": v} for v in values]
+
+
+def test_converged_compares_the_best_accuracy_before_and_inside_the_last_fifth():
+    flat = _acc(*[0.1 * i for i in range(7)], 0.80, 0.801, 0.802)  # 10 epochs: the last 2 gained 0.2 points
+    assert converged(flat, 0.005) and not converged(flat, 0.001)
+    assert not converged(flat[:-1], 0.005)  # fewer than PLATEAU_MIN_EPOCHS epochs: never
+    rising = _acc(*[0.1 * i for i in range(7)], 0.80, 0.80, 0.81)  # +1 point in the window
+    assert not converged(rising, 0.005)
+    noisy = _acc(*[0.1 * i for i in range(7)], 0.80, 0.79, 0.60)  # a worse last epoch is no gain
+    assert converged(noisy, 0.005)
+    window = _acc(*([0.5] * 14), 0.6, 0.5, 0.5, 0.5, 0.5, 0.5)  # 20 epochs: window of 4 starts after 0.6
+    assert converged(window, 0.005) and not converged(window[:17], 0.005)
+
+
+def test_plateau_ends_the_run_early_and_a_resume_trains_no_further(tmp_path):
+    cfg = CFG.replace(epochs=40, plateau=0.2)  # 20 points: every run on random labels plateaus at once
+    model, out = run(tmp_path / "ckpt", cfg=cfg)
+    n = len(out.history)
+    assert PLATEAU_MIN_EPOCHS <= n < cfg.epochs
+    assert converged(out.history, cfg.plateau)
+    assert not any(converged(out.history[:k], cfg.plateau) for k in range(n))
+    steps = []
+    _, again = run(tmp_path / "ckpt", cfg=cfg, on_step=lambda *a: steps.append(a))
+    assert steps == [] and strip(again.history) == strip(out.history)
+
+
+def test_probe_columns_join_every_history_row():
+    torch.manual_seed(0)
+    train_b, test_b = batches()
+    calls = []
+
+    def probe(model):
+        calls.append(model.training)
+        return {"distance_0": 1.5, "peak_0": 2.0}
+
+    out = fit(Tiny(), train_b, test_b, CFG, device="cpu", progress=False, probe=probe)
+    assert calls == [False] * CFG.epochs  # after the evaluation, in eval mode
+    assert all(row["distance_0"] == 1.5 and row["peak_0"] == 2.0 for row in out.history)
