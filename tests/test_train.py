@@ -20,12 +20,12 @@ from attnlib.data import Batches, synthetic_cifar10
 from attnlib.errors import ConfigError
 from attnlib.train import (
     PLATEAU_MIN_EPOCHS,
-    converged,
     Checkpoints,
     Interrupted,
     Schedule,
     TrainConfig,
     TrainingDiverged,
+    converged,
     fast_bf16,
     fit,
     make_optimizer,
