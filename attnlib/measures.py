@@ -36,37 +36,45 @@ def token_distances(height: int, width: int, device=None, dtype=torch.float32) -
     return torch.cdist(pos, pos)
 
 
-def _check(p: torch.Tensor) -> torch.Tensor:
-    if p.dim() != 4 or p.shape[-1] != p.shape[-2]:
-        raise ValueError(f"attention maps must be (B, heads, N, N), got {tuple(p.shape)}")
+def _check(p: torch.Tensor, queries=None, rows: bool = False) -> torch.Tensor:
+    """p as float64, shape-checked: (B, h, N, N), or (B, h, Q, N) with `queries` the Q query token indices
+    (or any Q with `rows`)."""
+    p = torch.as_tensor(p)
+    square = queries is None and p.dim() == 4 and p.shape[-1] == p.shape[-2]
+    subset = p.dim() == 4 and (rows or (queries is not None and p.shape[-2] == len(queries)))
+    if not (square or subset):
+        raise ValueError(f"attention maps must be (B, heads, N, N) or (B, heads, Q, N), got {tuple(p.shape)}")
     return p.double()
 
 
-def mean_distance(p: torch.Tensor, height: int | None = None, width: int | None = None) -> torch.Tensor:
-    """(h,) d̄_h = E_{b,q} Σ_k p_{bhqk} ‖pos(k) − pos(q)‖, in token units."""
-    p = _check(p)
+def mean_distance(p: torch.Tensor, queries=None, height: int | None = None, width: int | None = None):
+    """(h,) d̄_h = E_{b,q} Σ_k p_{bhqk} ‖pos(k) − pos(q)‖, in token units; over all N queries, or over the
+    rows of the `queries` given (p of shape (B, h, Q, N), as saved results keep a few query pixels)."""
+    p = _check(p, queries)
     if height is None or width is None:
         height, width = token_grid(p.shape[-1])
     d = token_distances(height, width, p.device, p.dtype)
+    if queries is not None:
+        d = d[torch.as_tensor(queries, dtype=torch.long)]
     return (p * d).sum(-1).mean((0, 2))
 
 
 def peak(p: torch.Tensor) -> torch.Tensor:
-    """(h,) π_h = E_{b,q} N · max_k p_{bhqk}: 1 for uniform attention, N for one key."""
-    p = _check(p)
+    """(h,) π_h = E_{b,q} N · max_k p_{bhqk}: 1 for uniform attention, N for one key (any Q rows)."""
+    p = _check(p, rows=True)
     return p.amax(-1).mean((0, 2)) * p.shape[-1]
 
 
 def image_dependence(p: torch.Tensor, mean: torch.Tensor | None = None) -> torch.Tensor:
     """(h,) ι_h: mean total-variation distance between each image's map and the mean map (h, N, N) over the
     images (`mean`, by default over the B images given; NaN when B < 2 and no mean is given). 0 for
-    positional-only attention, which is the same for every image."""
-    p = _check(p)
+    positional-only attention, which is the same for every image. Any Q query rows (B, h, Q, N)."""
+    p = _check(p, rows=True)
     if mean is None:
         if p.shape[0] < 2:
             return torch.full((p.shape[1],), float("nan"), dtype=p.dtype)
         mean = p.mean(0)
-    return 0.5 * (p - mean.to(p)).abs().sum(-1).mean((0, 2))
+    return 0.5 * (p - torch.as_tensor(mean).to(p)).abs().sum(-1).mean((0, 2))
 
 
 def layer_similarity(p: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:

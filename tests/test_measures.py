@@ -26,6 +26,13 @@ def test_mean_distance_and_peak_equal_a_loop_over_pairs():
                 top[hh] += n * p[bb, hh, q].max()
     torch.testing.assert_close(measures.mean_distance(p), dist / (b * n), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(measures.peak(p), top / (b * n), rtol=1e-12, atol=1e-12)
+    queries = [0, 5, 15]  # saved results keep a few query rows: the same values from those rows alone
+    torch.testing.assert_close(
+        measures.mean_distance(p[:, :, queries], queries),
+        torch.stack([measures.mean_distance(p[:, :, [q]], [q]) for q in queries]).mean(0),
+    )
+    with pytest.raises(ValueError, match="B, heads, Q, N"):
+        measures.mean_distance(p[:, :, queries], [0, 5])
 
 
 def test_hand_computed_cases():

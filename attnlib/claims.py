@@ -1,0 +1,451 @@
+"""The claims ledger: every claim of both papers that the book can test, the number that tests it, and a
+verdict computed from saved results by a rule stated next to it.
+
+A claim is data (`Claim`): its source and words, the measure, the rule, and a function from the `Evidence`
+(saved runs of one preset, accuracies over seeds, the theorem's live check) to `(value, verdict)`. Verdicts
+are one of VERDICTS; a claim whose runs are not saved is NOT_MEASURED, never guessed.
+
+    >>> from attnlib import claims
+    >>> frame = claims.ledger(claims.gather("results", "budget"))   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from attnlib import measures
+
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED = (
+    "reproduced",
+    "not reproduced",
+    "inconclusive",
+    "not measured",
+)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED)
+PAPER, RE = "Cordonnier et al. (2020)", "[Re] Varma & Prabhu (2021)"
+
+HA_PAIRS = ("learned_content_9h", "learned_content_16h", "san_pairwise", "san_patchwise", "vit")
+LEARNED_POSITIONAL = ("learned_9h", "learned_16h")
+LEARNED_CONTENT = ("learned_content_9h", "learned_content_16h")
+QUADRATIC = ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h")
+
+# The rules' thresholds, in one place (the book prints them next to each verdict).
+THEOREM_TOLERANCE = 1e-5  # relative error of the constructed layer against F.conv2d, float64
+MOVED_TOKENS = 0.5  # a quadratic centre "left its initialisation": moved by half a key position or more
+LOCAL_PEAK, FLAT_PEAK = 5.0, 1.5  # attention peak (multiple of uniform): localized at or above, flat below
+IMAGE_DEPENDENT = 0.1  # total-variation distance between an image's map and the mean map over images
+NEAR_RESNET, FAR_FROM_RESNET = 2.0, 5.0  # accuracy points behind ResNet18
+HA_GAIN = 5.0  # [Re]: "at least 5% gain in each case", read as 5 accuracy points
+FIFTH = 0.25  # "almost 1/5th of the parameters": a ratio of at most 1/4
+DIFFERENT_LAYERS = 0.8  # layer similarity σ below this: consecutive layers attend differently
+
+
+@dataclass
+class Evidence:
+    """What the verdicts are computed from.
+
+    runs: {experiment: RunResult or None}, seed 0 at `preset`; accuracies: {experiment: [test accuracy of
+    every saved seed]}; params_paper: {experiment: parameters at the paper preset}; theorem_error: relative
+    error of `attention_from_conv` against `F.conv2d` (None: not checked)."""
+
+    preset: str
+    runs: dict = field(default_factory=dict)
+    accuracies: dict[str, list[float]] = field(default_factory=dict)
+    params_paper: dict[str, int] = field(default_factory=dict)
+    theorem_error: float | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: str
+    source: str  # paper
+    where: str  # section / figure
+    words: str  # the claim in the source's words (quoted) or, where the text was not recovered, a paraphrase
+    measure: str
+    rule: str
+    test: Callable[[Evidence], tuple[str, str]]
+
+
+# ------------------------------------------------------------------------------------ per-layer profile
+def layer_profile(run) -> list[dict[str, float]] | None:
+    """Per layer of a saved run's token attention: mean attended distance (input pixels), peak (multiple of
+    uniform) and image dependence (TV from the mean map), and `similarity` with the previous layer where the
+    history logged it. From the last history row when the run logged measures every epoch (`converge`),
+    else from `attention.npz` (the saved query pixels of the first test images). None without token maps."""
+    if run is None:
+        return None
+    hist = run.history
+    if hist is not None and "distance_0" in getattr(hist, "columns", ()):
+        last = hist.iloc[-1]
+        layers = sorted(int(c.rsplit("_", 1)[1]) for c in hist.columns if c.startswith("distance_"))
+        keys = ("distance", "peak", "image_dependence", "similarity")
+        return [{k: float(last[f"{k}_{i}"]) for k in keys if f"{k}_{i}" in last} for i in layers]
+    att = run.attention or {}
+    if "rows" not in att:
+        return None
+    import torch
+
+    rows, mean = (torch.as_tensor(np.asarray(att[k], np.float64)) for k in ("rows", "rows_mean"))
+    queries, (_, width) = np.asarray(att["queries"]), np.asarray(att["grid"])
+    scale = 32 / width  # input pixels per token
+    out = []
+    for layer in range(rows.shape[1]):
+        out.append(
+            {
+                "distance": float(measures.mean_distance(mean[layer][None], queries).mean()) * scale,
+                "peak": float(measures.peak(rows[:, layer]).mean()),
+                "image_dependence": float(measures.image_dependence(rows[:, layer], mean[layer]).mean()),
+            }
+        )
+    return out
+
+
+def centre_moves(run) -> list[float] | None:
+    """Mean displacement of the quadratic centres Δ from their initialisation per layer, in key positions
+    (tokens), at the end of a saved run; None without a centres log."""
+    centers = None if run is None else run.centers
+    if not centers or "centers" not in centers:
+        return None
+    import torch
+
+    moved = measures.centre_displacement(torch.as_tensor(np.asarray(centers["centers"], np.float64)))
+    return [float(v) for v in moved[-1]]
+
+
+# ------------------------------------------------------------------------------------------------ rules
+def _fmt_layers(values, spec="{:.2f}") -> str:
+    return " / ".join(spec.format(v) for v in values)
+
+
+def _theorem(ev: Evidence):
+    if ev.theorem_error is None:
+        return "not checked", NOT_MEASURED
+    verdict = REPRODUCED if ev.theorem_error < THEOREM_TOLERANCE else NOT_REPRODUCED
+    return f"relative error {ev.theorem_error:.1e}", verdict
+
+
+def _centres_leave_init(ev: Evidence):
+    found = {n: centre_moves(ev.runs.get(n)) for n in QUADRATIC}
+    found = {n: m for n, m in found.items() if m is not None}
+    if not found:
+        return "no quadratic run saved", NOT_MEASURED
+    moved = [v >= MOVED_TOKENS for m in found.values() for v in m]
+    text = "; ".join(f"{n}: {_fmt_layers(m)} tokens per layer" for n, m in found.items())
+    verdict = REPRODUCED if all(moved) else NOT_REPRODUCED if not any(moved) else INCONCLUSIVE
+    return text, verdict
+
+
+def _grows_with_depth(profiles: dict[str, list[dict]]) -> tuple[str, str]:
+    """Reproduced when in every model the mean attended distance rises from the first layer to the last
+    and rises (or stays) at most steps; not reproduced when in none the last layer attends further."""
+    if not profiles:
+        return "no token attention saved", NOT_MEASURED
+    rises, monotone = [], []
+    for prof in profiles.values():
+        d = [p["distance"] for p in prof]
+        rises.append(d[-1] > d[0])
+        monotone.append(sum(b >= a for a, b in zip(d, d[1:], strict=False)) >= (len(d) - 1) / 2)
+    text = "; ".join(
+        f"{n}: {_fmt_layers([p['distance'] for p in prof], '{:.1f}')} px" for n, prof in profiles.items()
+    )
+    if all(rises) and all(monotone):
+        return text, REPRODUCED
+    return text, NOT_REPRODUCED if not any(rises) else INCONCLUSIVE
+
+
+def _profiles(ev: Evidence, names) -> dict[str, list[dict]]:
+    out = {n: layer_profile(ev.runs.get(n)) for n in names}
+    return {n: p for n, p in out.items() if p}
+
+
+def _quadratic_local_then_far(ev: Evidence):
+    return _grows_with_depth(_profiles(ev, QUADRATIC))
+
+
+def _learned_fixed_shifts(ev: Evidence):
+    profiles = _profiles(ev, LEARNED_POSITIONAL)
+    if not profiles:
+        return "no positional-only learned run saved", NOT_MEASURED
+    first = {n: p[0]["peak"] for n, p in profiles.items()}
+    text = "; ".join(f"{n}: first layer {v:.2f}× uniform" for n, v in first.items())
+    if all(v >= LOCAL_PEAK for v in first.values()):
+        return text, REPRODUCED
+    return text, NOT_REPRODUCED if all(v < FLAT_PEAK for v in first.values()) else INCONCLUSIVE
+
+
+def _content_depends_on_image(ev: Evidence):
+    profiles = _profiles(ev, LEARNED_CONTENT)
+    if not profiles:
+        return "no learned-with-content run saved", NOT_MEASURED
+    top = {n: max(p["image_dependence"] for p in prof) for n, prof in profiles.items()}
+    text = "; ".join(f"{n}: up to {v:.2f} TV" for n, v in top.items())
+    if all(v >= IMAGE_DEPENDENT for v in top.values()):
+        return text, REPRODUCED
+    return text, NOT_REPRODUCED if all(v < IMAGE_DEPENDENT / 2 for v in top.values()) else INCONCLUSIVE
+
+
+def _close_to_resnet(ev: Evidence):
+    resnet = ev.runs.get("resnet18")
+    attention = {
+        n: r.test_accuracy
+        for n, r in ev.runs.items()
+        if r is not None and n != "resnet18" and not n.startswith(("san_", "vit")) and not n.endswith("_ha")
+    }
+    if resnet is None or not attention:
+        return "ResNet18 or the attention models not saved", NOT_MEASURED
+    best = max(attention, key=attention.get)
+    gap = (resnet.test_accuracy - attention[best]) * 100
+    text = f"best ({best}) {attention[best]:.1%} against ResNet18 {resnet.test_accuracy:.1%}: {gap:.1f} points behind"
+    return (
+        text,
+        REPRODUCED if gap <= NEAR_RESNET else NOT_REPRODUCED if gap > FAR_FROM_RESNET else INCONCLUSIVE,
+    )
+
+
+def _ha_gain(ev: Evidence):
+    from attnlib import compare
+
+    parts, verdicts = [], []
+    for base in HA_PAIRS:
+        a, b = ev.accuracies.get(base, []), ev.accuracies.get(base + "_ha", [])
+        if not a or not b:
+            parts.append(f"{base}: not saved")
+            verdicts.append(NOT_MEASURED)
+            continue
+        w = compare.welch(a, b)
+        if w.ci is None:
+            parts.append(f"{base}: {w.points:+.1f} (n = {len(a)}/{len(b)}: no interval)")
+            verdicts.append(INCONCLUSIVE)
+            continue
+        low, high = w.ci
+        parts.append(f"{base}: {w.points:+.1f} [{low:+.1f}, {high:+.1f}] (n = {len(a)}/{len(b)})")
+        verdicts.append(REPRODUCED if low >= HA_GAIN else NOT_REPRODUCED if high < HA_GAIN else INCONCLUSIVE)
+    if NOT_REPRODUCED in verdicts:
+        verdict = NOT_REPRODUCED  # "in each case": one pair that is surely below refutes it
+    elif all(v == REPRODUCED for v in verdicts):
+        verdict = REPRODUCED
+    elif all(v == NOT_MEASURED for v in verdicts):
+        verdict = NOT_MEASURED
+    else:
+        verdict = INCONCLUSIVE
+    return "; ".join(parts), verdict
+
+
+def _ha_fifth(ev: Evidence):
+    ratios = {
+        b: ev.params_paper[b + "_ha"] / ev.params_paper[b]
+        for b in HA_PAIRS
+        if b in ev.params_paper and b + "_ha" in ev.params_paper
+    }
+    if not ratios:
+        return "parameter counts not computed", NOT_MEASURED
+    text = "; ".join(f"{b}: {r:.2f}" for b, r in ratios.items())
+    return text, REPRODUCED if all(r <= FIFTH for r in ratios.values()) else NOT_REPRODUCED
+
+
+def _ha_layers_differ(ev: Evidence):
+    profiles = _profiles(ev, [b + "_ha" for b in HA_PAIRS])
+    sims = {n: [p["similarity"] for p in prof if "similarity" in p] for n, prof in profiles.items()}
+    sims = {n: s for n, s in sims.items() if s}
+    if not sims:
+        return "layer similarity is logged by converge runs only", NOT_MEASURED
+    text = "; ".join(f"{n}: σ {_fmt_layers(s)}" for n, s in sims.items())
+    below = [max(s) < DIFFERENT_LAYERS for s in sims.values()]
+    return text, REPRODUCED if all(below) else NOT_REPRODUCED if not any(below) else INCONCLUSIVE
+
+
+def _ha_local_then_far(ev: Evidence):
+    return _grows_with_depth(_profiles(ev, [b + "_ha" for b in HA_PAIRS]))
+
+
+def _ha_last_not_sparse(ev: Evidence):
+    profiles = _profiles(ev, [b + "_ha" for b in HA_PAIRS])
+    if not profiles:
+        return "no HA token attention saved", NOT_MEASURED
+    pairs = {n: (p[0]["peak"], p[-1]["peak"]) for n, p in profiles.items()}
+    text = "; ".join(f"{n}: peak {a:.1f}× → {b:.1f}× uniform" for n, (a, b) in pairs.items())
+    lower = [b < a for a, b in pairs.values()]
+    return text, REPRODUCED if all(lower) else NOT_REPRODUCED if not any(lower) else INCONCLUSIVE
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "theorem",
+        PAPER,
+        "§3, Theorem 1",
+        "A multi-head self-attention layer with N_h heads of dimension D_h, output dimension D_out and a relative "
+        "positional encoding of dimension D_p ≥ 3 can express any convolutional layer of kernel size "
+        "√N_h × √N_h and min(D_h, D_out) output channels.",
+        "relative error of the constructed layer (attention_from_conv, 3×3, α = 40) against F.conv2d, float64",
+        f"reproduced below {THEOREM_TOLERANCE:g}",
+        _theorem,
+    ),
+    Claim(
+        "centres_move",
+        PAPER,
+        "§4, quadratic encoding (paraphrase)",
+        "Each head's attention centre moves away from its random initialisation during training.",
+        "mean displacement of the centres Δ from their initial values at the end of training, per layer",
+        f"reproduced when every layer moved ≥ {MOVED_TOKENS} key positions, not reproduced when none did",
+        _centres_leave_init,
+    ),
+    Claim(
+        "centres_depth",
+        PAPER,
+        "§4, centres per layer (paraphrase)",
+        "The first layers attend to local patterns; deeper layers attend to larger patterns farther from the query.",
+        "attention-weighted mean distance of the attended pixels from the query, per layer (pixels)",
+        "reproduced when in every quadratic model the last layer attends further than the first and the distance "
+        "rises at least at half the steps; not reproduced when in none the last layer attends further",
+        _quadratic_local_then_far,
+    ),
+    Claim(
+        "learned_shifts",
+        PAPER,
+        "§4, learned encoding without content (paraphrase)",
+        "Several heads attend to a single pixel at a fixed shift from the query, as Lemma 1 requires.",
+        "attention peak of the first layer as a multiple of uniform attention (1×: uniform)",
+        f"reproduced at ≥ {LOCAL_PEAK:g}× in every positional-only model, not reproduced below {FLAT_PEAK:g}× in all",
+        _learned_fixed_shifts,
+    ),
+    Claim(
+        "content_maps",
+        PAPER,
+        "§4, learned encoding with content (paraphrase)",
+        "With content-based attention some heads still attend to a fixed shift; others use the content.",
+        "image dependence: total-variation distance of an image's map from the mean map over test images",
+        f"reproduced when some layer reaches ≥ {IMAGE_DEPENDENT} in every model with content, "
+        f"not reproduced below {IMAGE_DEPENDENT / 2:g} in all",
+        _content_depends_on_image,
+    ),
+    Claim(
+        "near_resnet",
+        PAPER,
+        "§4, Table 1 (paraphrase)",
+        "Fully attentional models reach an accuracy close to ResNet18 at a comparable number of parameters.",
+        "best paper attention model's test accuracy behind ResNet18 (points)",
+        f"reproduced within {NEAR_RESNET:g} points, not reproduced beyond {FAR_FROM_RESNET:g}",
+        _close_to_resnet,
+    ),
+    Claim(
+        "ha_gain",
+        RE,
+        "abstract / conclusion",
+        "“at least 5% gain in each case”",
+        "HA − model test accuracy over seeds (points), Welch 95% interval, per pair",
+        f"reproduced when every pair's interval lies above +{HA_GAIN:g}; not reproduced when some pair's lies "
+        "below it; inconclusive otherwise (or with fewer than 2 seeds a side)",
+        _ha_gain,
+    ),
+    Claim(
+        "ha_params",
+        RE,
+        "abstract / conclusion",
+        "“almost 1/5th of the parameters”",
+        "HA / model parameters at the paper preset, per pair",
+        f"reproduced when every ratio is ≤ {FIFTH:g}",
+        _ha_fifth,
+    ),
+    Claim(
+        "ha_layers_differ",
+        RE,
+        "§5, HA attention maps",
+        "“every layer learns to attend to a different pattern”",
+        "similarity σ of consecutive layers' head-averaged maps (1: identical)",
+        f"reproduced when every HA model stays below σ = {DIFFERENT_LAYERS:g}; not reproduced when none does",
+        _ha_layers_differ,
+    ),
+    Claim(
+        "ha_depth",
+        RE,
+        "§5, HA attention maps",
+        "initial layers attend to local patterns, deeper layers to larger patterns further away",
+        "attention-weighted mean distance per layer of the HA models (pixels)",
+        "as for the quadratic models' centres",
+        _ha_local_then_far,
+    ),
+    Claim(
+        "ha_not_sparse",
+        RE,
+        "§5, HA attention maps",
+        "the last layers' heads are “no longer sparse”",
+        "attention peak of the last layer against the first (multiple of uniform)",
+        "reproduced when the last layer's peak is lower in every HA model; not reproduced when in none",
+        _ha_last_not_sparse,
+    ),
+)
+
+
+def ledger(evidence: Evidence, claims=CLAIMS):
+    """One row per claim: source, where, words, measure, our value, verdict, rule (a pandas DataFrame)."""
+    import pandas as pd
+
+    rows = []
+    for c in claims:
+        value, verdict = c.test(evidence)
+        assert verdict in VERDICTS, verdict
+        rows.append(
+            {
+                "claim": c.key,
+                "source": c.source,
+                "where": c.where,
+                "words": c.words,
+                "measure": c.measure,
+                "value": value,
+                "verdict": verdict,
+                "rule": c.rule,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------ gathering
+def theorem_error(kernel_size: int = 3, alpha: float = 40.0, seed: int = 0) -> float:
+    """Relative error ‖MHSA(X) − Conv(X)‖ / ‖Conv(X)‖ of the Theorem-1 construction, float64 (live, < 1 s)."""
+    import torch
+
+    from attnlib.theory import conv_relative_error
+
+    g = torch.Generator().manual_seed(seed)
+    conv = torch.nn.Conv2d(3, 5, kernel_size, padding=kernel_size // 2).double()
+    with torch.no_grad():
+        conv.weight.copy_(torch.randn(conv.weight.shape, generator=g, dtype=torch.float64))
+        conv.bias.copy_(torch.randn(conv.bias.shape, generator=g, dtype=torch.float64))
+    x = torch.randn(2, 8, 8, 3, generator=g, dtype=torch.float64)
+    return conv_relative_error(conv, alpha, x)
+
+
+def gather(results_dir: str | Path, preset: str, seeds=range(10), data=None) -> Evidence:
+    """Evidence from the saved results of `preset` (never trains): seed-0 runs, accuracies of every saved
+    seed, paper-preset parameter counts of the HA pairs and the theorem's live check."""
+    from attnlib import experiments
+    from attnlib.results import MissingResult, run_or_load
+
+    ev = Evidence(preset)
+    for name in experiments.names():
+        found = []
+        for seed in seeds:
+            try:
+                run = run_or_load(name, preset, data, results_dir, seed=seed, train_missing=False)
+            except MissingResult:
+                continue
+            if seed == 0:
+                ev.runs[name] = run
+            found.append(run.test_accuracy)
+        ev.runs.setdefault(name, None)
+        ev.accuracies[name] = found
+    for base in HA_PAIRS:
+        for name in (base, base + "_ha"):
+            ev.params_paper[name] = experiments.count_parameters(name, "paper")
+    ev.theorem_error = theorem_error()
+    return ev
+
+
+def verdict_counts(frame) -> dict[str, int]:
+    """{verdict: number of claims} in VERDICTS order (zeros left out)."""
+    counts = frame["verdict"].value_counts()
+    return {v: int(counts[v]) for v in VERDICTS if v in counts}

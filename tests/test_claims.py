@@ -1,0 +1,110 @@
+"""attnlib.claims: each verdict follows its rule, and changing a saved value changes the verdict."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnlib import claims
+from attnlib.claims import INCONCLUSIVE, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, Evidence
+
+
+def _run(acc=0.5, history=None, attention=None, centers=None):
+    return SimpleNamespace(test_accuracy=acc, history=history, attention=attention, centers=centers)
+
+
+def _measured(distance, peak, dependence=0.0, similarity=None):
+    """A run whose history logged the per-layer measures (the converge preset)."""
+    row = {"epoch": 1, "test_acc": 0.5}
+    for i, (d, p) in enumerate(zip(distance, peak, strict=True)):
+        row |= {f"distance_{i}": d, f"peak_{i}": p, f"image_dependence_{i}": dependence}
+        if i and similarity is not None:
+            row[f"similarity_{i}"] = similarity
+    return _run(history=pd.DataFrame([row]))
+
+
+def _verdict(key, ev):
+    claim = next(c for c in claims.CLAIMS if c.key == key)
+    return claim.test(ev)[1]
+
+
+def test_every_claim_has_a_verdict_even_with_nothing_saved():
+    frame = claims.ledger(Evidence("budget"))
+    assert len(frame) == len(claims.CLAIMS) and set(frame["verdict"]) == {NOT_MEASURED}
+    assert frame["rule"].str.len().min() > 10 and frame["words"].str.len().min() > 10
+
+
+def test_theorem_verdict_follows_the_error():
+    assert claims.theorem_error() < claims.THEOREM_TOLERANCE  # the construction, live
+    assert _verdict("theorem", Evidence("x", theorem_error=1e-12)) == REPRODUCED
+    assert _verdict("theorem", Evidence("x", theorem_error=1e-3)) == NOT_REPRODUCED
+
+
+def test_centres_verdict_follows_the_saved_centres():
+    centers = np.zeros((3, 2, 4, 2))  # (epochs + 1, layers, heads, 2)
+    centers[-1, :, :, 0] = 1.0  # every head of both layers moved by one key position
+    ev = Evidence("x", runs={"quadratic_aniso_9h": _run(centers={"centers": centers})})
+    assert _verdict("centres_move", ev) == REPRODUCED
+    centers[-1, 1] = 0.1  # the second layer barely moved
+    assert _verdict("centres_move", ev) == INCONCLUSIVE
+    centers[-1] = 0.1
+    assert _verdict("centres_move", ev) == NOT_REPRODUCED
+
+
+def test_depth_verdict_follows_the_distances():
+    ev = Evidence("x", runs={"quadratic_iso_9h": _measured([2, 3, 5, 8], [9, 9, 9, 9])})
+    assert _verdict("centres_depth", ev) == REPRODUCED
+    ev.runs["quadratic_iso_9h"] = _measured([8, 5, 3, 2], [9, 9, 9, 9])
+    assert _verdict("centres_depth", ev) == NOT_REPRODUCED
+    ev.runs["quadratic_aniso_9h"] = _measured([2, 3, 5, 8], [9, 9, 9, 9])
+    assert _verdict("centres_depth", ev) == INCONCLUSIVE  # one model each way
+
+
+def test_peak_verdicts_follow_the_peaks():
+    ev = Evidence("x", runs={"learned_9h": _measured([1, 1], [6.0, 2.0])})
+    assert _verdict("learned_shifts", ev) == REPRODUCED
+    ev.runs["learned_9h"] = _measured([1, 1], [1.01, 1.0])
+    assert _verdict("learned_shifts", ev) == NOT_REPRODUCED
+    ev.runs["learned_9h"] = _measured([1, 1], [3.0, 1.0])
+    assert _verdict("learned_shifts", ev) == INCONCLUSIVE
+    ha = Evidence("x", runs={"vit_ha": _measured([1, 1, 1], [8.0, 4.0, 2.0])})
+    assert _verdict("ha_not_sparse", ha) == REPRODUCED
+    ha.runs["vit_ha"] = _measured([1, 1, 1], [2.0, 4.0, 8.0])
+    assert _verdict("ha_not_sparse", ha) == NOT_REPRODUCED
+
+
+def test_content_and_layer_similarity_verdicts():
+    ev = Evidence("x", runs={"learned_content_9h": _measured([1, 1], [2, 2], dependence=0.3)})
+    assert _verdict("content_maps", ev) == REPRODUCED
+    ev.runs["learned_content_9h"] = _measured([1, 1], [2, 2], dependence=0.01)
+    assert _verdict("content_maps", ev) == NOT_REPRODUCED
+    ha = Evidence("x", runs={"vit_ha": _measured([1, 1, 1], [2, 2, 2], similarity=0.5)})
+    assert _verdict("ha_layers_differ", ha) == REPRODUCED
+    ha.runs["vit_ha"] = _measured([1, 1, 1], [2, 2, 2], similarity=0.95)
+    assert _verdict("ha_layers_differ", ha) == NOT_REPRODUCED
+
+
+def test_resnet_and_parameter_verdicts():
+    ev = Evidence("x", runs={"resnet18": _run(0.75), "learned_9h": _run(0.74), "vit": _run(0.9)})
+    assert _verdict("near_resnet", ev) == REPRODUCED  # ViT is not one of the paper's models
+    ev.runs["learned_9h"] = _run(0.60)
+    assert _verdict("near_resnet", ev) == NOT_REPRODUCED
+    counts = {b: 100 for b in claims.HA_PAIRS} | {b + "_ha": 20 for b in claims.HA_PAIRS}
+    assert _verdict("ha_params", Evidence("x", params_paper=counts)) == REPRODUCED
+    counts["vit_ha"] = 60
+    assert _verdict("ha_params", Evidence("x", params_paper=counts)) == NOT_REPRODUCED
+
+
+def test_saved_attention_rows_give_the_profile():
+    """Without logged measures the profile comes from attention.npz: a map attending to the query itself
+    has distance 0 and peak N; uniform rows have peak 1."""
+    n, queries = 16, np.array([0, 5, 10, 15])
+    rows = np.zeros((2, 2, 3, 4, n))  # (images, layers, heads, queries, N)
+    rows[:, 0, :, range(4), queries] = 1.0  # layer 0: each query attends to itself
+    rows[:, 1] = 1 / n  # layer 1: uniform
+    att = {"rows": rows, "rows_mean": rows.mean(0), "queries": queries, "grid": np.array([4, 4])}
+    prof = claims.layer_profile(_run(attention=att))
+    assert prof[0]["distance"] == 0 and prof[0]["peak"] == pytest.approx(n)
+    assert prof[1]["peak"] == pytest.approx(1) and prof[1]["distance"] > 0
+    assert prof[0]["image_dependence"] == prof[1]["image_dependence"] == 0
