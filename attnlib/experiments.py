@@ -333,16 +333,27 @@ def _smoke_presets() -> dict[str, Preset | None]:
 CONVERGE_CAP = 60  # epochs: the cosine schedule spans the cap; most runs stop at the plateau before it
 CONVERGE_PLATEAU = 0.005  # half a point of best test accuracy over the last 20% of the epochs run
 CONVERGE_PROBE_IMAGES = 100
+# Long runs at a high lr diverge slowly: quadratic_aniso_9h at the budget's lr 0.1 for 60 epochs (2026-11-30)
+# went from training loss 1.82 (epoch 3) to 3.21 (epoch 8), test accuracy 38% -> 19%, gradient norms 0.95 -> 4.2,
+# while the cosine schedule still held the lr near 0.1 (the 4-epoch budget decays it before that happens).
+CONVERGE_MAX_LR, CONVERGE_CLIP = 0.05, 1.0
 
 
 def _converge_presets() -> dict[str, Preset]:
     def longer(p: Preset) -> Preset:
-        train = p.train.replace(epochs=CONVERGE_CAP, plateau=CONVERGE_PLATEAU)  # warm-up: the same fraction
+        train = p.train.replace(  # the warm-up keeps its fraction of the steps
+            epochs=CONVERGE_CAP,
+            plateau=CONVERGE_PLATEAU,
+            lr=min(p.train.lr, CONVERGE_MAX_LR),
+            grad_clip=p.train.grad_clip or CONVERGE_CLIP,
+        )
         reason = (
             f"The budget protocol trained to convergence: at most {CONVERGE_CAP} epochs (cosine over the cap), "
             f"ending once the best test accuracy gained less than {CONVERGE_PLATEAU:.1%} over the last 20% of "
-            f"the epochs run (at least 10); per-layer attention measures of {CONVERGE_PROBE_IMAGES} test images "
-            f"logged every epoch. Budget: {p.reason}"
+            f"the epochs run (at least 10); lr at most {CONVERGE_MAX_LR} and the gradient norm clipped to "
+            f"{CONVERGE_CLIP:g} (at the budget's lr 0.1 without clipping, quadratic_aniso_9h diverged slowly: "
+            "training loss 1.82 at epoch 3, 3.21 at epoch 8, gradient norms 0.95 -> 4.2); per-layer attention "
+            f"measures of {CONVERGE_PROBE_IMAGES} test images logged every epoch. Budget: {p.reason}"
         )
         return dataclasses.replace(p, train=train, probe_images=CONVERGE_PROBE_IMAGES, reason=reason)
 

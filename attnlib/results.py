@@ -614,6 +614,7 @@ def _write_result(path: Path, config: dict, rc, model, fit, dataset, device, inf
             "seed": config["seed"],
             "epochs": rc.train.epochs,
             "epochs_trained": len(fit.history),
+            "best_test_accuracy": max(row["test_acc"] for row in fit.history),
             "dataset": dataset.source,
             "data": config["data"],
             "train_images": len(dataset.train),

@@ -150,12 +150,17 @@ def test_every_experiment_trains_at_smoke(name, smoke_results):
 
 
 def test_converge_preset_is_the_budget_trained_to_a_plateau_with_measures():
-    from attnlib.experiments import CONVERGE_CAP, CONVERGE_PLATEAU
+    from attnlib.experiments import CONVERGE_CAP, CONVERGE_CLIP, CONVERGE_MAX_LR, CONVERGE_PLATEAU
 
     for name in EXPERIMENTS:
         budget, converge = resolve(name, "budget"), resolve(name, "converge")
         assert converge.model == budget.model  # the same networks
-        assert converge.train == budget.train.replace(epochs=CONVERGE_CAP, plateau=CONVERGE_PLATEAU)
+        assert converge.train == budget.train.replace(
+            epochs=CONVERGE_CAP,
+            plateau=CONVERGE_PLATEAU,
+            lr=min(budget.train.lr, CONVERGE_MAX_LR),
+            grad_clip=budget.train.grad_clip or CONVERGE_CLIP,
+        )
         assert converge.probe_images > 0 and budget.probe_images == 0
         assert "plateau" in converge.to_dict()["train"] and "probe_images" in converge.to_dict()
         assert "plateau" not in budget.to_dict()["train"] and "probe_images" not in budget.to_dict()
