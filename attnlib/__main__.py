@@ -1,7 +1,10 @@
 """Command line: `python -m attnlib list | train | table1 | table3 | bench` (parsing and messages only).
 
 Bad input exits non-zero with one line naming the parameter and the allowed values, before anything is
-written; never a traceback.
+written; never a traceback. Exit codes: 1 no usable result (tables, loading), 2 bad input, 3 refused
+(another process trains the run, or `train` would replace a complete result of another configuration:
+`--force`), 4 diverged, 5 a file-system error (read-only, full or missing folder: one line naming the
+path), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -10,12 +13,13 @@ import argparse
 import logging
 import os
 import sys
+from pathlib import Path
 
 from attnlib import experiments
 from attnlib.errors import ConfigError
 
 PROG = "python -m attnlib"
-EXIT_MISSING, EXIT_USAGE, EXIT_LOCKED, EXIT_DIVERGED, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
+EXIT_MISSING, EXIT_USAGE, EXIT_LOCKED, EXIT_DIVERGED, EXIT_FILES, EXIT_INTERRUPTED = 1, 2, 3, 4, 5, 130
 
 
 class _Parser(argparse.ArgumentParser):
@@ -96,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
         "faster than 2 contending ones; run two trainings side by side instead.",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a complete result of another configuration in the run folder (e.g. trained with "
+        "other --epochs); without it such a result is kept and the command refused",
+    )
 
     p = sub.add_parser("bench", help="throughput benchmark: python -m attnlib bench --help", add_help=False)
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of python -m attnlib.bench")
@@ -190,6 +200,7 @@ def cmd_train(args) -> int:
         train_missing=True,
         epochs=args.epochs,
         progress=False if args.no_progress else None,
+        replace=args.force,
     )
     if int(os.environ.get("RANK", "0")) == 0:
         m = result.metrics
@@ -205,6 +216,12 @@ def cmd_table(args) -> int:
     from attnlib import results
 
     table = results.table1 if args.command == "table1" else results.table3
+    if not Path(args.results_dir).is_dir():
+        raise ConfigError(
+            "--results-dir",
+            args.results_dir,
+            f"a folder of saved results ({args.results_dir} does not exist or is not a folder)",
+        )
     df = table(args.results_dir, args.preset, args.seed)
     print(df.drop(columns="detail").to_string(index=False))
     problems = df[df["status"].isin(["damaged", "stale"])]
@@ -238,15 +255,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(message)s")
-    from attnlib.results import MissingResult, RunLocked
+    from attnlib.results import MissingResult, ResultExists, RunLocked
     from attnlib.train import Interrupted, TrainingDiverged
 
     outcomes = [
         (ConfigError, "error: ", EXIT_USAGE),
         (RunLocked, "refused: ", EXIT_LOCKED),
+        (ResultExists, "refused: ", EXIT_LOCKED),
         (TrainingDiverged, "diverged: ", EXIT_DIVERGED),
         (Interrupted, "", EXIT_INTERRUPTED),
         (MissingResult, "", EXIT_MISSING),
+        (OSError, "error: ", EXIT_FILES),  # after ConfigError: DataNotFoundError is both
     ]
     try:
         return COMMANDS[args.command](args)
@@ -255,8 +274,23 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except tuple(cls for cls, _, _ in outcomes) as err:
         prefix, code = next((p, c) for cls, p, c in outcomes if isinstance(err, cls))
-        print(f"{PROG}: {prefix}{err}", file=sys.stderr)
+        print(f"{PROG}: {prefix}{_one_line(err)}", file=sys.stderr)
         return code
+
+
+def _one_line(err: BaseException) -> str:
+    """The message of `err` on one line; a file-system error as 'PATH: reason'; a refused replacement with
+    the flag that allows it."""
+    from attnlib.results import ResultExists
+
+    if isinstance(err, ResultExists):
+        text = f"{err.detail}; it is kept: rerun with --force to replace it, or give another --results-dir"
+    elif isinstance(err, OSError) and not isinstance(err, ConfigError) and err.strerror:
+        where = err.filename if err.filename is not None else "file system"
+        text = f"{where}: {err.strerror}" + (f" -> {err.filename2}" if err.filename2 else "")
+    else:
+        text = str(err)
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":

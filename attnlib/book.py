@@ -35,7 +35,13 @@ NOT_USED = {"damaged": "damaged (not used)", "stale": "other configuration (not 
 
 # ----------------------------------------------------------------------------- errors and paths
 class ParameterError(ConfigError):
-    """A bad chapter parameter. In a notebook it prints as one line, without a traceback."""
+    """A bad chapter parameter. In a notebook it prints as one line, without a traceback. ``message``
+    replaces the usual "NAME: got VALUE; allowed: ALLOWED"."""
+
+    def __init__(self, parameter: str, value, allowed, message: str | None = None):
+        super().__init__(parameter, value, allowed)
+        if message is not None:
+            self.args = (message,)
 
     def _render_traceback_(self) -> list[str]:  # IPython hook: the lines shown instead of a traceback
         return [f"ParameterError: {self}"]
@@ -92,7 +98,9 @@ class Params:
     results_dir: Path
 
     def run_kwargs(self) -> dict:
-        """Keyword arguments for ``attnlib.results.run_or_load`` (besides the experiment)."""
+        """Keyword arguments for ``attnlib.results.run_or_load`` (besides the experiment). A chapter that
+        may train replaces a saved result of another configuration (``replace=True``): it shows the
+        preset's current protocol, so a result trained before the preset changed is retrained."""
         return dict(
             preset=self.preset,
             data=self.data,
@@ -100,6 +108,7 @@ class Params:
             device=self.device,
             seed=self.seed or 0,
             train_missing=self.train_missing,
+            replace=True,
         )
 
 
@@ -171,10 +180,11 @@ def check_params(
     ``default_results_dir()``; ``train_missing=None`` -> ``$ATTNLIB_TRAIN_MISSING`` if set (the book build
     sets 0), else True. ``counts``: other parameters that must be integers >= 1, by name.
     """
+    check_no_unknown_parameters()
     for name, value in (counts or {}).items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ParameterError(name, value, "an integer >= 1")
-    if heads is not _UNSET and (isinstance(heads, bool) or heads not in HEADS):
+    if heads is not _UNSET and not (_is_int(heads) and heads in HEADS):  # 16.0 is not an integer
         raise ParameterError("heads", heads, ", ".join(map(str, HEADS)))
     if preset is not _UNSET and preset not in _presets():
         raise ParameterError("preset", preset, ", ".join(_presets()))
@@ -205,6 +215,64 @@ def check_params(
         train_missing=train_missing,
         results_dir=results_dir.resolve(),
     )
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# papermill's comment at the top of the cell it injects after the ``parameters`` cell
+INJECTED_HEADER = "# Parameters"
+
+
+def assigned_names(source: str) -> list[str]:
+    """The names a cell assigns at its top level (``x = 1``, ``x: int = 1``), in order."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    names = []
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        names += [t.id for t in targets if isinstance(t, ast.Name) and t.id not in names]
+    return names
+
+
+def unknown_parameters(history: list[str]) -> tuple[list[str], list[str]]:
+    """``(unknown, declared)`` from the sources of the cells run so far (IPython's ``In``): the names
+    that papermill injected (the newest cell starting with INJECTED_HEADER) but that the chapter's
+    ``parameters`` cell (the cell run just before it) does not assign, and the names that cell assigns."""
+    for i in range(len(history) - 1, 0, -1):
+        if history[i].lstrip().startswith(INJECTED_HEADER):
+            declared = assigned_names(history[i - 1])
+            return [n for n in assigned_names(history[i]) if n not in declared], declared
+    return [], []
+
+
+def check_no_unknown_parameters() -> None:
+    """Under papermill, refuse a parameter that the chapter does not have (papermill itself only warns
+    "Passed unknown parameter" and runs on), with one line listing the chapter's parameters. Outside a
+    kernel, or in a kernel that papermill did not parameterise, it checks nothing."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    history = getattr(shell, "user_ns", {}).get("In") if shell is not None else None
+    if not isinstance(history, list):
+        return
+    unknown, declared = unknown_parameters(history)
+    if unknown:
+        value = shell.user_ns.get(unknown[0])
+        raise ParameterError(
+            unknown[0],
+            value,
+            ", ".join(declared),
+            f"{unknown[0]}: not a parameter of this chapter (got {value!r}); its parameters are "
+            f"{', '.join(declared) or 'none'}",
+        )
 
 
 # ----------------------------------------------------------------------------- results

@@ -1,13 +1,16 @@
 """CIFAR-10 for attnlib: three sources, one uint8 cache, and augmented batches on the model's device.
 
 Sources (all give the same `CIFAR10Data`):
-- torchvision's pickled ``cifar-10-batches-py`` (``data_batch_1..5``, ``test_batch``, ``batches.meta``);
+- torchvision's pickled ``cifar-10-batches-py`` (``data_batch_1..5``, ``test_batch``, ``batches.meta``),
+  read by a restricted unpickler that admits only what the genuine files hold (numpy arrays and dtypes,
+  lists, dicts, bytes, str, int): a downloaded or shared file that would run code is refused, unrun;
 - an ImageFolder tree ``train/<class>/*`` and ``test/<class>/*`` of 32x32 PNG or JPEG files;
 - ``synthetic_cifar10``: deterministic class-dependent patterns for tests and smoke runs.
 
 A folder source is decoded once into one ``.pt`` file of uint8 tensors in the cache directory (never inside
 the source), keyed by a cheap fingerprint of the source files and validated (shapes, dtypes, key, CRC-32)
-on every load; an invalid cache is rebuilt, not trusted.
+on every load; an invalid cache is rebuilt, not trusted, and one that cannot be written (a full disk) only
+costs a one-line warning: the run goes on from memory.
 
 ``Batches`` keeps the uint8 images on the device and makes each batch there: random crop with 4-pixel zero
 padding, horizontal flip and per-channel normalisation, drawn from a generator seeded by ``(seed, epoch)``.
@@ -15,7 +18,11 @@ padding, horizontal flip and per-channel normalisation, drawn from a generator s
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import fcntl
 import hashlib
+import io
 import logging
 import os
 import pickle
@@ -48,6 +55,7 @@ PICKLE_TEST = "test_batch"
 PICKLE_META = "batches.meta"
 IMAGE_SUFFIXES = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg"}
 CACHE_VERSION = 1
+CACHE_TMP_SUFFIX = ".tmp"
 
 LAYOUTS = (
     f"either torchvision's pickled files ({PICKLE_DIR}/ with {', '.join(PICKLE_TRAIN[:1])}..5, "
@@ -318,15 +326,69 @@ def _read_pickle_split(paths: list[Path], parameter: str) -> Split:
     return Split(torch.cat(images), torch.cat(labels))
 
 
+def _latin1_encode(text: str, encoding: str = "utf-8") -> bytes:
+    """``_codecs.encode`` as pickles of bytes use it (protocol 2 written by Python 3), latin-1 only."""
+    if codecs.lookup(encoding).name != "iso8859-1":
+        raise pickle.UnpicklingError(f"_codecs.encode with encoding {encoding!r}")
+    return codecs.encode(text, "latin1")
+
+
+def _numpy_globals() -> dict[tuple[str, str], object]:
+    """The only globals a CIFAR-10 pickle refers to: numpy's array and dtype reconstructors."""
+    import importlib
+
+    try:  # numpy >= 2
+        multiarray, numeric = (importlib.import_module(f"numpy._core.{m}") for m in ("multiarray", "numeric"))
+    except ImportError:  # numpy 1.x
+        multiarray, numeric = (importlib.import_module(f"numpy.core.{m}") for m in ("multiarray", "numeric"))
+    allowed = {
+        ("numpy", "ndarray"): np.ndarray,
+        ("numpy", "dtype"): np.dtype,
+        ("_codecs", "encode"): _latin1_encode,  # bytes in protocol 2 pickles written by Python 3
+    }
+    for module in ("numpy.core", "numpy._core"):  # numpy 1.x wrote numpy.core, numpy 2 writes numpy._core
+        allowed[(f"{module}.multiarray", "_reconstruct")] = multiarray._reconstruct
+        allowed[(f"{module}.numeric", "_frombuffer")] = numeric._frombuffer  # protocol 5
+    return allowed
+
+
+class RefusedPickle(pickle.UnpicklingError):
+    """A pickle that refers to something a CIFAR-10 file never holds (a function, a class...)."""
+
+
+class _CIFARUnpickler(pickle.Unpickler):
+    """Admits only what torchvision's CIFAR-10 files contain: dicts, lists, bytes, str, int and numpy
+    arrays and dtypes. Any other global (``os.system``, ``builtins.eval``...) is refused before it is
+    looked up, so that a malicious file cannot run code; persistent ids are refused by the base class."""
+
+    _allowed = _numpy_globals()
+
+    def find_class(self, module: str, name: str):
+        try:
+            return self._allowed[(module, name)]
+        except KeyError:
+            raise RefusedPickle(f"{module}.{name}") from None
+
+
 def _unpickle(path: Path, parameter: str) -> dict:
-    """A CIFAR-10 pickle as a dict with str keys (Python 2 originals and bytes-keyed copies alike)."""
+    """A CIFAR-10 pickle as a dict with str keys (Python 2 originals and bytes-keyed copies alike), read by
+    the restricted `_CIFARUnpickler`: a file that refers to anything else is refused, naming it."""
     try:
         with open(path, "rb") as f:
-            d = pickle.load(f, encoding="latin1")
+            d = _CIFARUnpickler(f, encoding="latin1").load()
+        if not isinstance(d, dict):
+            raise TypeError(f"holds a {type(d).__name__}, not a dict")
         return {k.decode() if isinstance(k, bytes) else k: v for k, v in d.items()}
+    except RefusedPickle as err:
+        raise DataFormatError(
+            parameter,
+            str(path),
+            f"{path} refers to {err}, which a CIFAR-10 file never holds; refused without running it "
+            "(only numpy arrays and dtypes, lists, dicts, bytes, str and int are read)",
+        ) from None
     except Exception as err:
         raise DataFormatError(
-            parameter, str(path), f"{path} is not a readable CIFAR-10 pickle ({err})"
+            parameter, str(path), f"{path} is not a readable CIFAR-10 pickle ({type(err).__name__}: {err})"
         ) from None
 
 
@@ -372,7 +434,12 @@ def decode_images(paths: list[Path], parameter: str = "root", threads: int | Non
 
     def work(start: int) -> None:
         ids = range(start, min(start + chunk, len(paths)))
-        blobs = [_read_bytes(paths[i]) for i in ids]
+        blobs = []
+        for i in ids:
+            try:
+                blobs.append(_read_bytes(paths[i]))
+            except OSError as err:
+                raise fail(i, f"cannot be read ({err.strerror or err})") from None
         images = None
         if all(IMAGE_SUFFIXES[Path(paths[i]).suffix.lower()] == "jpeg" for i in ids):
             try:
@@ -448,7 +515,11 @@ def _load_folder(root: Path, cache: Path, parameter: str) -> CIFAR10Data:
             str(root),
             f"{root}{where} is not an existing folder; it should hold {LAYOUTS}. {DOWNLOAD_HINT}",
         )
-    src = _detect(root, parameter)
+    try:
+        src = _detect(root, parameter)
+        key = None if src is None else src.fingerprint()
+    except OSError as err:  # a symlink loop, a file we may not read, an I/O error
+        raise _unreadable(parameter, root, err) from None
     if src is None:
         where = f" (from {DATA_ENV})" if parameter == DATA_ENV else ""
         raise DataNotFoundError(
@@ -460,8 +531,8 @@ def _load_folder(root: Path, cache: Path, parameter: str) -> CIFAR10Data:
     cache_resolved = cache.resolve()
     if cache_resolved == src.path or src.path in cache_resolved.parents:
         raise ConfigError("cache_dir", str(cache), f"a folder outside the data source {src.path}")
-    key = src.fingerprint()
     path = cache / f"cifar10-{src.kind}-{hashlib.sha256(str(src.path).encode()).hexdigest()[:16]}.pt"
+    _sweep_stale(cache)
     data, reason = _read_cache(path, key)
     if data is not None:
         return data
@@ -475,6 +546,12 @@ def _load_folder(root: Path, cache: Path, parameter: str) -> CIFAR10Data:
     return data
 
 
+def _unreadable(parameter: str, root, err: OSError) -> DataFormatError:
+    """An unreadable file or folder in a data source, named with the reason, as one line."""
+    where = err.filename if err.filename is not None else root
+    return DataFormatError(parameter, str(where), f"{where} cannot be read ({err.strerror or err})")
+
+
 def _checksum(data: CIFAR10Data) -> int:
     """CRC-32 of all images and labels (about 0.05 s for the full set)."""
     crc = 0
@@ -484,7 +561,12 @@ def _checksum(data: CIFAR10Data) -> int:
 
 
 def _write_cache(path: Path, key: str, data: CIFAR10Data) -> None:
-    """Atomic write: a temporary file in the same folder, then os.replace. A failed write only warns."""
+    """Atomic write: a temporary file in the same folder, then os.replace.
+
+    The cache is an optimisation: any failure (a full disk, a read-only folder...) removes the temporary
+    file, logs one line and returns, and the run goes on with the data in memory. The writer holds an
+    flock on its temporary file, so that `_sweep_stale` can tell a killed writer's leftover from a live
+    writer's file."""
     blob = {
         "version": CACHE_VERSION,
         "key": key,
@@ -499,17 +581,50 @@ def _write_cache(path: Path, key: str, data: CIFAR10Data) -> None:
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=CACHE_TMP_SUFFIX)
         with os.fdopen(fd, "wb") as f:
-            torch.save(blob, f)
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; the cache may be shared
-        os.replace(tmp, path)
-    except OSError as err:
-        warnings.warn(
-            f"attnlib: could not write the data cache {path} ({err}); continuing without it", stacklevel=4
-        )
-        if tmp is not None and os.path.exists(tmp):
-            os.remove(tmp)
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            buf = io.BytesIO()
+            torch.save(blob, buf)  # serialised in memory: a failed write is a plain OSError (ENOSPC...)
+            f.write(buf.getbuffer())
+            f.flush()
+            os.fsync(f.fileno())
+            os.fchmod(f.fileno(), 0o644)  # mkstemp makes it 0600; the cache may be shared
+            os.replace(tmp, path)
+        tmp = None
+    except Exception as err:  # noqa: BLE001 -- whatever failed, the data in memory is good
+        if isinstance(err, OSError) and err.strerror:
+            reason = err.strerror + (f" ({err.filename})" if err.filename else "")
+        else:
+            reason = f"{type(err).__name__}: {err}"
+        log.warning("could not write the data cache %s: %s; training from memory", path, reason)
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+
+
+def _sweep_stale(folder: Path) -> None:
+    """Remove temporary cache files left by killed writers (a live writer holds an flock on its file)."""
+    try:
+        candidates = list(folder.glob(f"cifar10-*.pt.*{CACHE_TMP_SUFFIX}"))
+    except OSError:
+        return
+    for tmp in candidates:
+        try:
+            fd = os.open(tmp, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a live writer
+        else:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+                log.info("removed %s, a temporary cache file left by a stopped run", tmp)
+        finally:
+            os.close(fd)
 
 
 def _read_cache(path: Path, key: str) -> tuple[CIFAR10Data | None, str]:

@@ -26,9 +26,11 @@ import hashlib
 import io
 import json
 import logging
+import math
 import os
 import platform
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -40,7 +42,7 @@ import numpy as np
 import torch
 
 from attnlib import experiments
-from attnlib.errors import ConfigError
+from attnlib.errors import ConfigError, with_path
 
 log = logging.getLogger("attnlib")
 
@@ -73,6 +75,16 @@ class RunLocked(RuntimeError):
     """Another process is training this experiment and preset right now."""
 
 
+class ResultExists(RuntimeError):
+    """The run folder holds a complete result of another configuration (e.g. trained with other epochs);
+    it is kept unless the caller passes ``replace=True`` (``python -m attnlib train ... --force``).
+    `detail` names the folder and the settings that differ."""
+
+    def __init__(self, detail: str):
+        super().__init__(f"{detail}; it is kept (pass replace=True to replace it, or another results_dir)")
+        self.detail = detail
+
+
 # ------------------------------------------------------------------------------------------ atomic writes
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
@@ -85,8 +97,36 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:  # a full disk or a read-only folder: name the file meant, not the temporary one
+        raise with_path(err, path) from err
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def check_writable(folder: str | Path) -> None:
+    """Raise an OSError naming the path and the reason unless `folder` is, or can be made, a writable
+    folder: the nearest existing ancestor must be a folder (not a file) that this process may write to, on
+    a file system mounted read-write. Writes nothing."""
+    folder = Path(folder).absolute()
+    probe = folder
+    while True:
+        try:
+            st = os.stat(probe)
+            break
+        except (FileNotFoundError, NotADirectoryError):
+            if probe.parent == probe:
+                raise
+            probe = probe.parent
+    if not stat.S_ISDIR(st.st_mode):
+        where = "" if probe == folder else f"; the results go to {folder}"
+        raise NotADirectoryError(errno.ENOTDIR, f"is a file, not a folder{where}", str(probe))
+    if not os.access(probe, os.W_OK | os.X_OK):
+        read_only = bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
+        code, reason = (
+            (errno.EROFS, "Read-only file system") if read_only else (errno.EACCES, "Permission denied")
+        )
+        where = "" if probe == folder else f" (the results go to {folder})"
+        raise OSError(code, f"{reason}: cannot write results here{where}", str(probe))
 
 
 def write_bytes(path: str | Path, data: bytes) -> None:
@@ -400,9 +440,28 @@ class RunResult:
                 f"{self.experiment} --preset {self.preset}"
             )
         model = make(self.config["family"], **self.config["model"])
-        state = torch.load(weights, map_location=device, weights_only=True)
-        model.load_state_dict(state["model"])
+        try:
+            state = torch.load(weights, map_location=device, weights_only=True)
+            saved = state.get("fingerprint")
+            if saved is not None and saved != self.config.get("fingerprint"):
+                raise ValueError("it belongs to another configuration")
+            if (state.get("epoch"), state.get("step")) != (self.config["train"]["epochs"], 0):
+                raise ValueError(
+                    f"it is not the end of training (epoch {state.get('epoch')}, step {state.get('step')})"
+                )
+            model.load_state_dict(state["model"])
+        except Exception as err:  # truncated or corrupt zip, foreign or partial checkpoint
+            detail = f"{weights} is damaged ({type(err).__name__}: {' '.join(str(err).split())})"
+            raise DamagedResult(
+                f"{detail}; retrain with: {self._train_command()}", "damaged", detail
+            ) from None
         return model.to(device).eval()
+
+    def _train_command(self) -> str:
+        seed = self.config.get("seed", 0)
+        return f"python -m attnlib train {self.experiment} --preset {self.preset}" + (
+            f" --seed {seed}" if seed else ""
+        )
 
 
 def inspect_run(
@@ -419,9 +478,14 @@ def inspect_run(
         return "missing", f"no {metrics_path}"
     try:
         metrics = json.loads(metrics_path.read_text())
+        if not isinstance(metrics, dict):
+            return "damaged", f"{metrics_path} holds a JSON {type(metrics).__name__}, not an object"
         absent = [k for k in METRICS_KEYS if k not in metrics]
         if absent:
             return "damaged", f"{metrics_path} lacks {', '.join(absent)}"
+        wrong = _metrics_problem(metrics)
+        if wrong:
+            return "damaged", f"{metrics_path}: {wrong}"
         for name, digest in metrics["files"].items():
             if not (path / name).exists():
                 return "damaged", f"{path / name} is missing"
@@ -434,6 +498,56 @@ def inspect_run(
             path, expected
         )
     return "complete", ""
+
+
+def _number(v, low: float = -math.inf, high: float = math.inf) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and low <= v <= high
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+# What `_write_result` writes and readers (tables, the book, the CLI) use, with the type each must have:
+# metrics.json is not covered by a checksum, so a hand-edited value must not pass as a result.
+_METRICS_TYPES = {
+    "test_accuracy": (lambda v: _number(v, 0, 1), "a number in [0, 1]"),
+    "params": (_count, "an integer >= 0"),
+    "wall_time_ms": (lambda v: _number(v, 0), "a number >= 0"),
+    "provenance": (lambda v: isinstance(v, dict), "an object"),
+    "fingerprint": (lambda v: isinstance(v, str), "a string"),
+    "files": (
+        lambda v: (
+            isinstance(v, dict) and all(isinstance(k, str) and isinstance(d, str) for k, d in v.items())
+        ),
+        "an object of file names and sha256 digests",
+    ),
+}
+_OPTIONAL_TYPES = {
+    "test_loss": (lambda v: _number(v, 0), "a number >= 0"),
+    "train_accuracy": (lambda v: _number(v, 0, 1), "a number in [0, 1]"),
+    "wall_time_std_ms": (lambda v: v is None or _number(v, 0), "a number >= 0"),
+    "wall_time_device": (lambda v: isinstance(v, str), "a string"),
+}
+_PROVENANCE_TYPES = {
+    "epochs": (lambda v: _count(v) and v >= 1, "an integer >= 1"),
+    "train_seconds": (lambda v: _number(v, 0), "a number >= 0"),
+}
+
+
+def _metrics_problem(metrics: dict) -> str:
+    """'' when every value that readers use has its type, else what is wrong (e.g. "test_accuracy is
+    'abc', not a number in [0, 1]")."""
+    checks = [(metrics, k, *c) for k, c in _METRICS_TYPES.items()]
+    checks += [(metrics, k, *c) for k, c in _OPTIONAL_TYPES.items() if k in metrics]
+    for key, (ok, allowed) in _PROVENANCE_TYPES.items():
+        if isinstance(metrics.get("provenance"), dict) and key in metrics["provenance"]:
+            checks.append((metrics["provenance"], key, ok, allowed))
+    for d, key, ok, allowed in checks:
+        if not ok(d[key]):
+            name = key if d is metrics else f"provenance.{key}"
+            return f"{name} is {d[key]!r}, not {allowed}"
+    return ""
 
 
 def _config_difference(path: Path, expected: dict | None) -> str:
@@ -507,13 +621,18 @@ def train_run(
     epochs: int | None = None,
     progress: bool | None = None,
     on_step=None,
+    replace: bool = False,
+    checkpoint_every: float | None = None,
 ) -> RunResult:
     """Train `experiment` at `preset` and write its result folder; resumes from its checkpoints.
 
     Works alone or under torchrun (every rank calls it; rank 0 locks the folder and writes results).
     data: None (the preset's default, else $ATTNLIB_DATA), a folder, "synthetic[:N_TRAIN:N_TEST]" or a
-    CIFAR10Data. Raises ConfigError for bad arguments before anything is written, RunLocked when
-    another process trains the same folder."""
+    CIFAR10Data. Raises ConfigError for bad arguments (data too small for one batch included) and an
+    OSError naming the path when the results folder cannot be written, both before the data is loaded
+    or anything is written; RunLocked when another process trains the same folder; ResultExists when
+    the folder holds a complete result of another configuration, unless `replace`. checkpoint_every:
+    seconds between mid-epoch checkpoints (attnlib.train.checkpoint_interval)."""
     import torch.distributed as dist
 
     from attnlib import train as trainer
@@ -524,8 +643,17 @@ def train_run(
     spec = data if data is not None else rc.data
     config = run_config(experiment, preset, seed=seed, data=spec, epochs=epochs)
     trainer.resolve_device(device)  # validate the device and the data before anything is written
-    dataset = _load_data(spec)
+    trainer.checkpoint_interval(checkpoint_every)
     path = run_dir(results_dir, experiment, preset, seed)
+    check_writable(path)
+    dataset = _load_data(spec)
+    if len(dataset.train) < rc.train.batch_size:
+        raise ConfigError(
+            "data",
+            spec if isinstance(spec, str | os.PathLike | None) else dataset.source,
+            f"at least {rc.train.batch_size} training images (one batch of {experiment} at preset {preset}); "
+            f"{dataset.source} has {len(dataset.train)}",
+        )
     with trainer.distributed_session(device) as (info, dev):
         lock = RunLock(path)
         refusal = None
@@ -533,13 +661,18 @@ def train_run(
             try:
                 lock.acquire()
             except RunLocked as err:
-                refusal = str(err)
+                refusal = ("locked", str(err))
+            else:  # under the lock: a complete result of another configuration is kept unless `replace`
+                status, detail = inspect_run(path, expected=config)
+                if status == "stale" and not replace:
+                    lock.release()
+                    refusal = ("exists", detail)
         if info.enabled:
             box = [refusal]
             dist.broadcast_object_list(box, src=0)
             refusal = box[0]
         if refusal:
-            raise RunLocked(refusal)
+            raise (RunLocked if refusal[0] == "locked" else ResultExists)(refusal[1])
         if info.is_main:  # temporary files of a killed writer (never complete: safe to drop)
             for stray in [*path.glob(".*.tmp*"), *path.glob("checkpoints/.*.tmp*")]:
                 stray.unlink(missing_ok=True)
@@ -568,6 +701,7 @@ def train_run(
                 desc=f"{experiment}/{preset}",
                 on_step=on_step,
                 probe=probe,
+                checkpoint_every=checkpoint_every,
             )
             if info.is_main:
                 _write_result(path, config, rc, model, fit, dataset, dev, info)
@@ -658,12 +792,16 @@ def run_or_load(
     *,
     epochs: int | None = None,
     progress: bool | None = None,
+    replace: bool = False,
 ) -> RunResult:
     """The saved result of `experiment` at `preset` when one exists for the same configuration, else train
     it (resuming from its checkpoints). A damaged result is reported and retrained.
 
     train_missing: False -> raise MissingResult (DamagedResult for a damaged one) instead of training;
-    None -> $ATTNLIB_TRAIN_MISSING (0 during the book build), default True."""
+    None -> $ATTNLIB_TRAIN_MISSING (0 during the book build), default True.
+    replace: a complete result of another configuration in the same folder ("stale": e.g. trained with
+    other epochs, or before the preset changed) is retrained over only with replace=True; otherwise
+    training raises ResultExists and the result is kept."""
     from attnlib.train import resolve_device
 
     config = run_config(experiment, preset, seed=seed, data=data, epochs=epochs)
@@ -677,7 +815,9 @@ def run_or_load(
     if status == "damaged":
         log.warning("%s is damaged (%s)%s", path, detail, "; retraining it" if train_missing else "")
     elif status == "stale" and train_missing:
-        log.warning("%s; retraining it", detail)
+        if not replace:
+            raise ResultExists(detail)
+        log.warning("%s; replacing it", detail)
     if not train_missing:
         hint = f"train it with: python -m attnlib train {experiment} --preset {preset}"
         cls = DamagedResult if status == "damaged" else MissingResult
@@ -692,6 +832,7 @@ def run_or_load(
         seed=seed,
         epochs=epochs,
         progress=progress,
+        replace=replace,
     )
 
 
@@ -768,9 +909,11 @@ def table1(results_dir: str | Path = "results", preset: str = "paper", seed: int
 __all__ = [
     "DamagedResult",
     "MissingResult",
+    "ResultExists",
     "RunLocked",
     "RunResult",
     "attention_summary",
+    "check_writable",
     "collect",
     "inference_wall_time",
     "inspect_run",

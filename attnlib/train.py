@@ -5,8 +5,10 @@
 
 Reproducibility: data order depends only on `(seed, epoch)`, the global RNG (dropout) is re-seeded from
 `(seed, epoch, rank)` at the start of every epoch, and a checkpoint holds the model, the optimizer, the
-schedule position, the history and the RNG states. A run resumed from any checkpoint (end of an epoch, or
-the middle of one after SIGINT/SIGTERM) therefore ends with the same history as an uninterrupted run.
+schedule position, the history and the RNG states. Checkpoints are written at the end of every epoch, in
+the middle of one every CHECKPOINT_SECONDS of training (so that a kill without a signal loses at most
+that), and after SIGINT/SIGTERM. A run resumed from any of them ends with the same history as an
+uninterrupted run.
 
 Distributed: under `torchrun` (env `WORLD_SIZE` > 1) `init_distributed` joins the process group (gloo on
 the CPU, nccl on CUDA) and `fit` wraps the model in DistributedDataParallel; each rank gets its shard of every
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import logging
 import math
 import os
@@ -32,13 +35,18 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from attnlib.errors import ConfigError
+from attnlib.errors import ConfigError, with_path
 
 log = logging.getLogger("attnlib")
 
 SCHEDULES = ("cosine", "multistep", "constant")
 NO_DECAY_SUFFIXES = (".centers", ".spreads")  # quadratic encodings: no weight decay (paper, App. A)
 CHECKPOINT_FORMAT = 1
+# Besides the end of every epoch, `fit` checkpoints mid-epoch once this many seconds of training have passed
+# since the last checkpoint, so that a run killed without a signal (SIGKILL, a notebook kernel whose parent
+# died) loses at most that much. Not part of a run's configuration: it changes no result.
+CHECKPOINT_SECONDS = 120.0
+CHECKPOINT_SECONDS_ENV = "ATTNLIB_CHECKPOINT_SECONDS"
 # Speed-up of 2 threads over 1 on the reference machine (2 cores, AMD EPYC): measured 1.54-1.81 across the
 # budget models, so multi-core throughput ~ per-core throughput x cores x 0.75 (the low end).
 CPU_PARALLEL_EFFICIENCY = 0.75
@@ -308,11 +316,16 @@ class Checkpoints:
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.folder / f".last.pt.tmp{os.getpid()}"
         link = self.folder / f".previous.pt.tmp{os.getpid()}"
+        buf = io.BytesIO()  # serialised in memory first: a failed write is an OSError naming the file
+        torch.save({**state, "format": CHECKPOINT_FORMAT, "fingerprint": self.fingerprint}, buf)
         try:
-            with open(tmp, "wb") as f:
-                torch.save({**state, "format": CHECKPOINT_FORMAT, "fingerprint": self.fingerprint}, f)
-                f.flush()
-                os.fsync(f.fileno())
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(buf.getbuffer())
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as err:  # full disk, read-only folder: say which checkpoint
+                raise with_path(err, self.last) from err
             if self.last.exists():
                 link.unlink(missing_ok=True)
                 try:  # previous.pt becomes a second name of the old last.pt, atomically
@@ -385,6 +398,23 @@ class _StopRequest:
 
 
 # ------------------------------------------------------------------------------------------------ fit
+def checkpoint_interval(seconds: float | None = None) -> float:
+    """Seconds between time-based checkpoints: `seconds`, else $ATTNLIB_CHECKPOINT_SECONDS, else
+    CHECKPOINT_SECONDS (0: after every step that checks its flags, i.e. every step on the CPU)."""
+    parameter = "checkpoint_every"
+    if seconds is None and os.environ.get(CHECKPOINT_SECONDS_ENV, "").strip():
+        parameter, seconds = CHECKPOINT_SECONDS_ENV, os.environ[CHECKPOINT_SECONDS_ENV].strip()
+        try:
+            seconds = float(seconds)
+        except ValueError:
+            raise ConfigError(parameter, seconds, "a number of seconds >= 0") from None
+    if seconds is None:
+        return CHECKPOINT_SECONDS
+    ok = isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0
+    _check(ok and not math.isnan(seconds), parameter, seconds, "a number of seconds >= 0")
+    return float(seconds)
+
+
 def _seed_epoch(seed: int, epoch: int, rank: int) -> None:
     # dropout and any other global-RNG use depend only on (seed, epoch, rank)
     torch.manual_seed((seed * 1_000_003 + epoch) * 1_009 + rank)
@@ -515,9 +545,14 @@ def fit(
     desc: str = "train",
     on_step: Callable[[int, int, torch.Tensor, torch.Tensor], None] | None = None,
     probe: Callable[[nn.Module], dict[str, float]] | None = None,
+    checkpoint_every: float | None = None,
 ) -> FitResult:
     """Train `model` (in place) for `cfg.epochs` epochs, resuming from `checkpoint_dir` when it holds a
     checkpoint with the same `fingerprint`.
+
+    Checkpoints are written at the end of every epoch and, mid-epoch, once `checkpoint_every` seconds
+    (`checkpoint_interval`: default CHECKPOINT_SECONDS) have passed since the last one; a run resumed from
+    a mid-epoch checkpoint continues with the same data, RNG states and running sums.
 
     train_batches / test_batches: objects with `.epoch(e)` -> iterator of (x (B, 3, 32, 32), y (B,)) on
     `device` and `len()`; under DDP each yields this rank's shard of every global batch.
@@ -540,6 +575,7 @@ def fit(
     schedule = Schedule.from_config(cfg, steps_per_epoch)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     ckpt = Checkpoints(checkpoint_dir, fingerprint) if checkpoint_dir is not None else None
+    interval = checkpoint_interval(checkpoint_every) if ckpt is not None else math.inf
 
     # ---- state: fresh or resumed
     history: list[dict] = []
@@ -604,6 +640,7 @@ def fit(
             ckpt.save(snap)
 
     check_every = 1 if device.type == "cpu" else 20
+    last_saved = time.monotonic()
     with _StopRequest() as stop:
         for epoch in range(start_epoch, cfg.epochs):
             if cfg.plateau is not None and converged(history, cfg.plateau):
@@ -645,8 +682,14 @@ def fit(
                 )
                 bar.update(1)
                 if (step + 1) % check_every == 0 or step + 1 == steps_per_epoch:
+                    due = step + 1 < steps_per_epoch and time.monotonic() - last_saved >= interval
                     flags = torch.tensor(
-                        [float(not math.isfinite(loss.item())), float(stop.signum is not None)], device=device
+                        [
+                            float(not math.isfinite(loss.item())),
+                            float(stop.signum is not None),
+                            float(due and info.is_main),  # rank 0's clock decides for every rank
+                        ],
+                        device=device,
                     )
                     _all_reduce(flags, info, dist.ReduceOp.MAX if info.enabled else None)
                     if flags[0]:
@@ -665,6 +708,10 @@ def fit(
                             f"{desc}: interrupted at epoch {epoch + 1}, step {step + 1}; checkpoint saved{where}; "
                             "rerun the same command to resume"
                         )
+                    if flags[2]:  # time-based: a kill without a signal loses at most `interval` seconds
+                        seconds = prior_seconds + time.perf_counter() - t_epoch
+                        save(epoch, step + 1, {"stats": stats.tolist(), "seconds": seconds})
+                        last_saved = time.monotonic()
             bar.close()
             train_time = prior_seconds + time.perf_counter() - t_epoch
             _all_reduce(stats, info)
@@ -704,6 +751,7 @@ def fit(
                     row["grad_norm"],
                 )
             save(epoch + 1, 0)
+            last_saved = time.monotonic()
             if stop.signum is not None:  # signal during evaluation: the epoch checkpoint is already saved
                 raise Interrupted(
                     f"{desc}: interrupted after epoch {epoch + 1}; checkpoint saved; rerun to resume"

@@ -36,7 +36,7 @@ query = 0  # which saved query pixel the attention figures use (0: the grid's ce
 params = book.check_params(
     preset=preset, data=data, device=device, seed=seed, train_missing=train_missing, results_dir=results_dir
 )
-if isinstance(query, bool) or query not in range(4):
+if isinstance(query, bool) or not isinstance(query, int) or query not in range(4):  # 2.0 is no index
     raise book.ParameterError("query", query, "0, 1, 2, 3 (the saved query pixels)")
 
 # %% tags=["hide-input"]

@@ -27,3 +27,21 @@ def cli(capsys):
         return code, out, err
 
     return run
+
+
+@pytest.fixture(scope="session")
+def mount_namespace(tmp_path_factory):
+    """``run(script) -> CompletedProcess``: a bash script run as root of its own user and mount namespace
+    (``unshare --user --map-root-user --mount``), where it may mount a small or read-only tmpfs: a full
+    or read-only disk for real, touching nothing outside. Skips where the kernel forbids such namespaces."""
+    import shutil
+    import subprocess
+
+    def run(script: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        command = ["unshare", "--user", "--map-root-user", "--mount", "bash", "-euc", script]
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+    probe = tmp_path_factory.mktemp("mount-probe")
+    if shutil.which("unshare") is None or run(f"mount -t tmpfs -o size=64k tmpfs {probe}", 30).returncode:
+        pytest.skip("no unprivileged user and mount namespaces here (unshare -rm): cannot mount a tmpfs")
+    return run

@@ -113,6 +113,9 @@ def test_check_params_resolves_defaults(monkeypatch, tmp_path):
     [
         ({"heads": 7}, "heads", "9, 16"),
         ({"heads": True}, "heads", "9, 16"),
+        ({"heads": 16.0}, "heads", "9, 16"),
+        ({"seed": 1.0}, "seed", "integer"),
+        ({"counts": {"steps": 600.0}}, "steps", "integer"),
         ({"preset": "huge"}, "preset", ", ".join(experiments.PRESETS)),
         ({"seed": -1}, "seed", "integer"),
         ({"device": "tpu"}, "device", "cpu"),
@@ -129,6 +132,22 @@ def test_check_params_rejects(kwargs, parameter, allowed):
     assert str(err.value).startswith(f"{parameter}: got ")
     assert allowed in str(err.value)
     assert err.value._render_traceback_() == [f"ParameterError: {err.value}"]  # one line in a notebook
+
+
+def test_unknown_parameters_from_the_cells_run():
+    """What papermill ran: the chapter's parameters cell, then its injected cell (papermill's header);
+    injected names that the parameters cell does not assign are unknown."""
+    parameters = 'preset = "budget"  # paper | budget\nseed: int = 0\nresults_dir = None\n'
+    injected = '# Parameters\nheads = 7\npreset = "smoke"\n'
+    history = ["", "from attnlib import book", parameters, injected, "params = book.check_params()"]
+    assert book.unknown_parameters(history) == (["heads"], ["preset", "seed", "results_dir"])
+    assert book.unknown_parameters(history[:3]) == ([], [])  # not run by papermill: nothing to check
+    injected_known = "# Parameters\nseed = 3\n"
+    assert book.unknown_parameters(["", parameters, injected_known]) == (
+        [],
+        ["preset", "seed", "results_dir"],
+    )
+    book.check_no_unknown_parameters()  # outside a kernel: checks nothing
 
 
 def test_references_have_sources():
@@ -259,6 +278,16 @@ def test_chapter_runs_at_smoke(chapter, results_dir, tmp_path):
             "'synthetic:N_TRAIN:N_TEST' or a CIFAR-10 folder (no such folder)",
         ),
         ("01_theory", {"steps": -1}, "steps: got -1; allowed: an integer >= 1"),
+        # papermill passes -p heads 16.0 as a float: integers must be integers
+        ("04_hierarchical", {"heads": 16.0}, "heads: got 16.0; allowed: 9, 16"),
+        ("05_appendix", {"query": 2.0}, "query: got 2.0; allowed: 0, 1, 2, 3 (the saved query pixels)"),
+        # a parameter the chapter does not have (papermill only warns "Passed unknown parameter")
+        (
+            "02_reproduction",
+            {"heads": 7},
+            "heads: not a parameter of this chapter (got 7); its parameters are preset, data, device, seed, "
+            "train_missing, results_dir",
+        ),
     ],
 )
 def test_bad_parameter_stops_right_after_the_parameters(chapter, parameters, message, tmp_path):

@@ -62,7 +62,9 @@ def imagefolder(tmp_path):
     return root, train, test_paths
 
 
-def write_pickles(folder: Path, train, train_labels, test, test_labels, bytes_keys: bool) -> None:
+def write_pickles(
+    folder: Path, train, train_labels, test, test_labels, bytes_keys: bool, protocol: int = 2
+) -> None:
     """The cifar-10-batches-py format: 5 train batches + test_batch of {data: uint8 (N, 3072), labels}."""
     key = (lambda s: s.encode()) if bytes_keys else (lambda s: s)
     folder.mkdir(parents=True)
@@ -75,10 +77,10 @@ def write_pickles(folder: Path, train, train_labels, test, test_labels, bytes_ke
             key("filenames"): [key(f"img_{i}.png") for i in range(len(x))],
         }
         with open(folder / name, "wb") as f:
-            pickle.dump(batch, f, protocol=2)
+            pickle.dump(batch, f, protocol=protocol)
     meta = {key("label_names"): [key(c) for c in D.CLASSES], key("num_cases_per_batch"): len(chunks[0][0])}
     with open(folder / D.PICKLE_META, "wb") as f:
-        pickle.dump(meta, f, protocol=2)
+        pickle.dump(meta, f, protocol=protocol)
 
 
 @pytest.fixture(params=[(True, True), (False, False)], ids=["bytes-keys-nested", "str-keys-flat"])
@@ -141,6 +143,49 @@ def test_pickles(pickled, tmp_path):
     assert d.classes == TORCHVISION_CLASSES
     assert torch.equal(d.train.images, train) and torch.equal(d.train.labels, train_labels)
     assert torch.equal(d.test.images, test) and torch.equal(d.test.labels, test_labels)
+
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_pickles_of_every_protocol_pass_the_restricted_unpickler(tmp_path, protocol):
+    """Copies re-pickled by Python 3 (protocol 2 stores bytes through _codecs.encode, 5 arrays through
+    _frombuffer) hold only what the restricted unpickler admits."""
+    train, test = random_images(20, seed=2), random_images(10, seed=3)
+    labels = torch.arange(20) % 10
+    write_pickles(tmp_path / "pk", train, labels, test, labels[:10], True, protocol=protocol)
+    d = D.load_cifar10(tmp_path / "pk", cache_dir=tmp_path / "cache")
+    assert torch.equal(d.train.images, train) and torch.equal(d.test.labels, labels[:10])
+
+
+class RunsACommand:
+    """What a hostile `data_batch_1` holds: unpickling it calls os.system (or builtins.exec)."""
+
+    def __init__(self, how: str, marker: Path):
+        self.how, self.marker = how, marker
+
+    def __reduce__(self):
+        if self.how == "os.system":
+            return os.system, (f"touch {self.marker}",)
+        return exec, (f"open({str(self.marker)!r}, 'w').close()",)
+
+
+@pytest.mark.parametrize(("how", "named"), [("os.system", "posix.system"), ("exec", "__builtin__.exec")])
+@pytest.mark.parametrize("where", ["data", "whole file"])
+def test_malicious_pickle_is_refused_without_running(pickled, tmp_path, how, named, where):
+    """A CIFAR-10 folder whose data_batch_1 would run a command when unpickled: refused with one line
+    naming the file and what it refers to; the command never runs and no cache is written."""
+    root, _ = pickled
+    folder = root / D.PICKLE_DIR if (root / D.PICKLE_DIR).is_dir() else root
+    marker = tmp_path / "ran"
+    payload = RunsACommand(how, marker)
+    with open(folder / "data_batch_1", "wb") as f:
+        pickle.dump({b"data": payload, b"labels": [0]} if where == "data" else payload, f, protocol=2)
+    with pytest.raises(D.DataFormatError) as err:
+        D.load_cifar10(root, cache_dir=tmp_path / "cache")
+    message = str(err.value)
+    assert str(folder / "data_batch_1") in message and f"refers to {named}" in message, message
+    assert "refused without running it" in message and "\n" not in message
+    assert not marker.exists(), "the pickle ran its command"
+    assert not list((tmp_path / "cache").glob("*.pt"))
 
 
 def test_environment_variables(imagefolder, tmp_path, monkeypatch):
@@ -206,6 +251,86 @@ def test_changed_source_is_redecoded(imagefolder, tmp_path):
         d = D.load_cifar10(root, cache_dir=cache)
     assert len(d.train) == 21 and torch.equal(d.train.images[8], extra) and d.train.labels[8] == 3
     assert len(list(cache.glob("*.pt"))) == 1  # replaced, not accumulated
+
+
+FILL_CACHE = """
+import logging, resource, signal
+from attnlib import data as D
+logging.basicConfig(level=logging.INFO, format="%(message)s")  # as the command line shows it
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
+d = D.load_cifar10({root!r}, cache_dir={cache!r})
+print(len(d.train), len(d.test), int(d.train.images.sum()))
+"""
+
+
+def _load_in_child(root: Path, cache: Path, limit, run=None):
+    """Load `root` in a child process that may write at most `limit` bytes per file; `run(script)` runs
+    the bash script (default: here)."""
+    import shlex
+    import subprocess
+    import sys
+
+    code = FILL_CACHE.format(root=str(root), cache=str(cache), limit=limit)
+    python = f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+    if run is None:
+        return subprocess.run(["bash", "-c", python], capture_output=True, text=True, timeout=300)
+    return run(python)
+
+
+def test_cache_write_that_fails_is_removed_and_training_data_kept(imagefolder, tmp_path):
+    """A cache write that fails half-way (here: the process may write at most 16 kB per file, a real
+    write error from the kernel, as on a nearly full disk): the temporary file is removed, one line says
+    so, and the data is returned from memory."""
+    root, train, _ = imagefolder
+    cache = tmp_path / "cache"
+    out = _load_in_child(root, cache, 16_000)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["20", "10", str(int(train.sum()))]
+    lines = [line for line in out.stderr.splitlines() if "could not write the data cache" in line]
+    assert len(lines) == 1 and "File too large; training from memory" in lines[0], out.stderr
+    assert "Traceback" not in out.stderr
+    assert list(cache.iterdir()) == []  # neither the cache nor a temporary file
+
+
+def test_full_disk_under_the_cache(imagefolder, tmp_path, mount_namespace):
+    """ATTNLIB_CACHE on a 64 kB tmpfs that also holds a killed writer's 40 kB temporary file: that one is
+    swept on start, the new write fails with ENOSPC and is removed, and the data comes from memory."""
+    root, train, _ = imagefolder
+    cache = tmp_path / "tmpfs"
+    cache.mkdir()
+    stale = cache / "cifar10-imagefolder-0123456789abcdef.pt.k1ll3d.tmp"
+
+    def run(python: str):
+        return mount_namespace(
+            f"mount -t tmpfs -o size=64k tmpfs {cache}; head -c 40000 /dev/zero > {stale}; {python}; "
+            f"echo LISTING; ls -A {cache}"
+        )
+
+    out = _load_in_child(root, cache, "resource.RLIM_INFINITY", run)
+    assert out.returncode == 0, out.stderr
+    result, listing = out.stdout.split("LISTING")
+    assert result.split() == ["20", "10", str(int(train.sum()))]
+    assert f"removed {stale}" in out.stderr
+    assert "No space left on device; training from memory" in out.stderr, out.stderr
+    assert listing.split() == [], listing  # the stale file swept, the failed one removed
+
+
+def test_stale_temporary_cache_files_are_swept_but_not_a_live_writers(imagefolder, tmp_path):
+    import fcntl
+
+    root, _, _ = imagefolder
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    dead = cache / "cifar10-imagefolder-aaaa.pt.dead.tmp"
+    live = cache / "cifar10-imagefolder-bbbb.pt.live.tmp"
+    dead.write_bytes(b"x" * 1000)
+    live.write_bytes(b"y" * 1000)
+    with open(live, "rb") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # as `_write_cache` holds it while writing
+        D.load_cifar10(root, cache_dir=cache)
+        assert not dead.exists() and live.exists()
+    assert len(list(cache.glob("*.pt"))) == 1
 
 
 def test_cache_not_inside_source(imagefolder):
@@ -312,6 +437,26 @@ def test_undecodable_or_wrong_size_image(imagefolder, tmp_path, bad):
     with pytest.raises(D.DataFormatError, match=re.escape(str(path))):
         D.load_cifar10(root, cache_dir=tmp_path / "cache")
     assert not list((tmp_path / "cache").glob("*.pt"))
+
+
+@pytest.mark.parametrize("where", ["image", "class folder"])
+def test_symlink_loop_is_an_unreadable_file(imagefolder, tmp_path, where):
+    """A symlink loop in an image folder is reported like any unreadable file: one line naming it."""
+    root, _, _ = imagefolder
+    if where == "image":
+        loop = root / "train" / "cat" / "loop.png"
+    else:
+        for f in (root / "test" / "dog").iterdir():
+            f.unlink()
+        (root / "test" / "dog").rmdir()
+        loop = root / "test" / "dog"
+    loop.symlink_to(loop.name)
+    with pytest.raises(D.DataFormatError) as err:
+        D.load_cifar10(root, cache_dir=tmp_path / "cache")
+    assert str(loop) in str(err.value) and "cannot be read (Too many levels of symbolic links)" in str(
+        err.value
+    )
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").iterdir())
 
 
 def test_missing_pickle_file(pickled, tmp_path):

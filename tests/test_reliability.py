@@ -12,6 +12,7 @@ import logging
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -39,6 +40,7 @@ from attnlib.results import (
     table3,
     train_run,
 )
+from attnlib.train import CHECKPOINT_SECONDS_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMING = ["seconds", "images_per_s"]  # history columns that legitimately differ between runs
@@ -72,11 +74,13 @@ KILLED = dict(experiment="quadratic_iso_9h", data="synthetic:256:64", epochs=8) 
 EPOCH_LINE = re.compile(r"epoch (\d+)/\d+: train loss")
 
 
-def _start_training(results: Path, log: Path, extra=()) -> subprocess.Popen:
+def _start_training(results: Path, log: Path, extra=(), checkpoint_seconds: float = 3600) -> subprocess.Popen:
+    """The CLI in a child; end-of-epoch checkpoints only unless `checkpoint_seconds` is short."""
     command = [sys.executable, "-m", "attnlib", "train", KILLED["experiment"], "--preset", "smoke"]
     command += ["--data", KILLED["data"], "--epochs", str(KILLED["epochs"]), "--results-dir", str(results)]
     command += ["--threads", "1", "--no-progress", *extra]
-    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    env = {**os.environ, CHECKPOINT_SECONDS_ENV: str(checkpoint_seconds)}
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log.open("w"), env=env)
 
 
 def _checkpoint_epoch(folder: Path) -> int:
@@ -458,3 +462,116 @@ def test_bad_run_arguments_through_the_api_write_nothing(tmp_path):
     with pytest.raises(ConfigError, match="experiment: got 'vit_huge'; allowed: resnet18"):
         run_or_load("vit_huge", "smoke", results_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+# ------------------------------------------------------------------- 5. nothing overwritten, nothing leaked
+def test_complete_result_of_another_configuration_is_kept_by_the_cli(trained, tmp_path, cli):
+    """`train vit --epochs 2` over a complete 1-epoch result: refused with one line that names the
+    settings and --force, nothing touched (weights included); with --force it is replaced."""
+    root = tmp_path / "results"
+    shutil.copytree(trained, root)
+    folder = run_dir(root, "vit", "smoke")
+    before = files(folder)
+    argv = ["train", "vit", "--preset", "smoke", "--epochs", "2", "--results-dir", str(root), "--no-progress"]
+    code, out, err = cli(argv)
+    assert code == 3 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"python -m attnlib: refused: {folder} holds a result for another configuration")
+    assert "(train.epochs: 1 saved, 2 now); it is kept: rerun with --force to replace it" in err
+    assert files(folder) == before
+    code, out, err = cli([*argv, "--force"])
+    assert code == 0 and "test accuracy" in out, err
+    assert_intact(folder, run_config("vit", "smoke", epochs=2))
+
+
+def test_hand_edited_metrics_through_the_cli(trained, tmp_path, cli):
+    """`"test_accuracy": "abc"`: table3 reports vit as damaged (never prints abc), and `train` retrains
+    it as any damaged result, without a traceback."""
+    root = tmp_path / "results"
+    shutil.copytree(trained, root)
+    metrics = run_dir(root, "vit", "smoke") / "metrics.json"
+    metrics.write_text(re.sub(r'"test_accuracy": [^,]+', '"test_accuracy": "abc"', metrics.read_text()))
+    code, out, err = cli(["table3", "--results-dir", str(root), "--preset", "smoke"])
+    assert code == 0 and err == ""
+    assert "- vit: damaged: " in out and "test_accuracy is 'abc', not a number in [0, 1]" in out
+    assert " abc " not in out.replace("'abc'", "")
+    code, out, err = cli(["train", "vit", "--preset", "smoke", "--results-dir", str(root), "--no-progress"])
+    assert code == 0 and "Traceback" not in err and "test accuracy" in out
+    assert_intact(metrics.parent, run_config("vit", "smoke"))
+
+
+def test_results_dir_under_a_regular_file(tmp_path, cli, monkeypatch):
+    """--results-dir below a regular file: one line naming the file and the reason, exit 5, checked before
+    the data is loaded (no data cache written) and nothing written."""
+    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path / "cache"))
+    data = _image_folder(tmp_path / "cifar")
+    (tmp_path / "notes").write_text("a file")
+    results = tmp_path / "notes" / "results"
+    code, out, err = cli(
+        ["train", "resnet18", "--preset", "smoke", "--data", str(data), "--results-dir", str(results)]
+    )
+    assert code == 5 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"python -m attnlib: error: {tmp_path / 'notes'}: is a file, not a folder")
+    assert not (tmp_path / "cache").exists()
+
+
+def _cli_in_namespace(mount_namespace, mount: str, argv: list[str]):
+    """`python -m attnlib ARGV` after the bash commands `mount` in a private mount namespace."""
+    command = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "attnlib", *argv])
+    return mount_namespace(
+        f"{mount}; cd {shlex.quote(str(ROOT))}; set +e; {command}; echo EXIT=$?; find {argv[-1]} -name '*.tmp*' 2>/dev/null"
+    )
+
+
+def test_read_only_results_dir(tmp_path, mount_namespace):
+    """A results folder on a read-only file system: one line naming it and the reason, exit 5."""
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    out = _cli_in_namespace(
+        mount_namespace,
+        f"mount -t tmpfs -o size=1m,ro tmpfs {mnt}",
+        ["train", "vit", "--preset", "smoke", "--no-progress", "--results-dir", str(mnt / "results")],
+    )
+    assert "EXIT=5" in out.stdout, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert lines == [
+        f"python -m attnlib: error: {mnt}: Read-only file system: cannot write results here "
+        f"(the results go to {mnt / 'results' / 'vit' / 'smoke'})"
+    ], out.stderr
+
+
+def test_results_dir_that_fills_up(tmp_path, mount_namespace):
+    """A results folder on a 32 kB tmpfs: the first checkpoint does not fit. One line naming last.pt and
+    'No space left on device', exit 5, no temporary file left behind."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    out = _cli_in_namespace(
+        mount_namespace,
+        f"mount -t tmpfs -o size=32k tmpfs {mnt}",
+        ["train", "vit", "--preset", "smoke", "--no-progress", "--results-dir", str(mnt)],
+    )
+    assert "EXIT=5" in out.stdout, out.stdout + out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("python -m attnlib")]
+    last = run_dir(mnt, "vit", "smoke") / "checkpoints" / "last.pt"
+    assert errors == [f"python -m attnlib: error: {last}: No space left on device"], out.stderr
+    assert "Traceback" not in out.stderr
+    assert out.stdout.split("EXIT=5")[1].strip() == ""  # find: no temporary file
+
+
+@pytest.mark.parametrize("command", ["table1", "table3"])
+@pytest.mark.parametrize("what", ["missing", "file"])
+def test_table_of_a_results_dir_that_does_not_exist(tmp_path, cli, command, what):
+    path = tmp_path / "nowhere"
+    if what == "file":
+        path.write_text("x")
+    code, out, err = cli([command, "--results-dir", str(path), "--preset", "smoke"])
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert f"--results-dir: got '{path}'; allowed: a folder of saved results ({path} does not exist" in err
+
+
+def test_batch_larger_than_the_data_through_the_cli(tmp_path, cli):
+    results = tmp_path / "results"
+    code, out, err = cli(
+        ["train", "vit", "--preset", "smoke", "--data", "synthetic:8:4", "--results-dir", str(results)]
+    )
+    assert code == 2 and err.count("\n") == 1 and "at least 16 training images" in err and "has 8" in err
+    assert not results.exists()

@@ -3,6 +3,7 @@ inference timing and Table 3."""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ from attnlib import results
 from attnlib.results import (
     DamagedResult,
     MissingResult,
+    ResultExists,
     RunLock,
     RunLocked,
     attention_summary,
@@ -174,9 +176,118 @@ def test_run_or_load_loads_instead_of_retraining(copy):
     assert not res.trained and metrics.stat().st_mtime_ns == before
 
 
-def test_other_configuration_is_retrained(copy):
-    res = run_or_load("vit", "smoke", results_dir=copy, epochs=2)
+def test_other_configuration_is_kept_unless_replace(copy):
+    """A complete result of another configuration (here: trained for 1 epoch, asked for 2) is never
+    trained over silently: run_or_load and train_run raise ResultExists naming the settings that differ
+    and write nothing; replace=True retrains it."""
+    folder = run_dir(copy, "vit", "smoke")
+    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+    for call in (run_or_load, train_run):
+        with pytest.raises(ResultExists, match=r"train.epochs: 1 saved, 2 now\); it is kept .*replace=True"):
+            call("vit", "smoke", results_dir=copy, epochs=2)
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before
+    assert inspect_run(folder, expected=results.run_config("vit", "smoke"))[0] == "complete"
+    res = run_or_load("vit", "smoke", results_dir=copy, epochs=2, replace=True)
     assert res.trained and len(res.history) == 2
+
+
+def test_book_retrains_a_result_of_another_configuration(copy):
+    """The book's documented rule (book.load_status): a chapter allowed to train retrains a result of an
+    older configuration, so its parameters pass replace=True."""
+    from attnlib import book
+
+    params = book.check_params(preset="smoke", data=None, device="cpu", results_dir=copy, train_missing=True)
+    assert params.run_kwargs()["replace"] is True
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("test_accuracy", "abc", "test_accuracy is 'abc', not a number in [0, 1]"),
+        ("test_accuracy", 1.5, "test_accuracy is 1.5, not a number in [0, 1]"),
+        ("test_accuracy", float("nan"), "test_accuracy is nan, not a number in [0, 1]"),
+        ("params", "23226", "params is '23226', not an integer >= 0"),
+        ("params", True, "params is True, not an integer >= 0"),
+        ("wall_time_ms", None, "wall_time_ms is None, not a number >= 0"),
+        ("provenance", [], "provenance is [], not an object"),
+        ("files", {"config.json": 1}, "files is {'config.json': 1}, not an object of file names"),
+        ("wall_time_device", 3, "wall_time_device is 3, not a string"),
+        ("provenance.epochs", "1", "provenance.epochs is '1', not an integer >= 1"),
+    ],
+)
+def test_hand_edited_metrics_are_damaged(copy, key, value, message):
+    """metrics.json carries no checksum of itself: a value of the wrong type is reported as damaged (not
+    counted as complete, not printed), so that no reader (tables, book, CLI) meets it."""
+    folder = run_dir(copy, "vit", "smoke")
+    metrics = json.loads((folder / "metrics.json").read_text())
+    if key.startswith("provenance."):
+        metrics["provenance"][key.split(".")[1]] = value
+    else:
+        metrics[key] = value
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    status, detail = inspect_run(folder)
+    assert status == "damaged" and detail.startswith(f"{folder / 'metrics.json'}: {message}"), detail
+    row = table3(copy, "smoke").set_index("experiment").loc["vit"]
+    assert row["status"] == "damaged" and row[["accuracy", "params", "wall_time_ms"]].isna().all()
+    with pytest.raises(DamagedResult):
+        run_or_load("vit", "smoke", results_dir=copy, train_missing=False)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "another configuration", "mid-training"])
+def test_model_of_a_damaged_checkpoint(copy, damage):
+    """RunResult.model() on a truncated last.pt (or one of another run): DamagedResult naming the file,
+    with the command that retrains it, not a raw error from the zip reader."""
+    res = run_or_load("vit", "smoke", results_dir=copy)
+    last = res.path / "checkpoints" / "last.pt"
+    if damage == "truncated":
+        last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    else:
+        state = torch.load(last, weights_only=True)
+        if damage == "another configuration":
+            state["fingerprint"] = "0123456789abcdef"
+        else:
+            state["step"] = 2
+        torch.save(state, last)
+    with pytest.raises(DamagedResult) as err:
+        res.model()
+    assert err.value.status == "damaged" and str(last) in str(err.value) and "\n" not in str(err.value)
+    assert "retrain with: python -m attnlib train vit --preset smoke" in str(err.value)
+
+
+def test_write_on_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path):
+    """An atomic write that hits ENOSPC (its temporary file made a link to /dev/full, which fails every
+    write with ENOSPC): an OSError naming the file meant, the old file intact, no temporary file left."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    target = tmp_path / "metrics.json"
+    write_json(target, {"old": 1})
+    (tmp_path / f".metrics.json.tmp{os.getpid()}").symlink_to("/dev/full")
+    with pytest.raises(OSError) as err:
+        write_json(target, {"new": 2})
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(target)
+    assert json.loads(target.read_text()) == {"old": 1} and sorted(os.listdir(tmp_path)) == ["metrics.json"]
+
+
+def test_check_writable(tmp_path):
+    (tmp_path / "file").write_text("x")
+    results.check_writable(tmp_path / "new" / "vit" / "smoke")  # creatable: fine, and nothing created
+    assert sorted(os.listdir(tmp_path)) == ["file"]
+    with pytest.raises(NotADirectoryError) as err:
+        results.check_writable(tmp_path / "file" / "vit" / "smoke")
+    assert err.value.filename == str(tmp_path / "file") and "is a file, not a folder" in err.value.strerror
+    if os.geteuid() != 0:  # root may write anywhere; the read-only file system is tested in test_reliability
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o555)
+        with pytest.raises(PermissionError, match="cannot write results here"):
+            results.check_writable(locked / "vit")
+
+
+def test_batch_larger_than_the_data_is_refused_before_anything_is_written(tmp_path):
+    from attnlib.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"data: got 'synthetic:8:4'; allowed: at least 16 training images"):
+        train_run("vit", "smoke", data="synthetic:8:4", results_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
 
 
 def test_missing_result_without_training(tmp_path, monkeypatch):

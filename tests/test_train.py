@@ -3,6 +3,7 @@ checkpoint) ending with the uninterrupted history, divergence, quadratic logging
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
@@ -19,12 +20,15 @@ from torch import nn
 from attnlib.data import Batches, synthetic_cifar10
 from attnlib.errors import ConfigError
 from attnlib.train import (
+    CHECKPOINT_SECONDS,
+    CHECKPOINT_SECONDS_ENV,
     PLATEAU_MIN_EPOCHS,
     Checkpoints,
     Interrupted,
     Schedule,
     TrainConfig,
     TrainingDiverged,
+    checkpoint_interval,
     converged,
     fast_bf16,
     fit,
@@ -69,7 +73,7 @@ def batches(seed: int = 0):
     return Batches(data.train, 16, train=True, seed=seed), Batches(data.test, 16, train=False, seed=seed)
 
 
-def run(ckpt=None, on_step=None, cfg=CFG):
+def run(ckpt=None, on_step=None, cfg=CFG, checkpoint_every=None):
     torch.manual_seed(0)
     model = Tiny()
     train_b, test_b = batches()
@@ -83,6 +87,7 @@ def run(ckpt=None, on_step=None, cfg=CFG):
         checkpoint_dir=ckpt,
         progress=False,
         on_step=on_step,
+        checkpoint_every=checkpoint_every,
     )
     return model, out
 
@@ -241,6 +246,87 @@ def test_sigterm_mid_epoch_saves_and_resumes(tmp_path, reference):
     assert same_weights(model.state_dict(), ref_weights)
 
 
+def test_time_based_checkpoint_mid_epoch_then_resume_equals_uninterrupted(tmp_path, reference):
+    """A run that checkpoints by time (here after every step) and dies without a signal in the middle of
+    epoch 2 resumes from its last mid-epoch checkpoint and ends exactly as the uninterrupted run."""
+    ref_weights, ref = reference
+
+    def dies(epoch, step, x, y):
+        if (epoch, step) == (1, 3):
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        run(tmp_path, dies, checkpoint_every=0)
+    state = torch.load(tmp_path / "last.pt", weights_only=True)
+    assert (state["epoch"], state["step"]) == (1, 3)  # steps 0-2 of epoch 2 kept: nothing lost
+    model, out = run(tmp_path)
+    assert out.resumed == "last.pt (epoch 1, step 3)"
+    assert strip(out.history) == strip(ref.history)
+    assert same_weights(model.state_dict(), ref_weights)
+    assert torch.equal(out.quadratic["centers"], ref.quadratic["centers"])
+
+
+@pytest.mark.parametrize("every", [0, 3600])
+def test_checkpoint_interval_decides_mid_epoch_saves_and_changes_no_result(
+    tmp_path, reference, monkeypatch, every
+):
+    """Interval 0: a checkpoint after every step but an epoch's last (the end-of-epoch one follows);
+    a long interval: end-of-epoch checkpoints only. Either way the run is the uninterrupted one."""
+    ref_weights, ref = reference
+    saved = []
+    save = Checkpoints.save
+
+    def record(self, state):
+        saved.append((state["epoch"], state["step"]))
+        save(self, state)
+
+    monkeypatch.setattr(Checkpoints, "save", record)
+    model, out = run(tmp_path, checkpoint_every=every)
+    steps = 4  # 64 images, batch 16
+    ends = [(e + 1, 0) for e in range(CFG.epochs)]
+    if every == 0:
+        assert saved == [p for e in range(CFG.epochs) for p in [(e, s) for s in range(1, steps)] + [ends[e]]]
+    else:
+        assert saved == ends
+    assert strip(out.history) == strip(ref.history)
+    assert same_weights(model.state_dict(), ref_weights)
+
+
+def test_checkpoint_interval_setting(monkeypatch):
+    monkeypatch.delenv(CHECKPOINT_SECONDS_ENV, raising=False)
+    assert checkpoint_interval() == CHECKPOINT_SECONDS == 120
+    assert checkpoint_interval(0) == 0 and checkpoint_interval(2.5) == 2.5
+    monkeypatch.setenv(CHECKPOINT_SECONDS_ENV, "30")
+    assert checkpoint_interval() == 30 and checkpoint_interval(5) == 5  # the argument wins
+    for bad in ("soon", "-1", "nan"):
+        monkeypatch.setenv(CHECKPOINT_SECONDS_ENV, bad)
+        with pytest.raises(
+            ConfigError, match=f"{CHECKPOINT_SECONDS_ENV}: got .*; allowed: a number of seconds >= 0"
+        ):
+            checkpoint_interval()
+    monkeypatch.delenv(CHECKPOINT_SECONDS_ENV)
+    for bad in (-1, True, "5"):
+        with pytest.raises(ConfigError, match="checkpoint_every"):
+            checkpoint_interval(bad)
+
+
+def test_checkpoint_on_a_full_disk_names_the_file_and_keeps_the_last_one(tmp_path):
+    """A checkpoint write that hits ENOSPC (its temporary file is made a link to /dev/full, which fails
+    every write with ENOSPC) raises an OSError naming last.pt, leaves no temporary file, and the previous
+    last.pt is still the newest usable checkpoint."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    state = {"model": {}, "optimizer": {}, "scheduler": {}, "epoch": 1, "step": 0, "history": []}
+    checkpoints = Checkpoints(tmp_path, "f")
+    checkpoints.save(state)
+    (tmp_path / f".last.pt.tmp{os.getpid()}").symlink_to("/dev/full")
+    with pytest.raises(OSError) as err:
+        checkpoints.save({**state, "epoch": 2})
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(tmp_path / "last.pt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.pt"]
+    assert checkpoints.load()[0]["epoch"] == 1
+
+
 def test_truncated_checkpoint_falls_back_to_previous(tmp_path, reference, caplog):
     ref_weights, ref = reference
 
@@ -289,12 +375,32 @@ WORKER = textwrap.dedent(
     from test_train import run
     torch.set_num_threads(1)
     def stall(epoch, step, x, y):
-        if (epoch, step) == ({epoch}, 1):
+        if (epoch, step) == ({epoch}, {step}):
             open({marker!r}, "w").close()
             time.sleep(600)
-    run({ckpt!r}, stall)
+    run({ckpt!r}, stall, checkpoint_every={every})
     """
 )
+
+
+def _kill_worker(tmp_path, ckpt, epoch: int, step: int = 1, every=None) -> None:
+    """Run `run` in a child until it reaches (epoch, step) and stalls there, then SIGKILL it."""
+    marker = tmp_path / f"marker{epoch}"
+    code = WORKER.format(
+        tests=os.path.dirname(__file__),
+        epoch=epoch,
+        step=step,
+        marker=str(marker),
+        ckpt=str(ckpt),
+        every=every,
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.time() + 120
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), "worker did not reach the kill point"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
 
 
 @pytest.mark.slow
@@ -303,18 +409,25 @@ def test_sigkill_twice_then_resume_equals_uninterrupted(tmp_path, reference):
     ref_weights, ref = reference
     ckpt = tmp_path / "ckpt"
     for epoch in (1, 2):
-        marker = tmp_path / f"marker{epoch}"
-        code = WORKER.format(tests=os.path.dirname(__file__), epoch=epoch, marker=str(marker), ckpt=str(ckpt))
-        proc = subprocess.Popen([sys.executable, "-c", code])
-        deadline = time.time() + 120
-        while not marker.exists() and proc.poll() is None and time.time() < deadline:
-            time.sleep(0.05)
-        assert marker.exists(), "worker did not reach the kill point"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        _kill_worker(tmp_path, ckpt, epoch, every=3600)
         state = torch.load(ckpt / "last.pt", weights_only=True)
         assert (state["epoch"], state["step"]) == (epoch, 0)
     model, out = run(ckpt)
+    assert strip(out.history) == strip(ref.history)
+    assert same_weights(model.state_dict(), ref_weights)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_epoch_loses_only_the_time_since_the_last_checkpoint(tmp_path, reference):
+    """As a notebook kernel whose parent died: killed without a signal it could catch, in the middle of
+    epoch 2. With time-based checkpoints (interval 0 here: after every step) the steps before the kill
+    are kept, and the resumed run ends exactly as the uninterrupted one."""
+    ref_weights, ref = reference
+    _kill_worker(tmp_path, tmp_path / "ckpt", epoch=1, step=3, every=0)
+    state = torch.load(tmp_path / "ckpt" / "last.pt", weights_only=True)
+    assert (state["epoch"], state["step"]) == (1, 3)
+    model, out = run(tmp_path / "ckpt")
+    assert out.resumed == "last.pt (epoch 1, step 3)"
     assert strip(out.history) == strip(ref.history)
     assert same_weights(model.state_dict(), ref_weights)
 
