@@ -145,10 +145,14 @@ class SelfAttention(nn.Module):
 
 
 class Bottleneck(nn.Module):
-    """x + conv1x1(relu(bn(SA(relu(bn(x)))))), width -> width."""
+    """x + conv1x1(relu(bn(SA(relu(bn(x)))))), width -> width.
 
-    def __init__(self, cfg: SANConfig, width: int, kernel_size: int):
+    ``raw_input``: SA applied to x instead of relu(bn1(x)), as the [Re] hierarchical code does
+    (``attnlib.san.hierarchical``)."""
+
+    def __init__(self, cfg: SANConfig, width: int, kernel_size: int, raw_input: bool = False):
         super().__init__()
+        self.raw_input = raw_input
         mid = width // cfg.mid_reduction
         self.bn1 = nn.BatchNorm2d(width)
         self.attention = SelfAttention(
@@ -164,7 +168,7 @@ class Bottleneck(nn.Module):
         self.conv = conv1x1(mid, width, bias=True)
 
     def forward(self, x, keys=None):
-        out, alpha, keys = self.attention(F.relu(self.bn1(x)), keys)
+        out, alpha, keys = self.attention(x if self.raw_input else F.relu(self.bn1(x)), keys)
         return x + self.conv(F.relu(self.bn2(out))), alpha, keys
 
 
