@@ -13,9 +13,11 @@ with β = 1x1 conv, weights α shared by groups of ``share_planes`` channels (Cw
 φ, ψ: 1x1 convs to ``width // rel_reduction`` channels; γ: BN-ReLU-1x1-BN-ReLU-1x1; p: a learned 1x1 conv of
 the (x, y) ∈ [-1, 1]² pixel grid. Padding is reflection, K // 2, stride 1.
 
-Hierarchical Attention (``hierarchical=True``): each stage holds one block, applied ``layers[i]`` times with
+Per-stage weight sharing (``hierarchical=True``): each stage holds one block, applied ``layers[i]`` times with
 shared weights; its keys ψ(x) are computed from the stage's first input and kept for the later applications,
-while queries φ and values β are recomputed from the current features.
+while queries φ and values β are recomputed from the current features. This was this library's first
+reading of SAN + HA; the [Re] report's SAN + HA is another network (``attnlib.san.hierarchical``), and no
+experiment uses this option any more.
 """
 
 from __future__ import annotations
