@@ -56,19 +56,16 @@ from attnlib.errors import ConfigError
 
 # ------------------------------------------------------------------------------ plain formulation
 class PlainAttention(nn.Module):
-    """The same layer as ``MultiHeadSelfAttention2d`` (value="paper"), written as published code does.
+    """The same layer as ``MultiHeadSelfAttention2d``, written as published code does.
 
     Shares the modules (hence the weights) of ``layer``. Shapes: x (B, H, W, D) -> out (B, H, W, D_out);
     scores and probabilities (B, H, W, heads, H, W) [query i, j; head; key k, l], or (H, W, heads, H, W)
-    without content (one map for the batch, as the official code).
+    without content (one map for the batch, as the official code). Values: the hidden states
+    (value="paper") or their per-head projection (value="standard", the [Re] 16-head models).
     """
 
     def __init__(self, layer: MultiHeadSelfAttention2d):
         super().__init__()
-        if layer.value_mode != "paper":
-            raise ConfigError(
-                "value", layer.value_mode, "'paper' (the plain formulation covers the paper model)"
-            )
         self.heads, self.head_dim, self.dim, self.content = (
             layer.heads,
             layer.head_dim,
@@ -76,6 +73,7 @@ class PlainAttention(nn.Module):
             layer.content,
         )
         self.encoding, self.out, self.dropout = layer.encoding, layer.out, layer.dropout
+        self.value = layer.value if layer.value_mode == "standard" else None
         if self.content:
             self.query, self.key = layer.query, layer.key
 
@@ -89,6 +87,8 @@ class PlainAttention(nn.Module):
             d = delta[:, :, None] - enc.centers[:, None, None, :]  # δ − Δ_h: (H, W, heads, H, W, 2)
             return -0.5 * torch.einsum("ijhkla,hab,ijhklb->ijhkl", d, enc.inverse_covariance(), d)
         if isinstance(enc, Learned2DEncoding):
+            if enc.form == "re":  # no input-independent term (no head keys)
+                return None
             dev = enc.row_embeddings.weight.device
             idx_row = relative_shifts(height, dev) + enc.max_pos - 1
             idx_col = relative_shifts(width, dev) + enc.max_pos - 1
@@ -115,21 +115,27 @@ class PlainAttention(nn.Module):
                 k = keys.transpose(1, 2).reshape(b, height, width, heads, dh)
             content = torch.einsum("bijhd,bklhd->bijhkl", q, k) / math.sqrt(dh)  # q·k/√d_h
             scores = content if scores is None else scores + content
-            if isinstance(self.encoding, Learned2DEncoding):  # q·(r^row_{k−i} + r^col_{l−j})/√d_h
-                enc, dev = self.encoding, x.device
+            enc = self.encoding
+            if isinstance(enc, Learned2DEncoding) and enc.form != "official":
+                # attnlib: q·(r^row_{k−i} + r^col_{l−j})/√d_h; [Re]: (q[:d_h/2]·r^row + q[d_h/2:]·r^col)/√d_h
+                dev, half = x.device, dh // 2
+                q_row, q_col = (q[..., :half], q[..., half:]) if enc.form == "re" else (q, q)
                 r_row = enc.row_embeddings(relative_shifts(height, dev) + enc.max_pos - 1)  # (H, H, D_p)
                 r_col = enc.col_embeddings(relative_shifts(width, dev) + enc.max_pos - 1)  # (W, W, D_p)
-                row = torch.einsum("bijhd,ikd->bijhk", q, r_row)
-                col = torch.einsum("bijhd,jld->bijhl", q, r_col)
+                row = torch.einsum("bijhd,ikd->bijhk", q_row, r_row)
+                col = torch.einsum("bijhd,jld->bijhl", q_col, r_col)
                 scores = scores + (row[..., :, None] + col[..., None, :]) / math.sqrt(dh)
         lead = scores.shape[:-2]
         probs = torch.softmax(scores.reshape(*lead, n), dim=-1).view(*lead, height, width)
         dropped = self.dropout(probs)
-        if self.content:
+        if self.value is not None:  # per-head values X W_val^(h): (B, H, W, heads, d_h)
+            v = self.value(x).view(b, height, width, heads, dh)
+            ctx = torch.einsum("bijhkl,bklhd->bijhd" if self.content else "ijhkl,bklhd->bijhd", dropped, v)
+        elif self.content:
             ctx = torch.einsum("bijhkl,bkld->bijhd", dropped, x)
         else:
             ctx = torch.einsum("ijhkl,bkld->bijhd", dropped, x)
-        out = self.out(ctx.reshape(b, height, width, heads * d))
+        out = self.out(ctx.reshape(b, height, width, -1))
         if return_attention:
             p = probs if self.content else probs.expand(b, *probs.shape)
             probs = p.reshape(b, n, heads, n).transpose(1, 2)

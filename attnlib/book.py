@@ -710,29 +710,25 @@ REFERENCES: tuple[Reference, ...] = (
     _par("learned_content_9h", PAPER, 29_601_882, _S1, "no run script for this model in the official code"),
     # [Re] (Varma & Prabhu): run-log values; the printed tables were not retrievable.
     _acc("resnet18", RE, 0.9463, "run-log", _S8_LOG.format("resnet18_9463")),
-    _acc(
-        "quadratic_iso_9h",
-        RE,
-        0.9365,
-        "run-log",
-        _S8_LOG.format("g_..._normal_9365"),
-        "isotropic or not is not stated in the run name; W&B CSV max 0.9341",
-    ),
+    # One run, one row: the [Re] Gaussian runs were non-isotropic (their configs/gaussian.yaml as committed on
+    # the day of each run has attention_isotropic_gaussian: False, also the code's default), so no isotropic row.
     _acc(
         "quadratic_aniso_9h",
         RE,
         0.9365,
         "run-log",
-        _S8_LOG.format("g_..._normal_9365"),
-        "isotropic or not is not stated in the run name (same run as the isotropic row)",
+        _S8_LOG.format("g_2020-12-31_22-09_normal_9365"),
+        "non-isotropic: configs/gaussian.yaml committed at 21:23 that day (4698a66) and the hyperparameters.txt "
+        "of that day's earlier runs say attention_isotropic_gaussian: false, 9 heads; W&B CSV max 0.9341",
     ),
     _acc(
         "quadratic_aniso_16h",
         RE,
         0.9311,
         "run-log",
-        _S8_LOG.format("g_..._normal_16heads_9311"),
-        "isotropic or not is not stated in the run name",
+        _S8_LOG.format("g_2021-01-18_21-00_normal_16heads_9311"),
+        "non-isotropic: main/configs/gaussian.yaml committed the next day (10fce8b) has 16 heads and "
+        "attention_isotropic_gaussian: False",
     ),
     _acc(
         "learned_9h", RE, 0.9036, "run-log", _S8_LOG.format("l2d_..._normal_nqc_9036"), "W&B CSV max 0.9036"
@@ -764,6 +760,30 @@ REFERENCES: tuple[Reference, ...] = (
     _par("learned_content_16h", RE, 26_459_754, _S8_CODE, "the [Re] 16-head configs use hidden 256, MLP 400"),
     _par("learned_content_9h_ha", RE, 4_754_122, _S8_CODE),
     _par("learned_content_16h_ha", RE, 4_414_874, _S8_CODE),
+    _par(
+        "san_pairwise_ha",
+        RE,
+        352_750,
+        _S8_CODE,
+        "SAN/models/networks.py Encoder, sa_type pair_hier: the modules its hierarchical forward uses "
+        "(691,582 with the four stages it builds but never calls)",
+    ),
+    _par(
+        "san_patchwise_ha",
+        RE,
+        356_282,
+        _S8_CODE,
+        "as pairwise, sa_type patch_hier (709,242 with the unused stages)",
+    ),
+    _par(
+        "vit",
+        RE,
+        37_394_506,
+        _S8_CODE,
+        "ours has 400 more: a final LayerNorm (800) that theirs lacks, and no position-embedding row for "
+        "their per-call noise 'cls' slot (400)",
+    ),
+    _par("vit_ha", RE, 6_531_946, _S8_CODE, "ours has 400 more, as for ViT"),
 )
 
 #: What the research notes could not find (the book states these plainly).
@@ -779,9 +799,16 @@ NOT_FOUND: tuple[str, ...] = (
     "from their code).",
 )
 
-#: [Re] run-log accuracy of a model that is not in our registry (the book mentions it in the text).
+#: [Re] run-log accuracy of a model that is not in our registry (the book mentions it in the text): the
+#: hierarchical version of their non-isotropic quadratic 9-head model, below the model without HA (93.65%).
 RE_QUADRATIC_9H_HA = _acc(
-    "quadratic_9h_ha", RE, 0.9282, "run-log", _S8_LOG.format("g_..._hier_9282"), "not an experiment of ours"
+    "quadratic_9h_ha",
+    RE,
+    0.9282,
+    "run-log",
+    _S8_LOG.format("g_2021-01-03_09-36_hier_9282"),
+    "not an experiment of ours; configs/gaussian.yaml as committed from 2021-01-01 to 01-07 (686aaae, "
+    "e0850fe, 658b8b6): 9 heads, hierarchical_weight_sharing: True, attention_isotropic_gaussian: False",
 )
 
 

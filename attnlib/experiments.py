@@ -94,6 +94,17 @@ _RE = "[Re] (Varma & Prabhu), configs in NishantPrabhu/Self-Attention-and-Convol
 
 _HEADS16 = dict(hidden=256, mlp=400)  # [Re] learned2d_*_16heads.yaml: narrower than the 9-head 400 / 512
 _HEADS16_BUDGET = dict(hidden=40, mlp=100)  # the same ratios to the 9-head budget widths 64 / 128
+# The [Re] code's encoder block (attnlib.models.paper, block="re"): no BertSelfOutput Linear, no q/k/v
+# biases, head keys with biases, ReLU MLP, LayerNorm eps 1e-5, no hidden dropout; with 16 heads it projects
+# the values (Linear(D, 16·D)) before the output projection.
+_RE_BLOCK = dict(block="re", dropout=0.0)
+_RE_VALUES = {9: {}, 16: dict(value="standard")}
+# SAN widths per preset: the official per-stage network, and the [Re] hierarchical one (attnlib.san.hierarchical)
+_SAN_WIDTHS = {
+    "budget": dict(widths=(32, 64, 128, 256), stem_width=32),
+    "smoke": dict(widths=(32,) * 4, stem_width=8),
+}
+_SAN_HIER_WIDTH = {"budget": dict(width=64, downsample=2), "smoke": dict(width=32, downsample=4)}
 
 
 def _registry() -> dict[str, Experiment]:
@@ -109,14 +120,18 @@ def _registry() -> dict[str, Experiment]:
         Experiment("quadratic_aniso_9h", "paper", paper("quadratic_aniso", 9), "attention",
                    "SA quadratic (non-isotropic), 9 heads", source=f"{_PAPER_A} (runs/quadratic-generalized)"),
         Experiment("quadratic_aniso_16h", "paper", paper("quadratic_aniso", 16), "attention",
-                   "SA quadratic (non-isotropic), 16 heads", source=f"{_PAPER_A} (runs/many-heads: hidden 400)"),
+                   "SA quadratic (non-isotropic), 16 heads",
+                   source=f"{_RE} (run g_2021-01-18_21-00_normal_16heads_9311: main/configs/gaussian.yaml of "
+                   "2021-01-19, 16 heads, attention_isotropic_gaussian False; hidden 400 as the 9-head model)"),
         Experiment("learned_9h", "paper", paper("learned", 9), "learned",
                    "SA learned 2D, 9 heads", source=f"{_PAPER_A} (runs/learned)"),
-        Experiment("learned_16h", "paper", paper("learned", 16, **_HEADS16), "learned",
-                   "SA learned 2D, 16 heads", source=f"{_RE} (learned2d_nocontent_16heads.yaml)", overrides=narrow16),
+        Experiment("learned_16h", "paper", paper("learned", 16, **_HEADS16, **_RE_BLOCK, **_RE_VALUES[16]),
+                   "learned", "SA learned 2D, 16 heads", source=f"{_RE} (learned2d_nocontent_16heads.yaml)",
+                   overrides=narrow16),
     ]
     for heads in (9, 16):
         wider, over = (_HEADS16, narrow16) if heads == 16 else ({}, {})
+        wider = {**wider, **_RE_BLOCK, **_RE_VALUES[heads], "learned_form": "re"}
         base, cfg = f"learned_content_{heads}h", f"{_RE} (learned2d_withcontent_{heads}heads"
         rows += [
             Experiment(base, "paper", paper("learned", heads, True, **wider), "learned_content",
@@ -125,12 +140,13 @@ def _registry() -> dict[str, Experiment]:
                        f"SA learned 2D + content, {heads} heads, HA", base, f"{cfg}_hier.yaml)", overrides=over),
         ]
     for kind in ("pairwise", "patchwise"):
-        for ha in (False, True):
-            rows.append(Experiment(
-                f"san_{kind}" + "_ha" * ha, "san", {"sa_type": kind, "hierarchical": ha}, f"san_{kind}",
-                f"SAN {kind}" + ", HA" * ha, f"san_{kind}" if ha else None,
-                f"{_RE} (SAN/configs/san_{kind}{'_hier' * ha}.yaml)",
-            ))
+        rows += [
+            Experiment(f"san_{kind}", "san", {"sa_type": kind, "hierarchical": False}, f"san_{kind}",
+                       f"SAN {kind}", source=f"{_RE} (SAN/configs/san_{kind}.yaml)", overrides=_SAN_WIDTHS),
+            Experiment(f"san_{kind}_ha", "san_hier", {"sa_type": kind}, f"san_{kind}", f"SAN {kind}, HA",
+                       f"san_{kind}", f"{_RE} (SAN/configs/san_{kind}_hier.yaml, SAN/models/networks.py Encoder)",
+                       overrides=_SAN_HIER_WIDTH),
+        ]
     for ha in (False, True):
         rows.append(Experiment(
             "vit" + "_ha" * ha, "vit", {"hierarchical": ha}, "vit", "ViT" + ", HA" * ha, "vit" if ha else None,
@@ -204,6 +220,10 @@ GRID_HOURS = 3.0
 # machine (AMD EPYC with AVX512-BF16, 2 cores shared with other jobs). The grid estimate assumes two
 # single-thread runs side by side (`python -m attnlib train ... --threads 1`): on this machine 2 threads
 # give at best 1.5-1.8x one thread when idle, and far less when other jobs share the cores.
+# The seven models that became the [Re] networks (issue 15: learned_16h, learned_content_*, san_*_ha) were
+# measured on 2026-11-30 the same way, best of two rounds of 3, with the load average at 4-6 on the 2 cores;
+# unchanged models measured beside them came out 4-11% below their entries here (san_pairwise 423 / 1238,
+# learned_9h 763 / 2432, quadratic_iso_9h 734 / 2432), so these seven entries are on the slow side.
 THROUGHPUT: dict[str, dict[str, tuple[float, float]]] = {
     "budget": {
         "resnet18": (532, 2196),
@@ -211,15 +231,15 @@ THROUGHPUT: dict[str, dict[str, tuple[float, float]]] = {
         "quadratic_aniso_9h": (681, 2544),
         "quadratic_aniso_16h": (406, 1746),
         "learned_9h": (794, 2584),
-        "learned_16h": (671, 2249),
-        "learned_content_9h": (215, 596),
-        "learned_content_9h_ha": (230, 606),
-        "learned_content_16h": (170, 444),
-        "learned_content_16h_ha": (184, 459),
+        "learned_16h": (474, 1347),
+        "learned_content_9h": (288, 757),
+        "learned_content_9h_ha": (240, 644),
+        "learned_content_16h": (148, 421),
+        "learned_content_16h_ha": (169, 438),
         "san_pairwise": (470, 1165),
-        "san_pairwise_ha": (481, 1153),
+        "san_pairwise_ha": (178, 525),
         "san_patchwise": (553, 1262),
-        "san_patchwise_ha": (576, 1318),
+        "san_patchwise_ha": (206, 564),
         "vit": (295, 851),
         "vit_ha": (322, 806),
     }
@@ -269,7 +289,9 @@ def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in 
             "learns more slowly than at 0.03 (41.3% against 42.8% after 12 epochs) while the normal one "
             "gains 8.6 points (45.9%); the 9-head pair at 0.06 reached 47.8%, and 49.0% with HA. "
             "The 12 epochs make the grid longer than the other "
-            "presets' 4 to 8 epochs suggest (see GRID_HOURS).",
+            "presets' 4 to 8 epochs suggest (see GRID_HOURS). The runs quoted here trained this library's "
+            "earlier form of these models (official block, query-positional term beside the head keys); since "
+            "2026-11-30 they are the [Re] code's networks (issue 15), trained with the same protocol.",
         ),
         "resnet": Preset(
             TrainConfig(lr=0.1, **common),
@@ -279,13 +301,17 @@ def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in 
         ),
         "san_pairwise": Preset(
             TrainConfig(lr=0.1, nesterov=True, label_smoothing=0.1, **common),
-            model=dict(widths=(32, 64, 128, 256), stem_width=32),
             reason="SAN stage widths 32-256 (not 64-1024), stem 32; batch 100 (not 40) for CPU "
-            "efficiency with the [Re] lr 0.1 kept (already high for its batch), Nesterov, label smoothing 0.1.",
+            "efficiency with the [Re] lr 0.1 kept (already high for its batch), Nesterov, label smoothing 0.1. "
+            "The hierarchical SAN (HA) keeps its [Re] structure (stem, one shared layer of 2 bottlenecks "
+            "applied in 4 passes, keys computed once, no pooling) at width 64 (not 256) on the 2x2 "
+            "space-to-depth of the image (16x16 pixels, not 32x32), so that it attends at the resolution of "
+            "the normal SAN's first stage: at 32x32 even width 32 trains at a sixth of the speed of the normal "
+            "SAN (69 against 416 images/s on one thread, 2026-11-30), and width 64 keeps the [Re] ratio of HA "
+            "to normal parameters (0.15 here, 0.14 at their settings).",
         ),
         "san_patchwise": Preset(
             TrainConfig(lr=0.01, nesterov=True, label_smoothing=0.1, **common),
-            model=dict(widths=(32, 64, 128, 256), stem_width=32),
             reason="As SAN pairwise, with the [Re] patchwise lr 0.01 (its aggregation weights are not "
             "normalised).",
         ),
@@ -310,7 +336,6 @@ def _smoke_presets() -> dict[str, Preset | None]:
         timing_warmup=1,
         reason="tiny widths (and 1-block stages) so a run takes about a second",
     )
-    san_tiny = dict(widths=(32, 32, 32, 32), stem_width=8)
     return {
         "attention": Preset(
             TrainConfig(**tiny), model=dict(layers=2, hidden=16, mlp=16, downsample=4), **small
@@ -318,8 +343,8 @@ def _smoke_presets() -> dict[str, Preset | None]:
         "learned": None,  # = "attention"
         "learned_content": None,
         "resnet": Preset(TrainConfig(**tiny), model=dict(width=4, blocks=(1, 1)), **small),
-        "san_pairwise": Preset(TrainConfig(**tiny, label_smoothing=0.1), model=san_tiny, **small),
-        "san_patchwise": Preset(TrainConfig(**tiny, label_smoothing=0.1), model=san_tiny, **small),
+        "san_pairwise": Preset(TrainConfig(**tiny, label_smoothing=0.1), **small),  # widths: _SAN_WIDTHS
+        "san_patchwise": Preset(TrainConfig(**tiny, label_smoothing=0.1), **small),
         "vit": Preset(
             TrainConfig(**tiny),
             model=dict(layers=2, hidden=16, mlp=16, patch=8, stem="none"),

@@ -611,7 +611,10 @@ def fit(
     ddp_model = model
     if info.enabled:
         ddp_model = nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            # a model with parameters its forward never uses says so (the hierarchical SAN)
+            find_unused_parameters=getattr(model, "find_unused_parameters", False),
         )
 
     def snapshot(epoch: int, step: int, partial_stats) -> dict:

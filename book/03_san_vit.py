@@ -172,5 +172,6 @@ book.glue_text("san_vit_ha_ratio_max", float(ratio[:, 0].max()))
 
 # %% [markdown]
 # At the paper's settings the HA variants keep between {glue:text}`san_vit_ha_ratio_min` and
-# {glue:text}`san_vit_ha_ratio_max` of the parameters: SAN's HA shares one block within each stage (the
-# stages still differ), ViT's shares one block across all layers.
+# {glue:text}`san_vit_ha_ratio_max` of the parameters: SAN's HA is the [Re] hierarchical network, one
+# layer of two bottlenecks at a constant 256 channels applied in 4 passes without pooling (chapter 4), and
+# ViT's shares one block across all layers.

@@ -89,7 +89,7 @@ book.show_table(book.training_table("paper").reset_index(), caption="Training pr
 # Every field of every model's configuration at the chosen preset, one table per model family.
 
 # %% tags=["hide-input"]
-for family in ("paper", "resnet", "san", "vit"):
+for family in ("paper", "resnet", "san", "san_hier", "vit"):
     book.show_table(
         book.model_table(params.preset, family).reset_index(names="experiment"),
         caption=f"{family} models at preset {params.preset}",
@@ -98,28 +98,30 @@ for family in ("paper", "resnet", "san", "vit"):
 # %% [markdown]
 # ## B. Attention maps
 #
-# For each model: the attention of one fixed query pixel (outlined) for one test image, then averaged
-# over the saved test images. For the paper's models and ViT each row is a layer (for HA models: an
+# The figures are numbered and ordered as in the [Re] report's appendix (B.1-B.10). For each model: the
+# attention of one fixed query pixel (outlined) for one test image, then averaged over the saved test
+# images. For the paper's models and ViT each row is a layer (for HA models: an
 # application of the shared block) and each column a head, with the mean over heads last; for SAN each
-# panel is one layer's $K \times K$ window around the query pixel (weights averaged over the weight groups),
-# and the averaged figure shows each weight group, averaged over pixels and images.
+# panel is one attention application's $K \times K$ window around the query pixel (weights averaged over
+# the weight groups; the hierarchical SAN has 8 applications, 2 bottlenecks × 4 passes), and the averaged
+# figure shows each weight group, averaged over pixels and images.
 #
-# ### B.1 Learned 2D encoding without content, 9 heads
+# ### B.1 Learned 2D encoding with content, 9 heads
+
+# %% tags=["hide-input"]
+book.show_attention(runs["learned_content_9h"], "learned_content_9h", params, query)
+
+# %% [markdown]
+# ### B.2 Learned 2D encoding without content, 9 heads
 
 # %% tags=["hide-input"]
 book.show_attention(runs["learned_9h"], "learned_9h", params, query)
 
 # %% [markdown]
-# ### B.2 Learned 2D encoding without content, 16 heads
+# ### B.3 Hierarchical learned 2D encoding with content, 9 heads
 
 # %% tags=["hide-input"]
-book.show_attention(runs["learned_16h"], "learned_16h", params, query)
-
-# %% [markdown]
-# ### B.3 Learned 2D encoding with content, 9 heads
-
-# %% tags=["hide-input"]
-book.show_attention(runs["learned_content_9h"], "learned_content_9h", params, query)
+book.show_attention(runs["learned_content_9h_ha"], "learned_content_9h_ha", params, query)
 
 # %% [markdown]
 # ### B.4 Learned 2D encoding with content, 16 heads
@@ -128,10 +130,10 @@ book.show_attention(runs["learned_content_9h"], "learned_content_9h", params, qu
 book.show_attention(runs["learned_content_16h"], "learned_content_16h", params, query)
 
 # %% [markdown]
-# ### B.5 Hierarchical learned 2D encoding with content, 9 heads
+# ### B.5 Learned 2D encoding without content, 16 heads
 
 # %% tags=["hide-input"]
-book.show_attention(runs["learned_content_9h_ha"], "learned_content_9h_ha", params, query)
+book.show_attention(runs["learned_16h"], "learned_16h", params, query)
 
 # %% [markdown]
 # ### B.6 Hierarchical learned 2D encoding with content, 16 heads
@@ -173,7 +175,7 @@ book.show_attention(runs["vit_ha"], "vit_ha", params, query)
 # the products of unbounded weights and features give enormous logits; the cross-entropy of those few
 # images dominates the mean, the arg-max of the rest is unaffected. Among the saved budget runs only
 # seed 0 of the model shows it for the whole run (seed 1 has one epoch with a test loss of about 9, seed 2
-# none); the HA variant, with the same layer, stays normal in all three seeds.
+# none).
 
 # %% tags=["hide-input"]
 histories = {name: run.history for name, run in runs.items() if run is not None}

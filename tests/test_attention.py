@@ -323,3 +323,153 @@ def test_sdpa_and_explicit_content_paths_agree(name):
     (g,) = torch.autograd.grad(out.square().sum(), x)
     torch.testing.assert_close(out_sdpa, out, atol=1e-12, rtol=1e-10)
     torch.testing.assert_close(g_sdpa, g, atol=1e-12, rtol=1e-10)
+
+
+# ------------------------------------------------------------------------ learned 2D encoding forms
+# Each form of the learned encoding (official / attnlib / [Re]) against a per-pair formulation: a Python
+# loop over heads, query pixels and key pixels that writes each score from its definition, in float64.
+FORM_CASES = {
+    # name: (form, key_bias, content, value)
+    "official+content": ("official", False, True, "paper"),
+    "official, positional only, key bias, values ([Re] 16h)": ("official", True, False, "standard"),
+    "attnlib+content": ("attnlib", False, True, "paper"),
+    "attnlib+content, key bias": ("attnlib", True, True, "paper"),
+    "re+content ([Re] 9 heads)": ("re", False, True, "paper"),
+    "re+content, projected values ([Re] 16 heads)": ("re", False, True, "standard"),
+}
+D, HEADS, M = 6, 2, 5  # hidden = head size 6 (the [Re] halves: 3), 2 heads, shifts up to ±4
+
+
+def _form_layer(form, key_bias, content, value, qkv_bias=True):
+    torch.manual_seed(0)
+    enc = Learned2DEncoding(HEADS, D, max_pos=M, form=form, key_bias=key_bias)
+    layer = MultiHeadSelfAttention2d(
+        D, HEADS, enc, content, head_dim=D, attn_dropout=0.0, value=value, qkv_bias=qkv_bias, bilinear=True
+    )
+    layer = layer.eval().double()
+    for p in layer.parameters():  # away from the init, so that every term matters
+        p.data.add_(0.5 * torch.randn_like(p))
+    return layer
+
+
+def _per_pair(layer, x, keys_from=None):
+    """out (B, H, W, D) and probabilities (B, heads, N, N), one score at a time from the definitions."""
+    b, height, width, d = x.shape
+    enc, n = layer.encoding, height * width
+    pixels = [(i, j) for i in range(height) for j in range(width)]
+    xs = x.reshape(b, n, d)
+    q = layer.query(xs).view(b, n, HEADS, D) if layer.content else None
+    k = (
+        layer.key((x if keys_from is None else keys_from).reshape(b, n, d)).view(b, n, HEADS, D)
+        if layer.content
+        else None
+    )
+    row, col = enc.row_embeddings.weight, enc.col_embeddings.weight
+    half = D // 2
+    scores = torch.zeros(b, HEADS, n, n, dtype=x.dtype)
+    for bi in range(b):
+        for h in range(HEADS):
+            for a, (qi, qj) in enumerate(pixels):
+                for c, (ki, kj) in enumerate(pixels):
+                    r, s = row[ki - qi + M - 1], col[kj - qj + M - 1]  # δ = key − query
+                    score = torch.zeros((), dtype=x.dtype)
+                    if enc.form != "re":  # w_row^(h)·r_δ₁ + w_col^(h)·r_δ₂ (+ biases)
+                        score = score + enc.head_keys_row.weight[h] @ r + enc.head_keys_col.weight[h] @ s
+                        if enc.head_keys_row.bias is not None:
+                            score = score + enc.head_keys_row.bias[h] + enc.head_keys_col.bias[h]
+                    if layer.content:
+                        qv = q[bi, a, h]
+                        score = score + qv @ k[bi, c, h] / math.sqrt(D)  # q·k/√d_h
+                        if enc.form == "attnlib":  # q·(r_δ₁ + r_δ₂)/√d_h
+                            score = score + qv @ (r + s) / math.sqrt(D)
+                        if enc.form == "re":  # (q[:d/2]·r_δ₁ + q[d/2:]·r_δ₂)/√d_h
+                            score = score + (qv[:half] @ r + qv[half:] @ s) / math.sqrt(D)
+                    scores[bi, h, a, c] = score
+    probs = scores.softmax(-1)
+    if layer.value_mode == "paper":
+        v = xs[:, :, None, :].expand(b, n, HEADS, d)
+    else:
+        v = layer.value(xs).view(b, n, HEADS, D)
+    ctx = torch.einsum("bhqk,bkhd->bqhd", probs, v).reshape(b, n, -1)
+    return layer.out(ctx).reshape(b, height, width, -1), probs
+
+
+@pytest.mark.parametrize("case", sorted(FORM_CASES))
+def test_learned_forms_equal_the_per_pair_formulation_on_every_path(case):
+    """Every compute path the layer dispatches to gives the per-pair outputs, probabilities and, for the
+    explicit and bilinear paths, the same gradients: explicit scores (return_attention), SDPA, the
+    bilinear path (need_keys=False; B·N > D so it is taken), given keys (HA) and bench.PlainAttention."""
+    from attnlib.bench import PlainAttention
+
+    form, key_bias, content, value = FORM_CASES[case]
+    layer = _form_layer(form, key_bias, content, value)
+    x = torch.randn(2, 3, 4, D, dtype=torch.float64)
+    with torch.no_grad():
+        ref, ref_probs = _per_pair(layer, x)
+        out, keys, probs = layer(x, return_attention=True)  # explicit scores
+        torch.testing.assert_close(out, ref, atol=1e-12, rtol=1e-10)
+        torch.testing.assert_close(probs, ref_probs, atol=1e-12, rtol=1e-10)
+        plain, _, plain_probs = PlainAttention(layer)(x, return_attention=True)
+        torch.testing.assert_close(plain, ref, atol=1e-12, rtol=1e-10)
+        torch.testing.assert_close(plain_probs, ref_probs, atol=1e-12, rtol=1e-10)
+        if not content:
+            return
+        layer.sdpa = True
+        out_sdpa, _, _ = layer(x)
+        layer.sdpa = None
+        torch.testing.assert_close(out_sdpa, ref, atol=1e-12, rtol=1e-10)
+        x1 = torch.randn_like(x)  # HA: the keys of x, the queries (and values) of x1
+        out_keys, used, _ = layer(x1, keys=keys)
+        assert used is keys
+        torch.testing.assert_close(out_keys, _per_pair(layer, x1, keys_from=x)[0], atol=1e-12, rtol=1e-10)
+    calls = []
+    hook = layer.key.register_forward_hook(lambda *a: calls.append(1))
+    grads = {}
+    for need_keys in (True, False):
+        layer.zero_grad()
+        out, _, _ = layer(x, need_keys=need_keys)
+        (out * torch.randn_like(out, generator=torch.Generator().manual_seed(1))).sum().backward()
+        grads[need_keys] = {n: p.grad.clone() for n, p in layer.named_parameters()}
+        if not need_keys:
+            torch.testing.assert_close(out, ref, atol=1e-12, rtol=1e-10)
+    hook.remove()
+    assert len(calls) == (1 if value == "paper" else 2)  # the bilinear path (paper values) skips the keys
+    for n in grads[True]:
+        torch.testing.assert_close(grads[False][n], grads[True][n], atol=1e-10, rtol=1e-9, msg=n)
+
+
+def test_the_per_pair_reference_sees_each_form():
+    """The three forms give different attention on the same weights (the test above could not pass by
+    ignoring the form)."""
+    x = torch.randn(1, 3, 4, D, dtype=torch.float64)
+    maps = {}
+    for form in ("official", "attnlib", "re"):
+        layer = _form_layer(form, False, True, "paper")
+        with torch.no_grad():
+            maps[form] = layer(x, return_attention=True)[2]
+    assert not torch.allclose(maps["official"], maps["attnlib"])
+    assert not torch.allclose(maps["attnlib"], maps["re"])
+
+
+def test_learned_form_parameters_and_errors():
+    """[Re] form: tables of width d_h/2 and no head keys; official and attnlib forms: tables of width d_h and
+    head keys (with biases when asked, as the [Re] nn.Linear)."""
+    counts = {
+        (form, bias): _count(Learned2DEncoding(9, 400, 16, form=form, key_bias=bias))
+        for form in ("official", "attnlib", "re")
+        for bias in (False, True)
+        if not (form == "re" and bias)
+    }
+    assert counts[("re", False)] == 2 * 31 * 200
+    assert counts[("official", False)] == counts[("attnlib", False)] == 2 * 31 * 400 + 2 * 400 * 9
+    assert counts[("official", True)] == counts[("official", False)] + 2 * 9
+    with pytest.raises(ConfigError, match="form"):
+        Learned2DEncoding(2, 8, 4, form="transformer-xl")
+    with pytest.raises(ConfigError, match="dim"):
+        Learned2DEncoding(2, 7, 4, form="re")  # odd: no halves
+    with pytest.raises(ConfigError, match="content"):
+        MultiHeadSelfAttention2d(8, 2, Learned2DEncoding(2, 8, 4, form="re"), content=False)
+    with pytest.raises(ConfigError, match="form"):
+        Learned2DEncoding(2, 8, 4, form="re").scores(3, 3)  # no input-independent scores
+    with pytest.raises(ConfigError, match="activation"):
+        EncoderBlock(MultiHeadSelfAttention2d(4, 2), 4, 8, activation="tanh")

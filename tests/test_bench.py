@@ -19,6 +19,12 @@ CONFIGS = {
     "quadratic_aniso+content, HA": dict(encoding="quadratic_aniso", content=True, hierarchical=True),
     "learned+content, HA": dict(encoding="learned", content=True, hierarchical=True),
     "quadratic_iso+content": dict(encoding="quadratic_iso", content=True),
+    # the [Re] code's models (block "re"): its learned form with content, and its 16-head value projection
+    "[Re] learned+content": dict(encoding="learned", content=True, block="re", learned_form="re"),
+    "[Re] learned+content, HA, values": dict(
+        encoding="learned", content=True, hierarchical=True, block="re", learned_form="re", value="standard"
+    ),
+    "[Re] learned, values": dict(encoding="learned", content=False, block="re", value="standard"),
 }
 
 

@@ -435,3 +435,37 @@ def test_readme_quotes_the_saved_budget_grid():
         round(sum(h for _, h in extra), 2),
         sum(n for n, _ in extra),
     )
+
+
+def test_one_run_is_one_reference():
+    """A logged run is attached to one row only, so that comparisons of model order never count a pair that
+    rests on one number twice (issue 15: the [Re] 93.65% quadratic run is the non-isotropic row's)."""
+    runs = [(r.source, r.where) for r in book.REFERENCES if r.quantity == "test_accuracy"]
+    assert len(runs) == len(set(runs))
+    assert book.reference_value("quadratic_aniso_9h", book.RE, "test_accuracy") == pytest.approx(0.9365)
+    assert book.reference_value("quadratic_iso_9h", book.RE, "test_accuracy") != book.reference_value(
+        "quadratic_iso_9h", book.RE, "test_accuracy"
+    )  # NaN: no [Re] run of the isotropic model was found
+    assert "[Re]" in experiments.get("quadratic_aniso_16h").source  # their non-isotropic 16-head run
+
+
+def test_appendix_b_follows_the_report():
+    """Appendix B numbers its attention figures as the [Re] report's appendix: B.1-B.10, in its order."""
+    report_order = [
+        "learned_content_9h",
+        "learned_9h",
+        "learned_content_9h_ha",
+        "learned_content_16h",
+        "learned_16h",
+        "learned_content_16h_ha",
+        "san_pairwise_ha",
+        "san_patchwise_ha",
+        "vit",
+        "vit_ha",
+    ]
+    text = (BOOK / "05_appendix.py").read_text()
+    found = re.findall(
+        r"### (B\.\d+) [^\n]*\n\n# %% tags=\[\"hide-input\"\]\nbook\.show_attention\(runs\[\"(\w+)\"\]", text
+    )
+    assert found == [(f"B.{i}", name) for i, name in enumerate(report_order, 1)]
+    assert len(re.findall(r"### B\.\d+ ", text)) == 10  # extra figures get other labels

@@ -60,7 +60,7 @@ def test_hierarchical_parameter_count_does_not_depend_on_layers(family, cfg):
 
 
 def test_registry_and_make():
-    assert set(FAMILIES) == {"paper", "resnet", "vit", "san"}  # listing does not import SAN
+    assert set(FAMILIES) == {"paper", "resnet", "vit", "san", "san_hier"}  # listing does not import SAN
     assert FAMILIES["paper"] == (PaperConfig, AttentionClassifier)
     assert FAMILIES["vit"] == (ViTConfig, ViT)
     with pytest.raises(ConfigError, match="family"):
@@ -167,3 +167,36 @@ def test_a_few_sgd_steps_reduce_the_loss(name):
         F.cross_entropy(model(x), y).backward()
         opt.step()
     assert loss() < 0.75 * before
+
+
+def test_re_block_is_the_re_code_block():
+    """block="re": no BertSelfOutput Linear, q/k/v without biases, head keys with biases, ReLU MLP, LayerNorm
+    eps 1e-5; value="standard": the [Re] 16-head value projection Linear(D, heads·D) without bias."""
+    model = make("paper", layers=1, hidden=8, mlp=12, heads=2, encoding="learned", content=True,
+                 block="re", learned_form="re", value="standard")  # fmt: skip
+    block = model.encoder.blocks[0]
+    attn = block.attn
+    assert isinstance(block.attn_dense, torch.nn.Identity) and isinstance(block.mlp[1], torch.nn.ReLU)
+    assert block.norm1.eps == block.norm2.eps == 1e-5
+    assert attn.query.bias is None and attn.key.bias is None and attn.value.bias is None
+    assert attn.value.weight.shape == (2 * 8, 8) and attn.out.weight.shape == (8, 2 * 8)
+    assert (
+        attn.encoding.form == "re"
+        and attn.encoding.pos_dim == 4
+        and not hasattr(attn.encoding, "head_keys_row")
+    )
+    positional = make("paper", layers=1, hidden=8, mlp=12, heads=2, encoding="learned", block="re")
+    assert positional.encoder.blocks[0].attn.encoding.head_keys_row.bias is not None
+    official = make("paper", layers=1, hidden=8, mlp=12, heads=2, encoding="learned", content=True)
+    assert official.encoder.blocks[0].attn.encoding.form == "attnlib"  # the default: unchanged models
+    assert isinstance(official.encoder.blocks[0].mlp[1], torch.nn.GELU)
+    for kwargs, parameter in [
+        (dict(block="bert"), "block"),
+        (dict(learned_form="xl"), "learned_form"),
+        (dict(value="none"), "value"),
+        (dict(learned_form="re"), "content"),  # the [Re] form scores with the queries
+        (dict(learned_form="re", content=True, hidden=7), "hidden"),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            make("paper", encoding="learned", **kwargs)
+        assert err.value.parameter == parameter

@@ -111,3 +111,112 @@ def test_config_roundtrip_and_errors():
         with pytest.raises(ConfigError) as info:
             replace(TINY, **kwargs)
         assert info.value.parameter == parameter and "allowed" in str(info.value)
+
+
+# ------------------------------------------------------------------ the [Re] hierarchical SAN (SAN + HA)
+from attnlib.san.hierarchical import HierarchicalSAN, HierarchicalSANConfig  # noqa: E402
+
+HIER_TINY = HierarchicalSANConfig(width=16, rel_reduction=8, share_planes=2)  # φ, ψ: 2 channels, Cw = 2
+
+
+def test_hierarchical_parameter_counts_equal_the_re_code():
+    """[Re] SAN/models/networks.py Encoder, sa_type pair_hier / patch_hier, layers [2,2,2,2], kernels [3,3,3,3]:
+    the modules its hierarchical forward uses (conv_in, bn_in, enc_layer, conv0..3, bn0..3, fc), counted by
+    instantiating their code. (That Encoder also builds layer0..layer3, which this forward never calls:
+    691,582 / 709,242 parameters in all.)"""
+    with torch.device("meta"):
+        pair, patch = (HierarchicalSAN(HierarchicalSANConfig(sa_type=t)) for t in ("pairwise", "patchwise"))
+    assert n_params(pair) == 352_750
+    assert n_params(patch) == 356_282
+
+
+@pytest.mark.parametrize("sa_type", ["pairwise", "patchwise"])
+def test_hierarchical_san_keys_come_once_from_one_layer_for_all_eight_applications(sa_type):
+    """One forward: the first bottleneck's ψ runs once (on its first input), the second bottleneck's ψ never;
+    all 2 x 4 = 8 attention applications use that one key tensor; φ and β run at every application."""
+    torch.manual_seed(0)
+    model = HierarchicalSAN(replace(HIER_TINY, sa_type=sa_type)).eval()
+    calls = {(b, name): 0 for b in range(2) for name in ("key", "query", "value")}
+    inputs, used = [], []
+
+    def record(module, args, out):  # the (x, keys) an application got and the keys it used
+        inputs.append(args)
+        used.append(out[2])
+
+    for b, block in enumerate(model.layer):
+        for name in ("key", "query", "value"):
+            getattr(block.attention, name).register_forward_hook(
+                lambda *_, k=(b, name): calls.__setitem__(k, calls[k] + 1)
+            )
+        block.attention.register_forward_hook(record)
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        logits, maps = model(x, return_attention=True)
+    assert calls == {
+        (0, "key"): 1,
+        (1, "key"): 0,
+        (0, "query"): 4,
+        (1, "query"): 4,
+        (0, "value"): 4,
+        (1, "value"): 4,
+    }
+    assert len(used) == len(maps) == 8 and all(k is used[0] for k in used)
+    assert inputs[0][1] is None and all(args[1] is used[0] for args in inputs[1:])  # threaded, not recomputed
+    with torch.no_grad():  # the keys are ψ of the first application's input
+        torch.testing.assert_close(used[0], model.layer[0].attention.key(inputs[0][0]))
+    assert [tuple(m.shape) for m in maps] == [(2, 2, 9, 32, 32)] * 8  # full resolution, no pooling
+    assert logits.shape == (2, 10)
+
+
+def test_hierarchical_san_raw_input_is_the_re_code_form():
+    """raw_input=True: attention on x (the [Re] Bottleneck), not on relu(bn1(x)); bn1 then gets no gradient,
+    and neither does the second bottleneck's ψ in either form."""
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 3, 32, 32), torch.tensor([0, 1, 2, 3])
+    outs = {}
+    for raw in (False, True):
+        torch.manual_seed(1)
+        model = HierarchicalSAN(replace(HIER_TINY, raw_input=raw))
+        out = model(x)
+        F.cross_entropy(out, y).backward()
+        outs[raw] = out.detach()
+        unused = {n for n, p in model.named_parameters() if p.grad is None}
+        expected = {"layer.1.attention.key.weight"}
+        if raw:
+            expected |= {f"layer.{b}.bn1.{w}" for b in range(2) for w in ("weight", "bias")}
+        assert unused == expected
+    assert not torch.allclose(outs[False], outs[True])
+
+
+def test_hierarchical_san_downsample_and_training():
+    torch.manual_seed(0)
+    model = HierarchicalSAN(replace(HIER_TINY, downsample=2))
+    x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+    _, maps = model(x, return_attention=True)
+    assert [tuple(m.shape) for m in maps] == [(8, 2, 9, 16, 16)] * 8
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for _ in range(10):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert min(losses[-3:]) < 0.85 * losses[0], losses
+    with pytest.raises(ConfigError, match="downsample"):
+        HierarchicalSAN(replace(HIER_TINY, downsample=3))(x)
+
+
+def test_hierarchical_san_config_errors():
+    cfg = HierarchicalSANConfig(sa_type="patchwise", width=64, downsample=2)
+    assert HierarchicalSANConfig(**json.loads(json.dumps(asdict(cfg)))) == cfg
+    for kwargs, parameter in [
+        (dict(sa_type="dot"), "sa_type"),
+        (dict(kernel=4), "kernel"),
+        (dict(width=48), "width"),  # not a multiple of mid_reduction·share_planes = 32
+        (dict(passes=0), "passes"),
+        (dict(raw_input="yes"), "raw_input"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            HierarchicalSANConfig(**kwargs)
+        assert info.value.parameter == parameter and "allowed" in str(info.value)

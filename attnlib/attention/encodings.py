@@ -101,36 +101,94 @@ class QuadraticEncoding(nn.Module):
         return f"heads={self.heads}, isotropic={self.isotropic}"
 
 
+LEARNED_FORMS = ("official", "attnlib", "re")
+
+
 class Learned2DEncoding(nn.Module):
-    """Learned relative 2D encoding (official ``Learned2DRelativeSelfAttention``).
+    """Learned relative 2D encoding: two tables ``row_embeddings`` / ``col_embeddings`` of shape
+    (2·max_pos − 1, D_p), indexed by the row / column shift δ + max_pos − 1.
 
-    Two tables ``row_embeddings`` / ``col_embeddings`` of shape (2·max_pos − 1, D_p), indexed by the
-    row / column shift δ + max_pos − 1, and two bias-free maps ``head_keys_row`` / ``head_keys_col``
-    (D_p → heads). Positional score of head h (the last term of eq. (8), v ᵀ Ŵ_key r_δ):
+    ``form`` says how the tables enter the score of head h for the query at q and the key at k (δ = k − q);
+    with content the layer adds q_h·k_h/√d_h to every form (q_h = X_q W_qry^(h) of width d_h):
 
-        A^(h)_{q,k} = w_row^(h)ᵀ r^row_{δ₁} + w_col^(h)ᵀ r^col_{δ₂}
+    - ``"official"`` (Cordonnier et al., ``Learned2DRelativeSelfAttention``): the last term of eq. (8),
+      v ᵀ Ŵ_key r_δ, through two maps ``head_keys_row`` / ``head_keys_col`` (D_p → heads):
 
-    which does not depend on the input. **With content** the layer also adds the query-dependent
-    term of eq. (8), X_q W_qry Ŵ_key r_δ (``query_scores``; ``content_bias`` and ``linear_query_bias``
-    give positional plus query-positional scores in one pass for the layer): the query of head h dotted with the
-    row and column embeddings of the shift, q_h·(r^row_{δ₁} + r^col_{δ₂})/√d_h (D_p = d_h). It adds no
-    parameters, so counts equal the official code's (which keeps only w_hᵀ r_δ beside q·k). Parameter
-    count per layer: 2·(2·max_pos − 1)·D_p + 2·D_p·heads, D_p = ``pos_dim`` (default: the hidden size,
-    as the official ``position_encoding_size=-1``).
+          A^(h)_{q,k} = w_row^(h)ᵀ r^row_{δ₁} + w_col^(h)ᵀ r^col_{δ₂}
+
+      It does not depend on the input. D_p = the hidden size (official ``position_encoding_size=-1``).
+    - ``"attnlib"`` (this library's earlier form): the official term plus, with content, the query-dependent
+      term of eq. (8), X_q W_qry Ŵ_key r_δ, as q_h·(r^row_{δ₁} + r^col_{δ₂})/√d_h (D_p = d_h). Without
+      content it is the official form. Same parameters as the official form.
+    - ``"re"`` ([Re] ``Learned2dRelativeSelfAttention`` with ``query_positional_score: True``): the first
+      half of the query scores the row shift and its second half the column shift, tables of width
+      D_p = d_h / 2, no head keys:
+
+          A^(h)_{q,k} = (q_h[:D_p]·r^row_{δ₁} + q_h[D_p:]·r^col_{δ₂}) / √d_h
+
+      It needs the queries, i.e. a layer with content.
+
+    ``key_bias`` gives the head keys biases (the [Re] code's ``nn.Linear`` default): a constant per head,
+    which the softmax cancels (its gradient is zero), kept so that parameter counts equal that code's.
+    Parameters per layer: 2·(2·max_pos − 1)·D_p, plus 2·D_p·heads (and 2·heads biases) with head keys.
+
+    The row / column naming follows the official code. (The [Re] code views its (B, H, W, ·) queries as
+    (B, W, H, ·) and permutes the score tensor back, which on a square grid pairs the scores of the
+    transposed query and key pixels with the values; we do not copy that.)
     """
 
-    def __init__(self, heads: int, dim: int, max_pos: int = 16, pos_dim: int | None = None):
+    def __init__(
+        self,
+        heads: int,
+        dim: int,
+        max_pos: int = 16,
+        pos_dim: int | None = None,
+        form: str = "attnlib",
+        key_bias: bool = False,
+    ):
         super().__init__()
         if heads < 1:
             raise ConfigError("heads", heads, "an integer >= 1")
         if max_pos < 1:
             raise ConfigError("max_pos", max_pos, "an integer >= 1")
-        pos_dim = dim if pos_dim is None else pos_dim
-        self.heads, self.max_pos, self.pos_dim = heads, max_pos, pos_dim
+        if form not in LEARNED_FORMS:
+            raise ConfigError("form", form, list(LEARNED_FORMS))
+        if form == "re" and pos_dim is None and dim % 2:
+            raise ConfigError("dim", dim, "an even integer (form 're' splits the query in halves)")
+        if pos_dim is None:
+            pos_dim = dim // 2 if form == "re" else dim
+        self.heads, self.max_pos, self.pos_dim, self.form = heads, max_pos, pos_dim, form
         self.row_embeddings = nn.Embedding(2 * max_pos - 1, pos_dim)
         self.col_embeddings = nn.Embedding(2 * max_pos - 1, pos_dim)
-        self.head_keys_row = nn.Linear(pos_dim, heads, bias=False)
-        self.head_keys_col = nn.Linear(pos_dim, heads, bias=False)
+        if form != "re":
+            self.head_keys_row = nn.Linear(pos_dim, heads, bias=key_bias)
+            self.head_keys_col = nn.Linear(pos_dim, heads, bias=key_bias)
+
+    @property
+    def head_keys(self) -> bool:
+        """Whether the input-independent term w^(h)ᵀ r_δ is part of the score (forms official, attnlib)."""
+        return self.form != "re"
+
+    @property
+    def query_dependent(self) -> bool:
+        """Whether a layer with content adds a query-positional term (forms attnlib, re)."""
+        return self.form != "official"
+
+    @property
+    def needs_query(self) -> bool:
+        """Whether the encoding has no score without queries (form re: the layer must have content)."""
+        return self.form == "re"
+
+    def _query_slices(self, d: int) -> tuple[slice, slice]:
+        """The part of a query of width ``d`` that meets the row table and the column table."""
+        p = self.pos_dim
+        if self.form == "re":
+            if 2 * p != d:
+                raise ConfigError("pos_dim", p, f"half the head dimension {d} (form 're')")
+            return slice(0, p), slice(p, 2 * p)
+        if d != p:
+            raise ConfigError("pos_dim", p, f"equal to the head dimension {d}")
+        return slice(None), slice(None)
 
     def _shift_index(self, height: int, width: int) -> tuple[Tensor, Tensor]:
         if max(height, width) > self.max_pos:
@@ -143,6 +201,8 @@ class Learned2DEncoding(nn.Module):
 
     def axis_scores(self, height: int, width: int) -> tuple[Tensor, Tensor]:
         """Per-axis positional scores: row (heads, H, H) [h, q_i, k_i] = w_rowᵀ r^row_{k_i − q_i}, col (heads, W, W)."""
+        if not self.head_keys:
+            raise ConfigError("form", self.form, "'official' or 'attnlib' (form 're' has no head keys)")
         idx_row, idx_col = self._shift_index(height, width)
         # project each table row once, then index by shift (same values and gradients as index-then-project)
         row = self.head_keys_row(self.row_embeddings.weight)  # (2M−1, heads): w_rowᵀ r^row_δ
@@ -150,67 +210,83 @@ class Learned2DEncoding(nn.Module):
         return row[idx_row].permute(2, 0, 1), col[idx_col].permute(2, 0, 1)
 
     def scores(self, height: int, width: int) -> Tensor:
-        """Positional scores (heads, N, N), N = height * width, δ = key − query."""
+        """Input-independent positional scores (heads, N, N), N = height * width, δ = key − query
+        (forms official and attnlib)."""
         return _grid_scores(*self.axis_scores(height, width))
 
     def _query_axis_scores(self, q: Tensor, height: int, width: int) -> tuple[Tensor, Tensor]:
-        """q_h·r^row_{k_i − q_i}/√d_h (B, heads, H, W, H) and q_h·r^col_{k_j − q_j}/√d_h (B, heads, H, W, W)."""
+        """Query-positional scores per axis: q_h^row·r^row_{k_i − q_i}/√d_h (B, heads, H, W, H) and
+        q_h^col·r^col_{k_j − q_j}/√d_h (B, heads, H, W, W), with q_h^row, q_h^col the parts of the query
+        that meet each table (``_query_slices``: the whole query, or its halves for form re)."""
         b, heads, n, d = q.shape
-        if d != self.pos_dim:
-            raise ConfigError("pos_dim", self.pos_dim, f"equal to the head dimension {d}")
+        s_row, s_col = self._query_slices(d)
         idx_row, idx_col = self._shift_index(height, width)
         scale = d**-0.5
         # q·r/√d_h for every table row, in the projection's own (B, N, heads, ·) layout (no copy of q)
         qt = q.transpose(1, 2)
-        qr = (qt @ (self.row_embeddings.weight.t() * scale).to(q.dtype)).view(b, height, width, heads, -1)
-        qc = (qt @ (self.col_embeddings.weight.t() * scale).to(q.dtype)).view(b, height, width, heads, -1)
+        qr = qt[..., s_row] @ (self.row_embeddings.weight.t() * scale).to(q.dtype)
+        qc = qt[..., s_col] @ (self.col_embeddings.weight.t() * scale).to(q.dtype)
+        qr, qc = qr.view(b, height, width, heads, -1), qc.view(b, height, width, heads, -1)
         # pick the table row of each key's shift: [b, q_i, q_j, h, k_i] = qr[b, q_i, q_j, h, k_i − q_i + M − 1]
         row = qr.gather(-1, idx_row.view(1, height, 1, 1, height).expand(b, height, width, heads, height))
         col = qc.gather(-1, idx_col.view(1, 1, width, 1, width).expand(b, height, width, heads, width))
         return row.permute(0, 3, 1, 2, 4), col.permute(0, 3, 1, 2, 4)
 
     def query_scores(self, q: Tensor, height: int, width: int) -> Tensor:
-        """Query-positional scores q_h·(r^row_{δ₁} + r^col_{δ₂})/√d_h: q (B, heads, N, D_p) -> (B, heads, N, N)."""
+        """Query-positional scores q_h^row·r^row_{δ₁}/√d_h + q_h^col·r^col_{δ₂}/√d_h:
+        q (B, heads, N, d_h) -> (B, heads, N, N)."""
         row, col = self._query_axis_scores(q, height, width)
         b, heads, n = q.shape[:3]
         return (row[..., :, None] + col[..., None, :]).reshape(b, heads, n, n)  # [q_i,q_j,k_i,k_j]
 
     def content_bias(self, q: Tensor, height: int, width: int) -> Tensor:
-        """Positional plus query-positional scores, ``scores + query_scores``, in q's dtype.
+        """Everything the encoding adds to q·k/√d_h for queries q, in q's dtype: ``scores + query_scores``
+        (form attnlib), ``query_scores`` (form re) or ``scores`` (form official, broadcast over the batch).
 
-        q (B, heads, N, D_p) -> (B, heads, N, N), contiguous. Both terms split into a row part (depends on
+        q (B, heads, N, d_h) -> (B, heads, N, N), contiguous. The terms split into a row part (depends on
         q and k_i) and a column part (q and k_j); the row parts and the column parts are summed on the small
         per-axis tensors, so the (B, heads, N, N) result is written in one pass.
         """
         b, heads, n = q.shape[:3]
+        if not self.query_dependent:
+            return self.scores(height, width).to(q.dtype).expand(b, heads, n, n)
         row, col = self._query_axis_scores(q, height, width)
-        pos_row, pos_col = (s.to(q.dtype) for s in self.axis_scores(height, width))
-        row = (row + pos_row[None, :, :, None, :]).contiguous()  # (B, heads, H, W, H) + (heads, H, 1, H)
-        col = (col + pos_col[None, :, None, :, :]).contiguous()  # (B, heads, H, W, W) + (heads, 1, W, W)
+        if self.head_keys:
+            pos_row, pos_col = (s.to(q.dtype) for s in self.axis_scores(height, width))
+            row = row + pos_row[None, :, :, None, :]  # (B, heads, H, W, H) + (heads, H, 1, H)
+            col = col + pos_col[None, :, None, :, :]  # (B, heads, H, W, W) + (heads, 1, W, W)
+        row, col = row.contiguous(), col.contiguous()
         return (row[..., :, None] + col[..., None, :]).reshape(b, heads, n, n)
 
     def linear_query_bias(
         self, xs: Tensor, w_query: Tensor, b_query: Tensor | None, height: int, width: int
     ) -> Tensor:
-        """``scores + query_scores`` for queries q_h = X W_hᵀ + b_h given by their weights, in the
-        (query, head, key) layout of the layer's bilinear path.
+        """``content_bias`` for queries q_h = X W_hᵀ + b_h given by their weights, in the (query, head, key)
+        layout of the layer's bilinear path (forms attnlib and re).
 
-        xs (B, N, D); w_query (heads, D_p, D); b_query (heads, D_p) or None -> (B, N·heads, N), rows
-        ordered (query, head). Per axis a ∈ {row, col} the score (q_h/√d_h + w_a^(h))·r^a_δ is a linear
-        map of X: X (W_hᵀ r^a_t/√d_h) + (b_h/√d_h + w_a^(h))·r^a_t for every table row t (one GEMM of
-        width heads·2·(2M−1)); each key then picks the row of its shift, as in ``query_scores``.
+        xs (B, N, D); w_query (heads, d_h, D); b_query (heads, d_h) or None -> (B, N·heads, N), rows
+        ordered (query, head). Per axis a ∈ {row, col} the score (q_h^a/√d_h + w_a^(h))·r^a_δ (+ the head
+        key's bias; no w_a for form re) is a linear map of X: X (W_h^aᵀ r^a_t/√d_h) + (b_h^a/√d_h +
+        w_a^(h))·r^a_t for every table row t (one GEMM of width heads·2·(2M−1)), where W_h^a, b_h^a are the
+        rows of the query projection that meet table a; each key then picks the row of its shift, as in
+        ``query_scores``.
         """
         b, n, _ = xs.shape
         heads, d = w_query.shape[:2]
-        if d != self.pos_dim:
-            raise ConfigError("pos_dim", self.pos_dim, f"equal to the head dimension {d}")
+        s_row, s_col = self._query_slices(d)
         idx_row, idx_col = self._shift_index(height, width)
         scale = d**-0.5
         tables = torch.stack([self.row_embeddings.weight, self.col_embeddings.weight])  # (2, T, D_p)
-        w_pos = torch.stack([self.head_keys_row.weight, self.head_keys_col.weight], 1)  # (heads, 2, D_p)
-        u = w_pos if b_query is None else w_pos + b_query[:, None, :] * scale  # b_h/√d_h + w_a^(h)
-        weight = torch.einsum("atp,hpd->hatd", tables, w_query * scale)  # (heads, 2, T, D)
+        w_axes = torch.stack([w_query[:, s_row], w_query[:, s_col]], 1)  # (heads, 2, D_p, D)
+        u = torch.zeros(heads, 2, self.pos_dim, dtype=tables.dtype, device=tables.device)
+        if self.head_keys:
+            u = u + torch.stack([self.head_keys_row.weight, self.head_keys_col.weight], 1)  # w_a^(h)
+        if b_query is not None:
+            u = u + torch.stack([b_query[:, s_row], b_query[:, s_col]], 1) * scale  # b_h^a/√d_h
+        weight = torch.einsum("atp,hapd->hatd", tables, w_axes * scale)  # (heads, 2, T, D)
         bias = torch.einsum("atp,hap->hat", tables, u)  # (heads, 2, T)
+        if self.head_keys and self.head_keys_row.bias is not None:
+            bias = bias + torch.stack([self.head_keys_row.bias, self.head_keys_col.bias], 1)[..., None]
         qr = F.linear(xs, weight.reshape(-1, xs.shape[-1]), bias.reshape(-1))
         qr = qr.view(b, height, width, heads, 2, -1)  # [b, q_i, q_j, h, axis, table row]
         row = qr[..., 0, :].gather(-1, idx_row.view(1, height, 1, 1, height).expand(b, -1, width, heads, -1))
@@ -218,4 +294,4 @@ class Learned2DEncoding(nn.Module):
         return (row[..., :, None] + col[..., None, :]).reshape(b, n * heads, n)  # [q_i,q_j,h,k_i,k_j]
 
     def extra_repr(self) -> str:
-        return f"heads={self.heads}, max_pos={self.max_pos}, pos_dim={self.pos_dim}"
+        return f"heads={self.heads}, max_pos={self.max_pos}, pos_dim={self.pos_dim}, form={self.form!r}"

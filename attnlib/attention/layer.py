@@ -6,6 +6,8 @@ Score of head h between query q and key k (Cordonnier et al., eq. (8), the terms
                 + r^(h)(δ = k − q)                          (positional bias from an encoding, optional)
                 + q^(h)·r_δ / √d_h                          (query-positional, learned encoding with content)
 
+(which positional terms a learned encoding uses is its ``form``: ``encodings.Learned2DEncoding``)
+
     MHSA(X) = concat_h[softmax(A^(h)) V^(h)] W_out + b_out
 
 Two value conventions:
@@ -134,6 +136,8 @@ class MultiHeadSelfAttention2d(nn.Module):
             raise ConfigError("value", value, list(VALUES))
         if not content and encoding is None:
             raise ConfigError("encoding", None, "an encoding module when content=False")
+        if not content and getattr(encoding, "needs_query", False):
+            raise ConfigError("content", content, f"True (encoding form {encoding.form!r} needs queries)")
         if encoding is not None and getattr(encoding, "heads", heads) != heads:
             raise ConfigError("encoding.heads", encoding.heads, f"equal to heads={heads}")
         if not 0.0 <= attn_dropout < 1.0:
@@ -164,11 +168,11 @@ class MultiHeadSelfAttention2d(nn.Module):
 
     def attention_bias(self, q: Tensor, height: int, width: int) -> Tensor | None:
         """Everything added to q·k/√d_h before the softmax, in q's dtype: None, the positional scores
-        (heads, N, N), or with an encoding that has ``content_bias`` (learned 2D) positional plus
-        query-positional scores (B, heads, N, N)."""
+        (heads, N, N), or with a query-dependent encoding (learned 2D, forms attnlib and re) its
+        ``content_bias`` (B, heads, N, N)."""
         if self.encoding is None:
             return None
-        if hasattr(self.encoding, "content_bias"):  # X_q W_qry Ŵ_key r_δ (learned 2D with content)
+        if getattr(self.encoding, "query_dependent", False):  # X_q W_qry Ŵ_key r_δ (learned 2D with content)
             return self.encoding.content_bias(q, height, width)
         return self.encoding.scores(height, width).to(q.dtype)
 
@@ -265,7 +269,7 @@ class MultiHeadSelfAttention2d(nn.Module):
         z = F.linear(xs, a.reshape(h * d, d), None if c is None else c.expand(h, d).reshape(-1)).to(dtype)
         if self.encoding is None:
             bias = None
-        elif hasattr(self.encoding, "linear_query_bias"):  # learned 2D: positional + query-positional
+        elif getattr(self.encoding, "query_dependent", False):  # learned 2D: (positional +) query-positional
             qb = None if self.query.bias is None else self.query.bias.view(h, dh)
             bias = self.encoding.linear_query_bias(xc, wq, qb, height, width).to(dtype)
         else:  # (heads, N, N) -> (N·heads, N), broadcast over the batch by baddbmm

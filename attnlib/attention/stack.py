@@ -4,7 +4,8 @@
 
     a = MHSA(x);  x = LN(x + Dropout(Dense(a)));  x = LN(x + Dropout(W₂ GELU(W₁ x)))
 
-where ``Dense`` (``attn_dense=True``) is the extra Linear(D, D) of ``BertSelfOutput``.
+where ``Dense`` (``attn_dense=True``) is the extra Linear(D, D) of ``BertSelfOutput``; the [Re] code's
+block is the same without ``Dense`` and with ReLU in the MLP (``attn_dense=False, activation="relu"``).
 ``norm="pre"`` is the ViT block:
 
     x = x + Dropout(MHSA(LN(x)));  x = x + Dropout(W₂ GELU(W₁ LN(x)))
@@ -25,6 +26,7 @@ from attnlib.errors import ConfigError
 from .layer import Dropout, MultiHeadSelfAttention2d
 
 NORMS = ("post", "pre")
+ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}  # the MLP's non-linearity (official BERT: GELU; [Re]: ReLU)
 
 
 class EncoderBlock(nn.Module):
@@ -35,6 +37,7 @@ class EncoderBlock(nn.Module):
         dim: hidden size D. mlp: MLP hidden size. dropout: hidden dropout.
         norm: "post" (paper / BERT) or "pre" (ViT). eps: layer-norm epsilon (official: 1e-12).
         attn_dense: add BertSelfOutput's Linear(D, D) after the attention (paper model).
+        activation: the MLP's non-linearity, "gelu" or "relu".
     """
 
     def __init__(
@@ -46,17 +49,20 @@ class EncoderBlock(nn.Module):
         norm: str = "post",
         eps: float = 1e-12,
         attn_dense: bool = False,
+        activation: str = "gelu",
     ):
         super().__init__()
         if norm not in NORMS:
             raise ConfigError("norm", norm, list(NORMS))
+        if activation not in ACTIVATIONS:
+            raise ConfigError("activation", activation, list(ACTIVATIONS))
         if not 0.0 <= dropout < 1.0:
             raise ConfigError("dropout", dropout, "a float in [0, 1)")
         self.norm = norm
         self.attn = attn
         self.attn_dense = nn.Linear(dim, dim) if attn_dense else nn.Identity()
         self.norm1 = nn.LayerNorm(dim, eps=eps)
-        self.mlp = nn.Sequential(nn.Linear(dim, mlp), nn.GELU(), nn.Linear(mlp, dim))
+        self.mlp = nn.Sequential(nn.Linear(dim, mlp), ACTIVATIONS[activation](), nn.Linear(mlp, dim))
         self.norm2 = nn.LayerNorm(dim, eps=eps)
         self.dropout = Dropout(dropout)
 

@@ -19,6 +19,7 @@ _SOURCES = {
     "resnet": ("attnlib.models.resnet", "ResNetConfig", "ResNet"),
     "vit": ("attnlib.models.vit", "ViTConfig", "ViT"),
     "san": ("attnlib.san.model", "SANConfig", "SAN"),
+    "san_hier": ("attnlib.san.hierarchical", "HierarchicalSANConfig", "HierarchicalSAN"),
 }
 
 

@@ -5,6 +5,21 @@ x (B, 3, 32, 32) -> 2x2 invertible down-sampling (space-to-depth) (B, 16, 16, 12
 -> Linear(D, classes). No [CLS] token, no absolute positional encoding. Init as ``init_bert_weights``:
 Normal(0, 0.02) for Linear / Embedding weights, zero biases, LayerNorm (1, 0); quadratic centres and
 spreads keep their own init.
+
+Two codes build this model, and ``block`` says whose block to use:
+
+- ``"official"`` (Cordonnier et al., ``BertLayer``): BertSelfOutput's extra Linear(D, D) after the
+  attention, biases in the query / key / value projections, positional head keys without bias, GELU MLP,
+  LayerNorm eps 1e-12.
+- ``"re"`` (the [Re] code, ``main/models/``): no extra Linear, query / key / value projections without
+  bias, head keys with bias (``nn.Linear``'s default; a per-head constant that the softmax cancels),
+  ReLU MLP, LayerNorm eps 1e-5, no hidden dropout in their code (the registry sets ``dropout=0``).
+  Its 16-head learned models project the values (``value="standard"``: Linear(D, 16·D) without bias,
+  then Linear(16·D, D)); its 9-head models average the hidden states (``value="paper"``).
+
+``learned_form`` picks the learned encoding's score (``attnlib.attention.encodings.LEARNED_FORMS``:
+"official", "attnlib", "re"). Both codes initialise differently (the [Re] code keeps PyTorch's defaults);
+we use ``init_bert_weights`` for every model.
 """
 
 from __future__ import annotations
@@ -21,9 +36,12 @@ from attnlib.attention import (
     MultiHeadSelfAttention2d,
     QuadraticEncoding,
 )
+from attnlib.attention.encodings import LEARNED_FORMS
+from attnlib.attention.layer import VALUES
 from attnlib.errors import ConfigError, check_positive_int
 
 ENCODINGS = ("quadratic_iso", "quadratic_aniso", "learned")
+BLOCKS = ("official", "re")  # whose encoder block: Cordonnier et al.'s official code or the [Re] code
 
 
 def _probability(name: str, value) -> None:
@@ -47,6 +65,9 @@ class PaperConfig:
     max_pos: int = 16  # learned encoding: largest grid side
     downsample: int = 2  # space-to-depth factor (1: none)
     num_classes: int = 10
+    block: str = "official"  # "official" | "re": whose encoder block (module docstring)
+    learned_form: str = "attnlib"  # learned encoding's score: "official" | "attnlib" | "re"
+    value: str = "paper"  # "paper": V^(h) = X; "standard": per-head value projection ([Re] 16 heads)
 
     def __post_init__(self):
         for name in ("layers", "hidden", "mlp", "heads", "max_pos", "downsample"):
@@ -54,6 +75,16 @@ class PaperConfig:
         check_positive_int("num_classes", self.num_classes, 2)
         if self.encoding not in ENCODINGS:
             raise ConfigError("encoding", self.encoding, list(ENCODINGS))
+        for name, allowed in (("block", BLOCKS), ("learned_form", LEARNED_FORMS), ("value", VALUES)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(name, getattr(self, name), list(allowed))
+        if self.encoding == "learned" and self.learned_form == "re":
+            if not self.content:
+                raise ConfigError("content", self.content, "True (learned_form 're' scores with the queries)")
+            if self.hidden % 2:
+                raise ConfigError(
+                    "hidden", self.hidden, "an even integer (learned_form 're' halves the query)"
+                )
         for name in ("content", "hierarchical"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, getattr(self, name), "True or False")
@@ -64,7 +95,9 @@ class PaperConfig:
 def make_encoding(cfg: PaperConfig) -> nn.Module:
     """The positional encoding of one attention layer."""
     if cfg.encoding == "learned":
-        return Learned2DEncoding(cfg.heads, cfg.hidden, max_pos=cfg.max_pos)
+        return Learned2DEncoding(
+            cfg.heads, cfg.hidden, max_pos=cfg.max_pos, form=cfg.learned_form, key_bias=cfg.block == "re"
+        )
     return QuadraticEncoding(cfg.heads, isotropic=cfg.encoding == "quadratic_iso")
 
 
@@ -87,19 +120,29 @@ class AttentionClassifier(nn.Module):
         self.cfg = cfg
         self.embed = nn.Linear(3 * cfg.downsample**2, cfg.hidden)  # official features_upscale
 
+        official = cfg.block == "official"
+
         def block() -> EncoderBlock:
             attn = MultiHeadSelfAttention2d(
                 cfg.hidden,
                 cfg.heads,
                 encoding=make_encoding(cfg),
                 content=cfg.content,
-                head_dim=cfg.hidden,  # official: per-head size = hidden size
+                head_dim=cfg.hidden,  # both codes: per-head size = hidden size
                 attn_dropout=cfg.attn_dropout,
-                value="paper",
+                value=cfg.value,
+                qkv_bias=official,
                 bilinear=True,  # d_h = D: scores through A_h = W_qryᵀW_key (D x D), no k projection
             )
             return EncoderBlock(
-                attn, cfg.hidden, cfg.mlp, cfg.dropout, norm="post", eps=1e-12, attn_dense=True
+                attn,
+                cfg.hidden,
+                cfg.mlp,
+                cfg.dropout,
+                norm="post",
+                eps=1e-12 if official else 1e-5,
+                attn_dense=official,
+                activation="gelu" if official else "relu",
             )
 
         self.encoder = Encoder(block, cfg.layers, hierarchical=cfg.hierarchical)

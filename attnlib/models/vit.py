@@ -19,6 +19,9 @@ Choices, checked against the [Re] code:
   the residual to the *normalised* input (out = f(LN(x)) + LN(x)); we do not copy that quirk.
   LayerNorm eps 1e-5 (PyTorch default, as [Re]). Hidden dropout 0 ([Re] has none; attention dropout 0.1).
 - HA: one shared block applied ``layers`` times with keys computed once ([Re] ``k is None`` branch).
+- Parameters: 37,394,906 at the [Re] configuration (HA: 6,532,346), 400 more than the [Re] code's
+  37,394,506 (6,531,946): our final LayerNorm has 800 parameters theirs lacks, and their position
+  embedding has one row (400) more, for the noise "cls" slot we drop.
 """
 
 from __future__ import annotations

@@ -13,9 +13,11 @@ with β = 1x1 conv, weights α shared by groups of ``share_planes`` channels (Cw
 φ, ψ: 1x1 convs to ``width // rel_reduction`` channels; γ: BN-ReLU-1x1-BN-ReLU-1x1; p: a learned 1x1 conv of
 the (x, y) ∈ [-1, 1]² pixel grid. Padding is reflection, K // 2, stride 1.
 
-Hierarchical Attention (``hierarchical=True``): each stage holds one block, applied ``layers[i]`` times with
+Per-stage weight sharing (``hierarchical=True``): each stage holds one block, applied ``layers[i]`` times with
 shared weights; its keys ψ(x) are computed from the stage's first input and kept for the later applications,
-while queries φ and values β are recomputed from the current features.
+while queries φ and values β are recomputed from the current features. This was this library's first
+reading of SAN + HA; the [Re] report's SAN + HA is another network (``attnlib.san.hierarchical``), and no
+experiment uses this option any more.
 """
 
 from __future__ import annotations
@@ -145,10 +147,14 @@ class SelfAttention(nn.Module):
 
 
 class Bottleneck(nn.Module):
-    """x + conv1x1(relu(bn(SA(relu(bn(x)))))), width -> width."""
+    """x + conv1x1(relu(bn(SA(relu(bn(x)))))), width -> width.
 
-    def __init__(self, cfg: SANConfig, width: int, kernel_size: int):
+    ``raw_input``: SA applied to x instead of relu(bn1(x)), as the [Re] hierarchical code does
+    (``attnlib.san.hierarchical``)."""
+
+    def __init__(self, cfg: SANConfig, width: int, kernel_size: int, raw_input: bool = False):
         super().__init__()
+        self.raw_input = raw_input
         mid = width // cfg.mid_reduction
         self.bn1 = nn.BatchNorm2d(width)
         self.attention = SelfAttention(
@@ -164,7 +170,7 @@ class Bottleneck(nn.Module):
         self.conv = conv1x1(mid, width, bias=True)
 
     def forward(self, x, keys=None):
-        out, alpha, keys = self.attention(F.relu(self.bn1(x)), keys)
+        out, alpha, keys = self.attention(x if self.raw_input else F.relu(self.bn1(x)), keys)
         return x + self.conv(F.relu(self.bn2(out))), alpha, keys
 
 

@@ -1,0 +1,125 @@
+"""Hierarchical SAN, the network of the [Re] report's SAN + HA runs (``SAN/models/networks.py``, class
+``Encoder`` with ``sa_type`` ``pair_hier`` / ``patch_hier``).
+
+x (B, 3, 32, 32) -> 1x1 conv 3 -> C + BN + ReLU, then, at full resolution and constant width C (no pooling),
+one shared layer of ``blocks`` SAN bottlenecks applied ``passes`` times:
+
+    for t = 1..passes:  x = conv_t(x) (1x1, C -> C);  x = layer(x);  x = ReLU(BN_t(x))
+
+-> global average pool -> Linear(C, classes). [Re] configuration: C = 256, 2 bottlenecks, 4 passes, K = 3,
+relation channels C/16, SA channels C/4, 8 channels per aggregation weight (``attnlib.san.model``'s
+``Bottleneck``, module for module). ``downsample=r`` (budget only; [Re]: 1) feeds the stem the r x r
+space-to-depth of the image (3r² channels), so that the same network runs on 32/r x 32/r pixels.
+
+Hierarchical Attention: the keys ψ(x) are computed once per forward, by the first bottleneck's attention
+on its first input, and reused by all ``blocks`` × ``passes`` self-attention applications (2 × 4 = 8);
+queries φ and values β are recomputed from the current features. So the second bottleneck's key projection
+is never called: it exists because the [Re] module builds it (its parameters count, 4,096 at C = 256, and
+never receive a gradient; ``find_unused_parameters`` tells DistributedDataParallel so).
+
+``raw_input``: the [Re] ``Bottleneck.forward`` computes relu(bn1(x)) and then applies the attention to x,
+discarding the normalised tensor (the official SAN attends to relu(bn1(x))): an apparent bug. False (the
+default) is the network as intended; True is the [Re] code's form (bn1 then takes no part, and its
+parameters, too, get no gradient).
+
+Parameters at the [Re] configuration: 352,750 (pairwise) and 356,282 (patchwise), equal to the modules that
+the [Re] ``Encoder`` uses in hierarchical mode. That ``Encoder`` also builds four stages
+(``layer0``..``layer3``) that its hierarchical forward never calls: 691,582 / 709,242 parameters in all.
+We build only the network it runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from attnlib.errors import ConfigError, check_positive_int
+from attnlib.san.model import SA_TYPES, Bottleneck, conv1x1
+
+
+@dataclass
+class HierarchicalSANConfig:
+    """The [Re] hierarchical SAN; defaults are its configuration (``san_pairwise_hier.yaml``)."""
+
+    sa_type: str = "pairwise"  # "pairwise" | "patchwise"
+    width: int = 256  # C, constant through the network
+    blocks: int = 2  # bottlenecks in the shared layer ([Re] layers[0])
+    passes: int = 4  # applications of the shared layer ([Re]: conv0..conv3)
+    kernel: int = 3  # footprint K (odd) ([Re] kernels[0])
+    rel_reduction: int = 16  # relation channels φ, ψ = width // rel_reduction
+    mid_reduction: int = 4  # SA channels (β) = width // mid_reduction
+    share_planes: int = 8  # channels sharing one aggregation weight
+    downsample: int = (
+        1  # r: the stem sees the r x r space-to-depth of the image (3r² channels, 32/r pixels a side)
+    )
+    raw_input: bool = False  # True: the [Re] code's form, attention applied to x instead of relu(bn1(x))
+    patchwise_softmax: bool = False  # official / [Re] patchwise SAN does not normalise its weights
+    num_classes: int = 10
+
+    def __post_init__(self):
+        if self.sa_type not in SA_TYPES:
+            raise ConfigError("sa_type", self.sa_type, " | ".join(map(repr, SA_TYPES)))
+        for name in (
+            "width",
+            "blocks",
+            "passes",
+            "rel_reduction",
+            "mid_reduction",
+            "share_planes",
+            "downsample",
+        ):
+            check_positive_int(name, getattr(self, name))
+        check_positive_int("num_classes", self.num_classes, 2)
+        if (
+            not isinstance(self.kernel, int)
+            or isinstance(self.kernel, bool)
+            or self.kernel < 1
+            or self.kernel % 2 == 0
+        ):
+            raise ConfigError("kernel", self.kernel, "an odd positive int")
+        step = self.mid_reduction * self.share_planes
+        if self.width % step or self.width % self.rel_reduction:
+            raise ConfigError(
+                "width",
+                self.width,
+                f"a multiple of mid_reduction*share_planes = {step} and of rel_reduction = {self.rel_reduction}",
+            )
+        for name in ("raw_input", "patchwise_softmax"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(name, getattr(self, name), "True or False")
+
+
+class HierarchicalSAN(nn.Module):
+    """x (B, 3, 32, 32) -> logits (B, classes) [, list of α (B, Cw, K·K, H, W), one per SA application]."""
+
+    find_unused_parameters = True  # the second bottleneck's ψ (and with raw_input, bn1) are never used
+
+    def __init__(self, cfg: HierarchicalSANConfig):
+        super().__init__()
+        self.cfg = cfg
+        c = cfg.width
+        self.stem = nn.Sequential(conv1x1(3 * cfg.downsample**2, c), nn.BatchNorm2d(c), nn.ReLU(inplace=True))
+        self.layer = nn.ModuleList(Bottleneck(cfg, c, cfg.kernel, cfg.raw_input) for _ in range(cfg.blocks))
+        self.transitions = nn.ModuleList(conv1x1(c, c) for _ in range(cfg.passes))  # [Re] conv0..conv3
+        self.norms = nn.ModuleList(nn.BatchNorm2d(c) for _ in range(cfg.passes))  # [Re] bn0..bn3
+        self.fc = nn.Linear(c, cfg.num_classes)
+
+    def forward(self, x, return_attention: bool = False):
+        maps: list[torch.Tensor] = []
+        if x.shape[-1] % self.cfg.downsample or x.shape[-2] % self.cfg.downsample:
+            raise ConfigError(
+                "downsample", self.cfg.downsample, f"a divisor of the image size {tuple(x.shape[-2:])}"
+            )
+        x = self.stem(F.pixel_unshuffle(x, self.cfg.downsample))  # r = 1: the image itself
+        keys = None  # ψ of the first bottleneck's first input, then reused by every application
+        for transition, norm in zip(self.transitions, self.norms, strict=True):
+            x = transition(x)
+            for block in self.layer:
+                x, alpha, keys = block(x, keys)
+                maps.append(alpha)
+            x = F.relu(norm(x))
+        logits = self.fc(x.mean(dim=(2, 3)))
+        return (logits, maps) if return_attention else logits
