@@ -217,11 +217,11 @@ def _ha_gain(ev: Evidence):
             verdicts.append(NOT_MEASURED)
             continue
         w = compare.welch(a, b)
-        if w.ci is None:
+        if w.interval is None:
             parts.append(f"{base}: {w.points:+.1f} (n = {len(a)}/{len(b)}: no interval)")
             verdicts.append(INCONCLUSIVE)
             continue
-        low, high = w.ci
+        low, high = w.interval
         parts.append(f"{base}: {w.points:+.1f} [{low:+.1f}, {high:+.1f}] (n = {len(a)}/{len(b)})")
         verdicts.append(REPRODUCED if low >= HA_GAIN else NOT_REPRODUCED if high < HA_GAIN else INCONCLUSIVE)
     if NOT_REPRODUCED in verdicts:
