@@ -679,9 +679,7 @@ def _run(
         when: {k: v for k, v in m.items() if k != "peaks"} for when, m in (("start", start), ("end", end))
     }
     report["machine"]["load_average_end"] = _load()
-    report["load"] = core_sharing(
-        threads, load, report["machine"]["load_average_end"], usable=usable, running=None
-    )
+    report["load"] = core_sharing(threads, load, report["machine"]["load_average_end"], usable=usable)
     report["load"]["peak_shared"] = bool(start["shared"] and end["shared"])
     for row in report["rows"]:
         row["peak_gflops"] = best[row["dtype"]]

@@ -767,8 +767,9 @@ def seed_columns(results_dir: str | Path, preset: str, names, *, data=None):
 def timing_columns(results_dir: str | Path, preset: str, names):
     """One row per experiment: `wall_time_ms` (median), `wall_time_p25_ms`, `wall_time_p75_ms` and, for an HA
     variant, `time_ratio` (HA / model, paired by round: `attnlib.timing.ratios`) with `time_ratio_p25` /
-    `time_ratio_p75` (quartiles of the per-round ratios), from `results/timing/<preset>.json` (`python -m attnlib time`); None where the file
-    lacks the model or measured another configuration of it (`wall_time_measured` False)."""
+    `time_ratio_p75` (quartiles of the per-round ratios), from `results/timing/<preset>.json`
+    (`python -m attnlib time`); None where the file lacks the model or measured another configuration of it
+    (`wall_time_measured` False)."""
     import pandas as pd
 
     from attnlib import timing

@@ -11,7 +11,8 @@ instruction sets, torch, threads) and the load average before and after, and say
 the cores shared with other work (``attnlib.bench.core_sharing``). The HA/model ratio of every pair is
 paired by round: the median over rounds of (HA's median in the round / its model's median in the same
 round), with the quartiles of those per-round ratios as its spread; a model and its HA variant are timed
-one after the other in every round, seconds apart, so a change of load between rounds cancels out.
+one after the other in every round, within a fraction of a second, so a change of load between rounds
+cancels out.
 
 Table 3 reads ``results/timing/<preset>.json`` (``wall_times``); a model the file lacks, or one measured
 with another configuration than the registry's current one, reads "not measured".
