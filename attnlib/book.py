@@ -305,9 +305,8 @@ def _time_phrase(variant: str, params: Params) -> str:
     if is_missing(row["time_ratio"]):
         return ""
     shared = (load(params.results_dir, params.preset) or {}).get("load", {}).get("shared")
-    return f" and {row['time_ratio']:.2f}× its inference time" + (
-        " (timed on shared cores)" if shared else ""
-    )
+    where = ", timed on shared cores" if shared else ""
+    return f" and {row['time_ratio']:.2f}× its inference time{where}"
 
 
 def ha_effects(bases, params: Params, seeds=range(10)):
