@@ -1,4 +1,4 @@
-"""Command line: `python -m attnlib list | train | table1 | table3 | bench` (parsing and messages only).
+"""Command line: `python -m attnlib list | train | table1 | table3 | time | bench` (parsing and messages only).
 
 Bad input exits non-zero with one line naming the parameter and the allowed values, before anything is
 written; never a traceback. Exit codes: 1 no usable result (tables, loading), 2 bad input, 3 refused
@@ -20,6 +20,7 @@ from attnlib.errors import ConfigError
 
 PROG = "python -m attnlib"
 EXIT_MISSING, EXIT_USAGE, EXIT_LOCKED, EXIT_DIVERGED, EXIT_FILES, EXIT_INTERRUPTED = 1, 2, 3, 4, 5, 130
+EXIT_BUSY = 6  # the load average says the cores are shared: a timing would be wrong
 
 
 class _Parser(argparse.ArgumentParser):
@@ -110,11 +111,44 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="throughput benchmark: python -m attnlib bench --help", add_help=False)
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of python -m attnlib.bench")
 
-    for name, what in (("table1", "Table 1 (Cordonnier et al.)"), ("table3", "Table 3 ([Re]: model vs HA)")):
-        p = sub.add_parser(name, help=f"print {what} from saved results", **style)
-        p.add_argument("--results-dir", default="results")
-        p.add_argument("--preset", **preset)
-        p.add_argument("--seed", type=_integer(0), default=0)
+    p = sub.add_parser("table1", help="print Table 1 (Cordonnier et al.) from saved results", **style)
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--preset", **preset)
+    p.add_argument("--seed", type=_integer(0), default=0)
+    p = sub.add_parser(
+        "table3",
+        help="print Table 3 ([Re]: model vs HA; every saved seed, wall times of `time`) and the Welch tests",
+        **style,
+    )
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--preset", **preset)
+
+    p = sub.add_parser(
+        "time",
+        help="time every model (and its HA variant) together, one process, interleaved: Table 3's wall time",
+        **style,
+    )
+    p.add_argument("--preset", **{**preset, "default": "budget"})
+    p.add_argument(
+        "--experiments",
+        nargs="+",
+        type=_choice(names),
+        default=None,
+        metavar="EXPERIMENT",
+        help="the models to time (default: every experiment)",
+    )
+    p.add_argument("--threads", type=_integer(1), default=1, help="CPU threads for every model (default 1)")
+    p.add_argument("--device", type=_choice(("cpu", "cuda")), default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--results-dir", default="results")
+    p.add_argument(
+        "--out", default=None, help="default: RESULTS_DIR/timing/PRESET.json (--quick: PRESET-quick.json)"
+    )
+    p.add_argument("--quick", action="store_true", help="a few passes per model: a test of the command")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="measure even when the load average says the cores are shared (the file flags it)",
+    )
     return parser
 
 
@@ -215,20 +249,79 @@ def cmd_train(args) -> int:
 def cmd_table(args) -> int:
     from attnlib import results
 
-    table = results.table1 if args.command == "table1" else results.table3
     if not Path(args.results_dir).is_dir():
         raise ConfigError(
             "--results-dir",
             args.results_dir,
             f"a folder of saved results ({args.results_dir} does not exist or is not a folder)",
         )
-    df = table(args.results_dir, args.preset, args.seed)
-    print(df.drop(columns="detail").to_string(index=False))
+    if args.command == "table1":
+        df = results.table1(args.results_dir, args.preset, args.seed)
+        print(df.drop(columns="detail").to_string(index=False))
+    else:
+        df = results.table3(args.results_dir, args.preset)
+        shown = df.drop(columns="detail").astype(object)
+        shown["wall_time_ms"] = [
+            "not measured" if v is None or v != v else f"{v:.3f}" for v in df["wall_time_ms"]
+        ]
+        print(shown.to_string(index=False))
+        _print_welch(args, df)
     problems = df[df["status"].isin(["damaged", "stale"])]
     if len(problems):  # shown without numbers; say why
         print(f"\nnot used (retrain with: python -m attnlib train EXPERIMENT --preset {args.preset}):")
         for _, row in problems.iterrows():
             print(f"- {row['experiment']}: {row['status']}: {row['detail']}")
+    return 0
+
+
+def _print_welch(args, df) -> None:
+    """Below Table 3: HA against its model over the saved seeds (Welch), and where the wall times come from."""
+    from attnlib import compare, experiments, results, timing
+
+    print("\nHA - model over the saved seeds (accuracy points; Welch's t-test, 95% interval):")
+    for e in experiments.EXPERIMENTS.values():
+        if not e.baseline:
+            continue
+        acc = [
+            list(results.seed_accuracies(args.results_dir, args.preset, n)[0].values())
+            for n in (e.baseline, e.name)
+        ]
+        if not all(acc):
+            print(f"- {e.title}: not trained on both sides")
+            continue
+        w = compare.welch(*acc)
+        ci = "no interval" if w.interval is None else f"[{w.interval[0]:+.1f}, {w.interval[1]:+.1f}]"
+        p = "" if w.p is None else f", df {w.df:.1f}, p = {w.p:.2f}"
+        wanted = "" if w.seeds_wanted == 0 else f"; the standard asks for {w.seeds_wanted} seeds per side"
+        print(
+            f"- {e.title}: {w.n[0]} model / {w.n[1]} HA seeds, {w.points:+.1f} points, {ci}{p}: {w.verdict}{wanted}"
+        )
+    report = timing.load(args.results_dir, args.preset)
+    print(
+        "\n"
+        + (
+            timing.machine_line(report)
+            if report
+            else f"wall time: not measured; run python -m attnlib time --preset {args.preset}"
+        )
+    )
+
+
+def cmd_time(args) -> int:
+    from attnlib import timing
+
+    report, path = timing.run(
+        args.preset,
+        args.experiments,
+        results_dir=args.results_dir,
+        out=args.out,
+        threads=args.threads,
+        device=args.device,
+        quick=args.quick,
+        force=args.force,
+    )
+    print(timing.table(report).to_string(index=False))
+    print(f"\n{timing.machine_line(report)}\n{report['seconds']:.1f} s of timing; written {path}")
     return 0
 
 
@@ -244,6 +337,7 @@ COMMANDS = {
     "train": cmd_train,
     "table1": cmd_table,
     "table3": cmd_table,
+    "time": cmd_time,
     "bench": cmd_bench,
 }
 
@@ -255,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(message)s")
+    from attnlib.bench import MachineBusy
     from attnlib.results import MissingResult, ResultExists, RunLocked
     from attnlib.train import Interrupted, TrainingDiverged
 
@@ -262,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         (ConfigError, "error: ", EXIT_USAGE),
         (RunLocked, "refused: ", EXIT_LOCKED),
         (ResultExists, "refused: ", EXIT_LOCKED),
+        (MachineBusy, "refused: ", EXIT_BUSY),
         (TrainingDiverged, "diverged: ", EXIT_DIVERGED),
         (Interrupted, "", EXIT_INTERRUPTED),
         (MissingResult, "", EXIT_MISSING),

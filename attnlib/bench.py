@@ -1,12 +1,15 @@
 """Throughput and utilisation of the paper's models: attnlib against the plain formulation.
 
-``python -m attnlib.bench [--quick] [--out results/bench/cpu.json] [--all] [--threads N] [--profile]``
+``python -m attnlib.bench [--quick] [--out results/bench/cpu.json] [--all] [--threads N] [--profile] [--force]``
 
 In one process, side by side, for each model (learned 2D + content, quadratic isotropic positional-only)
 at the ``paper`` and ``budget`` shapes (``attnlib.experiments.resolve``), in fp32 and bf16 autocast:
 forward + backward images/s (and eval-mode forward images/s), peak memory, FLOPs per image
 (``torch.utils.flop_counter.FlopCounterMode``), achieved FLOP/s and the utilisation against this
-machine's matmul peak, measured in the same run with large square matmuls (before and after the cases).
+machine's matmul peak, measured in the same run with square matmuls (best of several sizes and repetitions,
+before and after the cases, with the load average around each). On a CPU whose load average says its cores
+are shared with other work the benchmark refuses to start (``--force`` measures anyway; the report's
+``load`` flags it): a peak measured on a shared core is too low and inflates every utilisation.
 ``--profile`` adds one profiled step per row: profiler self time per op category (GEMM, copies, dropout
 RNG, softmax, ...) and the top ops, i.e. where the time goes. ``--all`` also runs ``attnlib.san.bench``.
 
@@ -287,19 +290,137 @@ def peak_memory_mb(fn: Callable[[], None], device: torch.device) -> float | None
     return None if before is None or peak is None else (peak - before) / 1024
 
 
-def matmul_peak(dtype: torch.dtype, device: torch.device, sizes: tuple[int, ...], repeats: int = 3) -> dict:
-    """Best median FLOP/s of n x n @ n x n matmuls over ``sizes``: {"gflops", "n"}."""
-    best = {"gflops": 0.0, "n": None}
+def matmul_peak(dtype: torch.dtype, device: torch.device, sizes: tuple[int, ...], repeats: int = 5) -> dict:
+    """Best FLOP/s of n x n @ n x n matmuls over ``sizes`` and ``repeats`` timed calls of each (after one
+    warm-up call): {"gflops", "n", "by_size": {n: best GFLOP/s}}. A peak is what the hardware can do, so the
+    fastest call counts, not the median (a call slowed by other work says nothing about the peak)."""
+    best = {"gflops": 0.0, "n": None, "by_size": {}}
     for n in sizes:
         a = torch.randn(n, n, device=device).to(dtype)
         b = torch.randn(n, n, device=device).to(dtype)
         call = lambda a=a, b=b: a @ b  # noqa: E731
         _timed(call, device)  # warm-up
-        t = statistics.median(_timed(call, device) for _ in range(repeats))
+        t = min(_timed(call, device) for _ in range(repeats))
         gflops = 2 * n**3 / t / 1e9
+        best["by_size"][n] = gflops
         if gflops > best["gflops"]:
-            best = {"gflops": gflops, "n": n}
+            best.update(gflops=gflops, n=n)
     return best
+
+
+#: Other work may use this much of a core beyond the cores a measurement leaves free before its cores count
+#: as shared (load averages are averages: a short job of another user is not a second tenant).
+SHARED_MARGIN = 0.5
+
+
+class MachineBusy(RuntimeError):
+    """The load average says the cores are shared with other work; the measurement was not started."""
+
+
+def core_sharing(
+    threads: int,
+    load_before: list[float] | None,
+    load_after: list[float] | None = None,
+    *,
+    usable: int,
+    running: list[int] | None = None,
+) -> dict:
+    """Whether the load says the ``threads`` cores a measurement used were shared with other work.
+
+    The other work's load is the largest of: the 1-minute load average before the measurement; the one
+    after it minus this measurement's own ``threads`` (an underestimate when it lasted under a minute); and
+    the mean of ``running``, the runnable tasks of other processes sampled during it. The cores count as
+    shared when that load exceeds the cores the measurement leaves free (``usable − threads``) by more than
+    SHARED_MARGIN; unknown (None) when no load could be read."""
+    estimates = []
+    if load_before:
+        estimates.append(load_before[0])
+    if load_after:
+        estimates.append(max(0.0, load_after[0] - threads))
+    if running:
+        estimates.append(statistics.fmean(running))
+    free = max(0, usable - threads)
+    other = max(estimates) if estimates else None
+    return dict(
+        load_before=load_before,
+        load_after=load_after,
+        running_others=running,
+        other_load=None if other is None else round(other, 2),
+        free_cores=free,
+        shared=None if other is None else other > free + SHARED_MARGIN,
+        rule=f"shared when other work's load exceeds the {free} core(s) left free by more than {SHARED_MARGIN}",
+    )
+
+
+def measure_peaks(dtypes, device: torch.device, sizes: tuple[int, ...], repeats: int = 5) -> dict:
+    """``matmul_peak`` of every dtype, with the load average before and after and ``core_sharing``."""
+    before = _load()
+    peaks = {dt: matmul_peak(_TORCH_DTYPES[dt], device, sizes, repeats) for dt in dtypes}
+    after = _load()
+    usable = machine(device)["usable_cores"]
+    return dict(
+        peaks=peaks,
+        sizes=list(sizes),
+        repeats=repeats,
+        threads=torch.get_num_threads(),
+        **core_sharing(torch.get_num_threads(), before, after, usable=usable),
+    )
+
+
+def _peak_sizes(device: torch.device, quick: bool) -> tuple[tuple[int, ...], int]:
+    """(matrix sizes, timed calls per size) of the matmul peak."""
+    if quick:
+        return (256,), 1
+    return ((4096, 8192) if device.type == "cuda" else (512, 1024, 2048, 3072)), 5
+
+
+def _refuse_if_shared(info: dict, threads: int) -> None:
+    """MachineBusy when ``machine()``'s load average says the CPU cores are shared (no check on a GPU)."""
+    if info["device"] != "cpu":
+        return
+    load, usable = info["load_average_start"], info["usable_cores"]
+    sharing = core_sharing(threads, load, usable=usable)
+    if sharing["shared"]:
+        raise MachineBusy(
+            f"the load average {load} on {usable} usable cores says they are shared with other work "
+            f"({sharing['rule']}): the matmul peak and the throughputs would be too low; run on an idle "
+            "machine, or pass --force to measure anyway (the report flags it)"
+        )
+
+
+def peak(
+    dtypes: tuple[str, ...] = DTYPES,
+    device: str = "auto",
+    *,
+    threads: int | None = 1,
+    quick: bool = False,
+    force: bool = False,
+) -> dict:
+    """The matmul peak alone (``--peak-only``), by the same protocol as the benchmark's: the report holds the
+    machine, ``matmul_peak`` {dtype: {"best", "n", "by_size"}} and ``load`` (``core_sharing``)."""
+    for value in dtypes:
+        if value not in DTYPES:
+            raise ConfigError("dtypes", value, list(DTYPES))
+    dev = _device(device)
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        info = machine(dev)
+        if not (force or quick):
+            _refuse_if_shared(info, torch.get_num_threads())
+        sizes, repeats = _peak_sizes(dev, quick)
+        measured = measure_peaks(dtypes, dev, sizes, repeats)
+    finally:
+        torch.set_num_threads(previous)
+    info["load_average_end"] = measured["load_after"]
+    return dict(
+        machine=info,
+        settings=dict(quick=quick, threads=measured["threads"], sizes=list(sizes), repeats=repeats),
+        matmul_peak={dt: dict(best=p["gflops"], **p) for dt, p in measured["peaks"].items()},
+        load={k: v for k, v in measured.items() if k not in ("peaks", "sizes", "repeats", "threads")},
+        finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
 
 
 def _autocast(device: torch.device, dtype: str):
@@ -496,9 +617,13 @@ def _run(
     inference: bool = True,
     quick: bool = False,
     profile: bool = False,
+    force: bool = False,
     log: Callable[[str], None] = print,
 ) -> dict:
-    """The benchmark; returns the JSON-ready report (``rows`` holds one dict per measurement)."""
+    """The benchmark; returns the JSON-ready report (``rows`` holds one dict per measurement).
+
+    On the CPU it refuses to start (MachineBusy) when the load average says the cores are shared, unless
+    ``force`` or ``quick``; the report's ``load`` flags it either way."""
     from attnlib.models import make
 
     for name, values, allowed in (("dtypes", dtypes, DTYPES), ("impls", impls, IMPLS)):
@@ -509,10 +634,17 @@ def _run(
     todo = cases(shapes, models, batch, layers, quick)  # validates before any work
     settings = dict(repeats=repeats, quick=quick, layers=layers, threads=torch.get_num_threads())
     report = dict(machine=machine(dev), settings=settings, rows=[])
-    sizes = (256,) if quick else ((4096, 8192) if dev.type == "cuda" else (1024, 2048, 3072))
-    peaks = {dt: matmul_peak(_TORCH_DTYPES[dt], dev, sizes) for dt in dtypes}
+    threads, usable = torch.get_num_threads(), report["machine"]["usable_cores"]
+    load = report["machine"]["load_average_start"]
+    if not (force or quick):
+        _refuse_if_shared(report["machine"], threads)
+    sizes, peak_repeats = _peak_sizes(dev, quick)
+    start = measure_peaks(dtypes, dev, sizes, peak_repeats)
     log(
-        "matmul peak: " + ", ".join(f"{dt} {p['gflops']:.1f} GFLOP/s (n={p['n']})" for dt, p in peaks.items())
+        "matmul peak: "
+        + ", ".join(f"{dt} {p['gflops']:.1f} GFLOP/s (n={p['n']})" for dt, p in start["peaks"].items())
+        + f"; load {start['load_before']} -> {start['load_after']}"
+        + (" (cores shared: too low)" if start["shared"] else "")
     )
     for case in todo:
         torch.manual_seed(0)
@@ -536,8 +668,6 @@ def _run(
                     **m,
                 )
                 row["achieved_gflops"] = row["gflop_per_image"] * row["images_per_s"]
-                row["peak_gflops"] = peaks[dtype]["gflops"]
-                row["utilisation"] = row["achieved_gflops"] / peaks[dtype]["gflops"]
                 row["est_model_images_per_s"] = (
                     row["images_per_s"] * row["layers_timed"] / row["layers_model"]
                 )
@@ -546,9 +676,20 @@ def _run(
                     row["profile"] = profile_step(nets[impl], case.batch, dev, dtype)
                 report["rows"].append(row)
             del nets
-    after = {dt: matmul_peak(_TORCH_DTYPES[dt], dev, sizes) for dt in dtypes}
-    report["matmul_peak"] = {dt: dict(start=peaks[dt], end=after[dt]) for dt in dtypes}
+    end = measure_peaks(dtypes, dev, sizes, peak_repeats)
+    best = {dt: max(start["peaks"][dt]["gflops"], end["peaks"][dt]["gflops"]) for dt in dtypes}
+    report["matmul_peak"] = {
+        dt: dict(start=start["peaks"][dt], end=end["peaks"][dt], best=best[dt]) for dt in dtypes
+    }
+    report["peak_load"] = {
+        when: {k: v for k, v in m.items() if k != "peaks"} for when, m in (("start", start), ("end", end))
+    }
     report["machine"]["load_average_end"] = _load()
+    report["load"] = core_sharing(threads, load, report["machine"]["load_average_end"], usable=usable)
+    report["load"]["peak_shared"] = bool(start["shared"] and end["shared"])
+    for row in report["rows"]:
+        row["peak_gflops"] = best[row["dtype"]]
+        row["utilisation"] = row["achieved_gflops"] / best[row["dtype"]]
     _speedups(report["rows"])
     report["notes"] = dict(
         memory=CUDA_MEMORY_METHOD if dev.type == "cuda" else CPU_MEMORY_METHOD,
@@ -556,8 +697,10 @@ def _run(
         "implementations interleaved step by step; "
         + ("CUDA events" if dev.type == "cuda" else "wall clock"),
         flops="torch.utils.flop_counter.FlopCounterMode on the warm-up step (forward+backward), per image",
-        utilisation="achieved FLOP/s (the implementation's own FLOPs) over the best median n x n matmul FLOP/s "
-        "measured at the start of the run; model_utilisation counts the plain formulation's FLOPs instead "
+        utilisation="achieved FLOP/s (the implementation's own FLOPs) over the matmul peak: the fastest of "
+        f"{peak_repeats} timed n x n matmuls for n in {list(sizes)}, measured at the start and at the end of "
+        "the run with the load average before and after each (peak_load; peak_shared when both say the "
+        "cores were shared), the better of the two; model_utilisation counts the plain formulation's FLOPs instead "
         "(attnlib's bilinear path does fewer FLOPs for the same function)",
         layers="paper shapes time `layers_timed` of the model's `layers_model` layers (time per layer is "
         "linear in depth); est_model_images_per_s scales images_per_s by layers_timed / layers_model",
@@ -619,12 +762,11 @@ def profile_table(report: dict):
 
 
 def write_json(report: dict, path: str | os.PathLike) -> Path:
-    """Write atomically: a temporary file in the same folder, then os.replace."""
+    """Write atomically (``attnlib.results.write_bytes``: a temporary file in the same folder, then a rename)."""
+    from attnlib.results import write_bytes
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    write_bytes(path, (json.dumps(report, indent=2, default=str) + "\n").encode())
     return path
 
 
@@ -653,6 +795,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--threads", type=int, default=None, help="intra-op threads (default: torch's; --quick: 1)"
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="measure even when the load average says the cores are shared (the report flags it)",
+    )
+    parser.add_argument(
+        "--peak-only",
+        action="store_true",
+        help="only the matmul peak (default --out results/bench/peak/<device>.json, --threads 1)",
+    )
     args = parser.parse_args(argv)
     for name in ("batch", "repeats"):
         value = getattr(args, name)
@@ -660,6 +812,14 @@ def main(argv: list[str] | None = None) -> dict:
             raise ConfigError(name, value, "an integer >= 1")
     if args.layers < 0:
         raise ConfigError("layers", args.layers, "an integer >= 0 (0: all of the model's layers)")
+    if args.peak_only:
+        report = peak(
+            tuple(args.dtypes), args.device, threads=args.threads or 1, quick=args.quick, force=args.force
+        )
+        device = report["machine"]["device"]
+        out = write_json(report, args.out or Path("results") / "bench" / "peak" / f"{device}.json")
+        print(peak_line(report) + f"; written {out}")
+        return report
     shapes = args.shapes or (["paper"] if args.quick else list(SHAPES))  # --quick: both shapes are tiny
     report = run(
         shapes=tuple(shapes),
@@ -674,6 +834,7 @@ def main(argv: list[str] | None = None) -> dict:
         quick=args.quick,
         profile=args.profile,
         threads=args.threads or (1 if args.quick else None),
+        force=args.force,
     )
     if args.all:
         report["san"] = _san_bench(report["machine"]["device"], args.quick)
@@ -689,9 +850,30 @@ def main(argv: list[str] | None = None) -> dict:
             print("where the time goes (share of the profiled step's op self time):")
             print(shares.to_string(index=False))
     m = report["machine"]
-    print(f"{m['cpu']}, {m['usable_cores']} cores, torch {m['torch']} ({m['torch_threads']} threads); "
-          f"load {m['load_average_start']} -> {m['load_average_end']}; written {out}")  # fmt: skip
+    print(f"{m['cpu']} ({', '.join(m['cpu_flags'])}), {m['usable_cores']} cores, torch {m['torch']} "
+          f"({m['torch_threads']} threads); matmul peak "
+          + ", ".join(f"{dt} {p['best']:.1f} GFLOP/s" for dt, p in report["matmul_peak"].items())
+          + f"; load {m['load_average_start']} -> {m['load_average_end']}"
+          + (" (cores shared with other work: the figures are too low)" if report["load"]["shared"] else "")
+          + f"; written {out}")  # fmt: skip
     return report
+
+
+def peak_line(report: dict) -> str:
+    """One line: the machine, its instruction sets, the peaks and whether the cores were shared."""
+    m, load = report["machine"], report.get("load", {})
+    shared = load.get("shared")
+    verdict = {
+        True: "cores shared with other work: too low",
+        False: "cores otherwise idle",
+        None: "load unknown",
+    }
+    return (
+        f"{m['cpu']} ({', '.join(m['cpu_flags']) or 'no avx2/avx512/amx'}; CPU capability "
+        f"{m.get('cpu_capability')}), {m['torch_threads']} thread(s), torch {m['torch']}: matmul peak "
+        + ", ".join(f"{dt} {p['best']:.1f} GFLOP/s (n={p['n']})" for dt, p in report["matmul_peak"].items())
+        + f"; load {load.get('load_before')} -> {load.get('load_after')} ({verdict[shared]})"
+    )
 
 
 def _san_bench(device: str, quick: bool) -> dict:
@@ -715,3 +897,5 @@ if __name__ == "__main__":
         main()
     except ConfigError as err:
         sys.exit(f"python -m attnlib.bench: error: {err}")
+    except MachineBusy as err:
+        sys.exit(f"python -m attnlib.bench: refused: {err}")

@@ -309,48 +309,79 @@ def load(experiment: str, params: Params):
 
 
 def seed_accuracies(experiment: str, params: Params, seeds=range(10)) -> list[float]:
-    """Test accuracies of every saved run of ``experiment`` at ``params.preset`` among ``seeds`` (never
-    trains): what the run-to-run spread is computed from."""
-    from attnlib.results import MissingResult, run_or_load
+    """Test accuracies of every saved run of ``experiment`` at ``params.preset`` among ``seeds`` whose result
+    is complete for the current configuration (``attnlib.results.seed_accuracies``; never trains): what the
+    run-to-run spread is computed from."""
+    from attnlib.results import seed_accuracies as saved
 
-    found = []
-    for seed in seeds:
-        kwargs = {**params.run_kwargs(), "seed": seed, "train_missing": False}
-        try:
-            found.append(run_or_load(experiment, **kwargs).test_accuracy)
-        except MissingResult:
-            continue
-    return found
+    found, _ = saved(params.results_dir, params.preset, experiment, data=params.data)
+    return [acc for seed, acc in found.items() if seed in seeds]
+
+
+#: How the book words a verdict of ``attnlib.compare.Welch`` for an HA variant against its model.
+VERDICTS = {
+    "higher": "HA ahead (the 95% interval excludes 0)",
+    "lower": "HA behind (the 95% interval excludes 0)",
+    "inconclusive": "inconclusive (the 95% interval holds 0)",
+    "no interval": "no interval (fewer than 2 seeds on a side)",
+}
+
+
+def welch_phrase(w) -> str:
+    """ "95% Welch interval −2.3 to +5.1 points, ν = 1.1, p = 0.14: inconclusive, as the interval holds 0"
+    for a ``compare.Welch`` of an HA variant against its model, or why there is no interval."""
+    if w.interval is None:
+        return "no interval: fewer than 2 seeds on a side"
+    low, high = w.interval
+    verdict = VERDICTS[w.verdict].split(" (")[0]
+    why = "holds 0" if w.verdict == "inconclusive" else "excludes 0"
+    return (
+        f"95% Welch interval {low:+.1f} to {high:+.1f} points, ν = {w.df:.1f}, p = {w.p:.2f}: "
+        f"{verdict}, as the interval {why}"
+    )
 
 
 def compare_phrase(base: str, variant: str, runs: dict, params: Params) -> str:
-    """A sentence fragment comparing ``variant`` with ``base`` from saved results: the accuracy difference
-    and parameter ratio of the chosen seed, and the spread over seeds where several are saved."""
+    """A sentence fragment comparing ``variant`` with ``base`` from saved results: the difference of their
+    mean test accuracies over every saved seed, its Welch interval and verdict (``attnlib.compare``), and
+    the parameter ratio."""
     from attnlib import compare
 
     a, b = runs.get(base), runs.get(variant)
     if a is None or b is None:
         return MISSING
-    gain = (b.test_accuracy - a.test_accuracy) * 100
     size = b.metrics["params"] / a.metrics["params"]
-    rounded = round(gain, 1)
-    if rounded == 0:
-        text = f"level with its model with {size:.0%} of its parameters"
-    else:
-        text = f"{abs(rounded):.1f} points {'above' if rounded > 0 else 'below'} its model with {size:.0%} of its parameters"
-    acc_a, acc_b = seed_accuracies(base, params), seed_accuracies(variant, params)
-    if min(len(acc_a), len(acc_b)) < 2:
-        return text + " (one seed: no spread measured)"
+    acc_a = seed_accuracies(base, params) or [a.test_accuracy]
+    acc_b = seed_accuracies(variant, params) or [b.test_accuracy]
+    w = compare.welch(acc_a, acc_b)
+    rounded = round(w.points, 1)
+    where = (
+        "level with" if rounded == 0 else f"{abs(rounded):.1f} points {'above' if rounded > 0 else 'below'}"
+    )
     return (
-        f"{text}; over seeds, {compare.mean_sd(acc_b)} ({len(acc_b)} runs) against "
-        f"{compare.mean_sd(acc_a)} ({len(acc_a)} runs), mean ± standard deviation"
+        f"{where} its model on average over {len(acc_b)} and {len(acc_a)} seeds, with {size:.0%} of its "
+        f"parameters{_time_phrase(variant, params)} ({welch_phrase(w)})"
     )
 
 
+def _time_phrase(variant: str, params: Params) -> str:
+    """ " and 0.92× its inference time" from the timing file (``python -m attnlib time``), or ""."""
+    from attnlib.results import timing_columns
+    from attnlib.timing import load
+
+    row = timing_columns(params.results_dir, params.preset, [variant]).iloc[0]
+    if is_missing(row["time_ratio"]):
+        return ""
+    shared = (load(params.results_dir, params.preset) or {}).get("load", {}).get("shared")
+    where = ", timed on shared cores" if shared else ""
+    return f" and {row['time_ratio']:.2f}× its inference time{where}"
+
+
 def ha_effects(bases, params: Params, seeds=range(10)):
-    """One row per model of ``bases``: the test accuracy of the model and of its HA variant over the saved
-    seeds (mean ± sd), HA − model in points with 2 standard errors, the [Re] run-log difference where known,
-    and the verdict of ``attnlib.compare`` (never trains)."""
+    """One row per model of ``bases``: the seeds saved of the model and of its HA variant, their test
+    accuracy (mean ± sd), HA − model in points with its 95% Welch interval, degrees of freedom and p, the
+    verdict of ``attnlib.compare`` ("inconclusive" whenever the interval holds 0), the seeds per side the
+    project's standard asks for, and the [Re] run-log difference where known (never trains)."""
     import pandas as pd
 
     from attnlib import compare
@@ -362,28 +393,39 @@ def ha_effects(bases, params: Params, seeds=range(10)):
             reference_value(base + "_ha", RE, "test_accuracy") - reference_value(base, RE, "test_accuracy")
         ) * 100
         row = {"model": title(base), "seeds (model / HA)": f"{len(acc_a)} / {len(acc_b)}"}
-        d = compare.difference(acc_a, acc_b) if acc_a and acc_b else None
-        if d is None:
-            row.update({"model acc.": fmt(None), "HA acc.": fmt(None), "HA − model": "—", "verdict": MISSING})
+        w = compare.welch(acc_a, acc_b) if acc_a and acc_b else None
+        if w is None:
+            row.update(
+                {
+                    "model acc.": fmt(None),
+                    "HA acc.": fmt(None),
+                    "HA − model": "—",
+                    "95% interval (Welch)": "—",
+                    "p": "—",
+                    "verdict": MISSING,
+                    "seeds asked": f"{compare.MIN_SEEDS} per side",
+                }
+            )
         else:
+            ci = w.interval
             row.update(
                 {
                     "model acc.": compare.mean_sd(acc_a),
                     "HA acc.": compare.mean_sd(acc_b),
-                    "HA − model": f"{d.points:+.1f} points" + ("" if d.se is None else f" ± {2 * d.se:.1f}"),
-                    "verdict": {
-                        "one seed": "one seed: no spread measured",
-                        "within noise": "within the noise (≤ 2 standard errors)",
-                        "higher": "HA higher, beyond 2 standard errors",
-                        "lower": "HA lower, beyond 2 standard errors",
-                    }[d.verdict],
+                    "HA − model": f"{w.points:+.1f} points",
+                    "95% interval (Welch)": "—"
+                    if ci is None
+                    else f"{ci[0]:+.1f} to {ci[1]:+.1f} points (ν = {w.df:.1f})",
+                    "p": "—" if w.p is None else f"{w.p:.2f}",
+                    "verdict": VERDICTS[w.verdict],
+                    "seeds asked": "met" if w.seeds_wanted == 0 else f"{w.seeds_wanted} per side",
                 }
             )
         row["[Re] HA − model (run logs)"] = "not found" if math.isnan(re_gain) else f"{re_gain:+.1f} points"
-        if d is None or math.isnan(re_gain):
+        if w is None or math.isnan(re_gain):
             row["same direction as [Re]"] = "—"
         else:
-            row["same direction as [Re]"] = "yes" if (d.points > 0) == (re_gain > 0) else "no"
+            row["same direction as [Re]"] = "yes" if (w.points > 0) == (re_gain > 0) else "no"
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -541,6 +583,47 @@ def results_frame(runs: dict):
         if column not in frame:
             frame[column] = None
     return frame
+
+
+def table3_frame(runs: dict, params: Params):
+    """``results_frame(runs)`` with Table 3's figures: ``accuracy`` is the mean over every saved seed of the
+    current configuration (``seeds``: n, ``accuracy_sd``: standard deviation, None below 2 seeds), and
+    ``wall_time_ms`` the median single-image forward pass measured for all models together by
+    ``python -m attnlib time`` (``wall_time_measured``; ``time_ratio``: HA / model), not the training
+    runs' own timing; see ``attnlib.results.seed_columns`` and ``timing_columns``. Never trains."""
+    from attnlib import results
+
+    frame = results_frame(runs)
+    names = list(frame["experiment"])
+    seeds = results.seed_columns(params.results_dir, params.preset, names, data=params.data)
+    times = results.timing_columns(params.results_dir, params.preset, names)
+    frame = frame.drop(columns=["wall_time_ms", "wall_time_device"])
+    frame = frame.merge(seeds, on="experiment").merge(times, on="experiment")
+    done = frame["status"] == "complete"
+    frame["accuracy"] = frame["accuracy_mean"].where(done & (frame["seeds"] > 0), frame["accuracy"])
+    frame["accuracy_sd"] = frame["accuracy_sd"].where(done)
+    frame["wall_time_device"] = None
+    return frame.drop(columns=["accuracy_mean"])
+
+
+def timing_markdown(params: Params) -> str:
+    """Where Table 3's wall times come from (``attnlib.timing.machine_line``), or how to measure them."""
+    from attnlib import timing
+
+    report = timing.load(params.results_dir, params.preset)
+    if report is None:
+        return (
+            f"**Wall time: {NOT_MEASURED}** at preset `{params.preset}`: run "
+            f"`python -m attnlib time --preset {params.preset}` on an idle machine (it writes "
+            f"`results/timing/{params.preset}.json`)."
+        )
+    stale = [n for n in report.get("models", {}) if n not in timing.wall_times(report, params.preset)]
+    note_stale = (
+        f" Measured with another configuration than the current one, hence not shown: {', '.join(stale)}."
+        if stale
+        else ""
+    )
+    return timing.machine_line(report) + note_stale
 
 
 def provenance_markdown(frame) -> str:
@@ -865,10 +948,14 @@ def comparison_table(frame, preset: str, *, keep=("model",), wall_time: bool = F
         done = r.get("status") == "complete"
         absent = NOT_USED.get(r.get("status"), MISSING)  # damaged / stale rows say so
         row = {k: r[k] for k in keep}
-        row[f"ours ({preset}): accuracy"] = fmt(r.get("accuracy") if done else None, "{:.1%}", absent)
+        row[f"ours ({preset}): accuracy"] = _accuracy_cell(r, done, absent)
         params = r.get("params") if done else None
         row[f"ours ({preset}): params"] = absent if is_missing(params) else f"{params / 1e6:.2f} M"
-        if wall_time:
+        if wall_time and "wall_time_measured" in r:  # measured together (``table3_frame``), trained or not
+            row[f"ours ({preset}): wall time"] = fmt(r["wall_time_ms"], "{:.2f} ms", NOT_MEASURED)
+            if "time_ratio" in r:
+                row[f"ours ({preset}): HA / model time"] = fmt(r["time_ratio"], "{:.2f}×", "")
+        elif wall_time:
             ms = r.get("wall_time_ms") if done else None
             row[f"ours ({preset}): wall time"] = fmt(ms, "{:.2f} ms", absent)
         if paper:
@@ -879,6 +966,19 @@ def comparison_table(frame, preset: str, *, keep=("model",), wall_time: bool = F
             row["official code: params"] = _reference_cell(r["experiment"], PAPER, "params")
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+NOT_MEASURED = "not measured"
+
+
+def _accuracy_cell(r, done: bool, absent: str) -> str:
+    """ "47.9 ± 0.1 % (n = 2)" for a row with seed statistics (``table3_frame``), else "47.8%"."""
+    accuracy = r.get("accuracy") if done else None
+    if is_missing(accuracy) or "seeds" not in r:
+        return fmt(accuracy, "{:.1%}", absent)
+    sd = r.get("accuracy_sd")
+    spread = "" if is_missing(sd) else f" ± {sd * 100:.1f}"
+    return f"{accuracy * 100:.1f}{spread} % (n = {int(r['seeds'])})"
 
 
 def sources_markdown(experiments) -> str:
@@ -997,23 +1097,112 @@ def show_table(frame, caption: str | None = None) -> None:
 
 
 def bench_reports(params: Params) -> dict:
-    """Saved speed benchmarks ``<results_dir>/bench/<device>.json`` (``python -m attnlib bench``), by device."""
+    """Saved speed benchmarks ``<results_dir>/bench/<device>.json`` (``python -m attnlib bench``), by device.
+
+    A report whose matmul peak was measured while the load said the cores were shared (``peak_shared``) is
+    read against the idle peak of the same machine (CPU model, instruction sets and threads) when
+    ``<results_dir>/bench/peak/<device>.json`` (``python -m attnlib bench --peak-only``) holds one measured
+    with the cores otherwise idle: its rows' ``peak_gflops``, ``utilisation`` and ``model_utilisation`` are
+    recomputed from their measured FLOP/s, and ``report["peak_source"]`` says so."""
     import json
 
     folder = Path(params.results_dir) / "bench"
-    return {f.stem: json.loads(f.read_text()) for f in sorted(folder.glob("*.json"))}
+    reports = {f.stem: json.loads(f.read_text()) for f in sorted(folder.glob("*.json"))}
+    for device, report in reports.items():
+        idle = folder / "peak" / f"{device}.json"
+        if idle.is_file() and peak_shared(report):
+            _use_idle_peak(report, json.loads(idle.read_text()), idle)
+    return reports
+
+
+def peak_shared(report: dict) -> bool | None:
+    """Whether a benchmark's matmul peak was measured on shared cores: its own flag, or for a report older
+    than that flag, ``attnlib.bench.core_sharing`` of the load average it recorded at the start."""
+    from attnlib.bench import core_sharing
+
+    if "peak_shared" in report.get("load", {}):
+        return report["load"]["peak_shared"]
+    m = report["machine"]
+    if m.get("device") != "cpu":
+        return False
+    return core_sharing(m["torch_threads"], m.get("load_average_start"), usable=m["usable_cores"])["shared"]
+
+
+def _same_machine(a: dict, b: dict) -> bool:
+    keys = ("cpu", "cpu_flags", "torch_threads", "usable_cores")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def _use_idle_peak(report: dict, idle: dict, path: Path) -> None:
+    if idle.get("load", {}).get("shared") is not False or not _same_machine(
+        report["machine"], idle["machine"]
+    ):
+        return
+    peaks = {dt: p["best"] for dt, p in idle["matmul_peak"].items()}
+    if not all(r["dtype"] in peaks for r in report["rows"]):
+        return
+    for r in report["rows"]:
+        r["peak_gflops"] = peaks[r["dtype"]]
+        r["utilisation"] = r["achieved_gflops"] / r["peak_gflops"]
+        r["model_utilisation"] = r["model_gflop_per_image"] * r["images_per_s"] / r["peak_gflops"]
+    report["peak_source"] = dict(
+        path=f"results/bench/peak/{path.name}",
+        peaks=peaks,
+        finished=idle.get("finished"),
+        load=idle["load"],
+        torch=idle["machine"].get("torch"),
+    )
 
 
 def bench_machine_markdown(report: dict) -> str:
-    """One line naming the machine, threads and load a benchmark ran on."""
+    """Which machine, instruction sets, threads and load a benchmark ran on, and which matmul peak its
+    utilisations divide by: its own (flagged when the load said the cores were shared) or the idle peak
+    of the same machine (``bench_reports``)."""
     m = report["machine"]
     load = m.get("load_average_start")
-    return (
-        f"Measured on {m.get('cpu') or m.get('device')} ({m.get('usable_cores')} cores, "
-        f"{m.get('torch_threads')} torch thread(s), torch {m.get('torch')}, CPU capability "
+    flags = ", ".join(m.get("cpu_flags") or []) or "none of avx2 / avx512 / amx reported"
+    text = (
+        f"Measured on {m.get('cpu') or m.get('device')} (instruction sets: {flags}; {m.get('usable_cores')} "
+        f"cores, {m.get('torch_threads')} torch thread(s), torch {m.get('torch')}, CPU capability "
         f"{m.get('cpu_capability')})"
         + (f", 1-minute load average {load[0]:.1f} at the start." if load else ".")
     )
+    shared, source = peak_shared(report), report.get("peak_source")
+    if shared:
+        text += (
+            " The load says the cores were shared with other work during this run: its throughputs are lower "
+            "than an idle machine's"
+        )
+    if source:
+        listed = ", ".join(f"{dt} {g:.0f} GFLOP/s" for dt, g in source["peaks"].items())
+        text += (
+            f", and the utilisations divide by the peak of an idle core of the same machine type ({listed}; "
+            f"best of several sizes and repetitions, `{source['path']}`, {source['finished']}, load "
+            f"{source['load']['load_before']} before), so they are lower bounds."
+        )
+    elif report.get("matmul_peak"):
+        peaks = report["matmul_peak"]
+        best = {dt: p.get("best", p.get("start", {}).get("gflops")) for dt, p in peaks.items()}
+        listed = ", ".join(f"{dt} {g:.0f} GFLOP/s" for dt, g in best.items() if g is not None)
+        if shared:
+            text += (
+                f", and its matmul peak ({listed}) was measured on the shared cores too: too low, which "
+                "inflates the utilisations. `python -m attnlib bench --peak-only` measures the peak of an "
+                "idle core."
+            )
+        else:
+            text += (
+                f". Matmul peak ({listed}): best of several sizes and repetitions on otherwise idle cores."
+            )
+    elif shared:
+        text += "."
+    bf16 = {"avx512_bf16", "amx_bf16"} & set(m.get("cpu_flags") or [])
+    if m.get("device") == "cpu" and not bf16:
+        text += (
+            " This CPU has no bf16 matrix instructions (AVX512-BF16 or AMX): bf16 matmuls run far slower "
+            "than fp32 here, and the engine trains in fp32."
+        )
+    return text
 
 
 #: A map whose strongest probability is below this multiple of uniform (1/N over N keys) attends to every

@@ -1,5 +1,6 @@
 """Comparisons the book draws from saved accuracies (pure functions, no I/O): a variant against its baseline
-over seeds, and whether two sets of accuracies rank the models the same way."""
+over seeds (Welch's t-test and the 95% confidence interval of the difference), and whether two sets of
+accuracies rank the models the same way."""
 
 from __future__ import annotations
 
@@ -8,49 +9,118 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from scipy import stats
+
+#: The project's standard for a comparison of two models (DEVELOPERS.md, issue 16): at least MIN_SEEDS seeds
+#: per side, MORE_SEEDS where the difference is still inconclusive after MIN_SEEDS.
+MIN_SEEDS, MORE_SEEDS = 3, 5
+LEVEL = 0.95  # confidence level of the interval
+
 
 @dataclass(frozen=True)
-class Difference:
+class Welch:
     """variant − baseline in accuracy points, from the test accuracies (fractions) of several seeds each.
 
-    se: standard error of the difference of means, sqrt(s_a²/n_a + s_b²/n_b); None when either side has
-    fewer than 2 seeds (no spread measured)."""
+    Welch's t-test for two samples with unequal variances s_a², s_b² (sample variances, n − 1):
+        d  = m_b − m_a                                   difference of the means (points)
+        se = sqrt(s_a²/n_a + s_b²/n_b)                   its standard error
+        t  = d / se
+        ν  = se⁴ / ((s_a²/n_a)²/(n_a − 1) + (s_b²/n_b)²/(n_b − 1))   Welch–Satterthwaite degrees of freedom
+        p  = 2 P(T_ν > |t|)                              two-sided
+        CI = d ± t_{ν, (1 + LEVEL)/2} · se
+    se, t, df, p and the interval are None when either side has fewer than 2 seeds (no spread measured) or
+    when no seed differs from another on either side (se = 0)."""
 
     base: tuple[float, ...]
     variant: tuple[float, ...]
+    level: float = LEVEL
+
+    @property
+    def n(self) -> tuple[int, int]:
+        """(n_base, n_variant)"""
+        return len(self.base), len(self.variant)
+
+    @property
+    def means(self) -> tuple[float, float]:
+        """(base, variant) mean accuracies in points."""
+        return statistics.mean(self.base) * 100, statistics.mean(self.variant) * 100
 
     @property
     def points(self) -> float:
-        return (statistics.mean(self.variant) - statistics.mean(self.base)) * 100
+        """d = m_b − m_a in accuracy points."""
+        return self.means[1] - self.means[0]
 
     @property
     def se(self) -> float | None:
-        if min(len(self.base), len(self.variant)) < 2:
+        if min(self.n) < 2:
             return None
-        var = statistics.variance(self.base) / len(self.base) + statistics.variance(self.variant) / len(
-            self.variant
-        )
-        return math.sqrt(var) * 100
+        se = math.sqrt(sum(v / n for v, n in zip(self._variances(), self.n, strict=True)))
+        return se if se > 0 else None
+
+    @property
+    def t(self) -> float | None:
+        se = self.se
+        return None if se is None else self.points / se
+
+    @property
+    def df(self) -> float | None:
+        se = self.se
+        if se is None:
+            return None
+        (va, vb), (na, nb) = self._variances(), self.n
+        return se**4 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
+
+    @property
+    def p(self) -> float | None:
+        """Two-sided p-value of the hypothesis "equal means"."""
+        t, df = self.t, self.df
+        return None if t is None else float(2 * stats.t.sf(abs(t), df))
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The `level` confidence interval of d, in points."""
+        se, df = self.se, self.df
+        if se is None:
+            return None
+        half = float(stats.t.ppf((1 + self.level) / 2, df)) * se
+        return self.points - half, self.points + half
 
     @property
     def verdict(self) -> str:
-        """ "higher" / "lower" when the difference exceeds 2 standard errors, "within noise" when it does not,
-        "one seed" when no spread was measured."""
-        se = self.se
-        if se is None:
-            return "one seed"
-        if abs(self.points) <= 2 * se:
-            return "within noise"
-        return "higher" if self.points > 0 else "lower"
+        """ "higher" / "lower" when the interval lies above / below 0, "inconclusive" when it holds 0,
+        "no interval" when it could not be computed (fewer than 2 seeds on a side, or no spread)."""
+        ci = self.interval
+        if ci is None:
+            return "no interval"
+        if ci[0] <= 0 <= ci[1]:
+            return "inconclusive"
+        return "higher" if ci[0] > 0 else "lower"
+
+    @property
+    def seeds_wanted(self) -> int:
+        """Seeds per side the standard asks for before this comparison counts: MIN_SEEDS, then MORE_SEEDS
+        while it stays inconclusive (or without an interval); 0 when the saved seeds already meet it."""
+        n = min(self.n)
+        if n < MIN_SEEDS:
+            return MIN_SEEDS
+        if n < MORE_SEEDS and self.verdict in ("inconclusive", "no interval"):
+            return MORE_SEEDS
+        return 0
+
+    def _variances(self) -> tuple[float, float]:
+        """Sample variances (n − 1) of both sides, in points²."""
+        return tuple(statistics.variance([a * 100 for a in s]) for s in (self.base, self.variant))
 
 
-def difference(base, variant) -> Difference:
-    """`Difference` of two lists of test accuracies (fractions in [0, 1]); each needs at least one value."""
+def welch(base, variant, level: float = LEVEL) -> Welch:
+    """`Welch` comparison of two lists of test accuracies (fractions in [0, 1]); each needs one value or more."""
     base, variant = tuple(float(a) for a in base), tuple(float(a) for a in variant)
     for name, values in (("base", base), ("variant", variant)):
         if not values:
             raise ValueError(f"{name}: no accuracies given (need at least one seed)")
-    return Difference(base, variant)
+    if not 0 < level < 1:
+        raise ValueError(f"level: got {level!r}; allowed: a number strictly between 0 and 1")
+    return Welch(base, variant, level)
 
 
 def mean_sd(values) -> str:

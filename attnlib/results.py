@@ -871,31 +871,134 @@ def collect(
     return pd.DataFrame(rows)
 
 
-def table3(results_dir: str | Path = "results", preset: str = "paper", seed: int = 0, *, data=None):
-    """Table 3 of the [Re] report: each model beside its HA variant (model, variant normal/HA, accuracy,
-    params, wall time in ms, device, status, experiment, detail); statuses as in `collect`."""
+def seed_accuracies(
+    results_dir: str | Path, preset: str, experiment: str, *, data=None
+) -> tuple[dict[int, float], list[str]]:
+    """({seed: test accuracy}, problems) over every saved seed of `experiment` at `preset`
+    (`<preset>/` is seed 0, `<preset>-seed<N>/` seed N) whose result is complete for the current
+    configuration; `problems` says why any other seed folder is not used ("seed 1: stale (...)"). Never trains."""
+    folder = Path(results_dir) / experiment
+    seeds = {0}
+    for path in folder.glob(f"{preset}-seed*"):
+        tail = path.name[len(f"{preset}-seed") :]
+        if tail.isdigit() and int(tail) > 0:
+            seeds.add(int(tail))
+    found, problems = {}, []
+    for seed in sorted(seeds):
+        path = run_dir(results_dir, experiment, preset, seed)
+        status, detail = inspect_run(path, expected=run_config(experiment, preset, seed=seed, data=data))
+        if status == "complete":
+            found[seed] = json.loads((path / "metrics.json").read_text())["test_accuracy"]
+        elif status != "missing" or seed > 0:
+            problems.append(f"seed {seed}: {status}" + (f" ({detail})" if detail else ""))
+    return found, problems
+
+
+def seed_columns(results_dir: str | Path, preset: str, names, *, data=None):
+    """One row per experiment: `seeds` (n), `accuracy_mean`, `accuracy_sd` (None below 2 seeds), `seed_list`
+    and `seed_problems`, from `seed_accuracies`."""
+    import pandas as pd
+
+    rows = []
+    for name in names:
+        acc, problems = seed_accuracies(results_dir, preset, name, data=data)
+        values = list(acc.values())
+        rows.append(
+            {
+                "experiment": name,
+                "seeds": len(values),
+                "accuracy_mean": float(np.mean(values)) if values else None,
+                "accuracy_sd": float(np.std(values, ddof=1)) if len(values) > 1 else None,
+                "seed_list": sorted(acc),
+                "seed_problems": "; ".join(problems),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def timing_columns(results_dir: str | Path, preset: str, names):
+    """One row per experiment: `wall_time_ms` (median), `wall_time_p25_ms`, `wall_time_p75_ms` and, for an HA
+    variant, `time_ratio` (HA / model, paired by round: `attnlib.timing.ratios`) with `time_ratio_p25` /
+    `time_ratio_p75` (quartiles of the per-round ratios), from `results/timing/<preset>.json`
+    (`python -m attnlib time`); None where the file lacks the model or measured another configuration of it
+    (`wall_time_measured` False)."""
+    import pandas as pd
+
+    from attnlib import timing
+
+    report = timing.load(results_dir, preset)
+    measured = timing.wall_times(report, preset)
+    ratios = (report or {}).get("ratios", {})
+    rows = []
+    for name in names:
+        m, r = measured.get(name), ratios.get(name)
+        if r is not None and r["baseline"] not in measured:
+            r = None
+        rows.append(
+            {
+                "experiment": name,
+                "wall_time_measured": m is not None,
+                "wall_time_ms": None if m is None else m["median_ms"],
+                "wall_time_p25_ms": None if m is None else m["p25_ms"],
+                "wall_time_p75_ms": None if m is None else m["p75_ms"],
+                "time_ratio": None if m is None or r is None else r["ratio"],
+                "time_ratio_p25": None if m is None or r is None else r["round_ratio_p25"],
+                "time_ratio_p75": None if m is None or r is None else r["round_ratio_p75"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+TABLE3_COLUMNS = (
+    "model",
+    "variant",
+    "seeds",
+    "accuracy",
+    "accuracy_sd",
+    "params",
+    "wall_time_ms",
+    "time_ratio",
+    "status",
+    "experiment",
+    "detail",
+)
+
+
+def table3(results_dir: str | Path = "results", preset: str = "paper", *, data=None):
+    """Table 3 of the [Re] report: each model beside its HA variant (model, variant normal/HA, seeds: the
+    number of saved seeds, accuracy: their mean, accuracy_sd: their standard deviation (n − 1; None below 2),
+    params, wall_time_ms: the median single-image forward pass of `python -m attnlib time` (None: not
+    measured), time_ratio: HA / model, paired by round (`attnlib.timing.ratios`), status, experiment, detail).
+
+    status: "complete" when at least one seed is; otherwise seed 0's status as in `collect` ("missing",
+    "damaged", "stale"), with no numbers. detail names the seeds that are not used and why."""
     pairs = [(e.baseline, e.name) for e in experiments.EXPERIMENTS.values() if e.baseline]
     names = [n for pair in pairs for n in pair]
-    df = collect(results_dir, preset, names, seed, data=data)
+    df = collect(results_dir, preset, names, 0, data=data)
+    seeds = seed_columns(results_dir, preset, names, data=data).set_index("experiment")
+    times = timing_columns(results_dir, preset, names).set_index("experiment")
     df["variant"] = ["HA" if experiments.get(n).baseline else "normal" for n in df["experiment"]]
-    df["model"] = [experiments.get(n).baseline or n for n in df["experiment"]]
-    df["model"] = [experiments.get(n).title for n in df["model"]]
-    cols = [
-        "model",
-        "variant",
-        "accuracy",
-        "params",
-        "wall_time_ms",
-        "wall_time_std_ms",
-        "device",
-        "status",
-        "experiment",
-        "detail",
-    ]
-    for c in cols:
-        if c not in df:
-            df[c] = None
-    return df[cols]
+    df["model"] = [experiments.get(experiments.get(n).baseline or n).title for n in df["experiment"]]
+    if "params" not in df:
+        df["params"] = None
+    for i, name in enumerate(df["experiment"]):
+        row = seeds.loc[name]
+        if row["seeds"]:  # at least one usable seed; detail names the seed folders that are not used
+            if df.at[i, "status"] != "complete":  # seed 0 is not, another seed is
+                df.at[i, "status"] = "complete"
+                df.at[i, "params"] = _params_of_any_seed(results_dir, name, preset, row["seed_list"])
+            df.at[i, "detail"] = row["seed_problems"]
+    df["seeds"] = [int(seeds.loc[n, "seeds"]) for n in df["experiment"]]
+    df["accuracy"] = [seeds.loc[n, "accuracy_mean"] for n in df["experiment"]]
+    df["accuracy_sd"] = [seeds.loc[n, "accuracy_sd"] for n in df["experiment"]]
+    for column in ("wall_time_ms", "time_ratio"):
+        df[column] = [times.loc[n, column] for n in df["experiment"]]
+    return df[list(TABLE3_COLUMNS)]
+
+
+def _params_of_any_seed(results_dir, experiment: str, preset: str, seeds) -> int:
+    path = run_dir(results_dir, experiment, preset, seeds[0])
+    return json.loads((path / "metrics.json").read_text())["params"]
 
 
 def table1(results_dir: str | Path = "results", preset: str = "paper", seed: int = 0, *, data=None):
@@ -920,6 +1023,7 @@ __all__ = [
     "load_run",
     "run_dir",
     "run_or_load",
+    "seed_accuracies",
     "table1",
     "table3",
     "train_run",

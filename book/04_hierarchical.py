@@ -86,7 +86,7 @@ TABLE3 = [
     "vit_ha",
 ]
 runs = book.load_all(TABLE3, params)
-frame = book.results_frame(runs)
+frame = book.table3_frame(runs, params)
 paper_params = {name: experiments.count_parameters(name, "paper") for name in TABLE3}
 book.glue_str("ha_preset", params.preset)
 book.glue_text("ha_heads", params.heads, "{:d}")
@@ -94,10 +94,12 @@ book.glue_text("ha_heads", params.heads, "{:d}")
 # %% [markdown]
 # ## Table 3: each model and its HA variant
 #
-# Accuracy is top-1 on the whole test split, "params" counts trainable parameters of the model as trained
-# at preset *{glue:text}`ha_preset`* (and, in the last column, at the paper's settings, counted from the
-# registry), and wall time is the mean of 300 timed forward passes of a single image after 10 warm-up
-# passes, in float32, on the device named below the table (the [Re] protocol). The learned-2D rows use
+# Accuracy is top-1 on the whole test split, as mean ± standard deviation over the n saved seeds, "params"
+# counts trainable parameters of the model as trained at preset *{glue:text}`ha_preset`* (and, in the last
+# column, at the paper's settings, counted from the registry), and wall time is the median of 300 timed
+# forward passes of a single image after 10 warm-up passes, in float32 (the [Re] protocol), measured for
+# every model together in one process, interleaved (`python -m attnlib time`), on the machine named below
+# the table; "HA / model time" compares the two round by round. The learned-2D rows use
 # {glue:text}`ha_heads` heads. The [Re] accuracies are *run-log* values (the best test accuracy encoded in
 # the authors' run-folder names), not their printed table, which we could not retrieve; their parameter
 # counts were *derived* from their code.
@@ -108,6 +110,7 @@ table.insert(
     len(table.columns), "ours (paper settings): params", [f"{paper_params[n] / 1e6:.2f} M" for n in TABLE3]
 )
 book.show_table(table.rename(columns={"pair": "model"}), caption=f"Table 3 at preset {params.preset}")
+book.note(book.timing_markdown(params))
 book.note(book.provenance_markdown(frame))
 book.show_sources(TABLE3)
 book.note_below_target(frame, params.preset)
@@ -132,16 +135,20 @@ book.glue_text("ha_re_size", re_params[1] / re_params[0], "{:.0%}", missing="not
 # %% [markdown]
 # At this preset, each model against its HA variant: {glue:text}`ha_summary` In the [Re] run logs HA changes the
 # learned-2D model's accuracy by {glue:text}`ha_re_gain`, with {glue:text}`ha_re_size` of the parameters
-# (counts derived from their code). A difference of a point or two between two single runs can be
-# run-to-run noise: where several seeds of a pair are saved, the spread is given above, and a difference
-# smaller than it is no evidence either way.
+# (counts derived from their code). A difference of a point or two can be run-to-run noise: each
+# comparison above is between the means over the saved seeds, with the 95% Welch interval of their
+# difference, and one whose interval holds 0 is inconclusive.
 #
 # ## Does HA help at this budget?
 #
 # The table below puts every saved seed of each pair together: mean ± standard deviation of the test
-# accuracy over seeds (`results/<experiment>/<preset>-seed<N>`), and the difference of the means with two
-# standard errors ($2\sqrt{s_a^2/n_a + s_b^2/n_b}$). We call a difference real only when it exceeds two
-# standard errors; with one seed per side there is no spread, and the verdict says so.
+# accuracy over seeds (`results/<experiment>/<preset>-seed<N>`), the difference of the means $d$ and
+# Welch's t-test: standard error $s = \sqrt{s_a^2/n_a + s_b^2/n_b}$, Welch–Satterthwaite degrees of freedom
+# $\nu = s^4 / \big(\frac{(s_a^2/n_a)^2}{n_a - 1} + \frac{(s_b^2/n_b)^2}{n_b - 1}\big)$, the 95% confidence
+# interval $d \pm t_{\nu, 0.975}\, s$ and the two-sided p-value. A verdict is "inconclusive" whenever the
+# interval holds 0; with one seed on a side there is no interval, and the verdict says so. The project's
+# standard asks for at least 3 seeds per side, 5 where the difference is still inconclusive after 3; the
+# "seeds asked" column says where the saved runs fall short of it.
 
 # %% tags=["hide-input"]
 effects = book.ha_effects(
@@ -166,8 +173,8 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 #    faster in its first epochs; [Re] compare accuracies after 300.
 # 2. *Noise.* A difference between single runs is no evidence until it is compared with the spread
 #    between seeds of one configuration; the verdict column does that where several seeds are saved.
-#    With two seeds per side the standard deviations are themselves rough (each is estimated from two
-#    numbers), so a verdict on two seeds is a first indication, not a test.
+#    With two seeds per side the test has about one degree of freedom ($t_{1, 0.975} = 12.7$), so its
+#    interval is wide and only a large, consistent difference can leave 0 outside it.
 # 3. *Stability.* Sharing one block makes every application add its gradient to the same weights. At the
 #    published learning rate (0.1) with a short warm-up, our first hierarchical learned-2D run collapsed
 #    to chance while its baseline trained normally, and at lr 0.1 the 16-head HA model stalled near 20%; the budget

@@ -119,6 +119,11 @@ def test_quick_benchmark_writes_the_report(tmp_path, capsys):
     assert saved["machine"]["cpu"] and saved["machine"]["torch"] == torch.__version__
     assert saved["machine"]["usable_cores"] >= 1 and saved["machine"]["torch_threads"] >= 1
     assert set(saved["matmul_peak"]) == {"fp32", "bf16"}
+    for dt, p in saved["matmul_peak"].items():  # utilisation divides by the better of start and end
+        assert p["best"] == max(p["start"]["gflops"], p["end"]["gflops"]) > 0
+        assert all(r["peak_gflops"] == p["best"] for r in saved["rows"] if r["dtype"] == dt)
+    assert {"load_before", "load_after", "shared"} <= set(saved["peak_load"]["start"])
+    assert isinstance(saved["load"]["peak_shared"], bool) and saved["machine"]["cpu_flags"] is not None
     rows = saved["rows"]
     assert {(r["model"], r["dtype"], r["impl"]) for r in rows} == {
         (m, d, i) for m in bench.MODELS for d in bench.DTYPES for i in bench.IMPLS
@@ -194,3 +199,36 @@ def test_bilinear_path_equals_the_q_k_path_and_is_taken_when_it_pays(batch, side
     torch.testing.assert_close(p2, p1, atol=1e-12, rtol=1e-10)
     for n in g1:
         torch.testing.assert_close(g2[n], g1[n], atol=1e-10, rtol=1e-9, msg=n)
+
+
+def test_matmul_peak_is_the_fastest_call_over_sizes(monkeypatch):
+    """Best of sizes and repetitions: a call slowed by other work does not lower the peak."""
+    calls = iter([1.0, 0.5, 0.25, 0.4, 9.0, 2.0, 1.0, 3.0])  # n=64: warm-up, 3 timed; n=128: the same
+    monkeypatch.setattr(bench, "_timed", lambda fn, device: next(calls))
+    p = bench.matmul_peak(torch.float32, torch.device("cpu"), (64, 128), repeats=3)
+    by = {64: 2 * 64**3 / 0.25 / 1e9, 128: 2 * 128**3 / 1.0 / 1e9}
+    assert p["by_size"] == pytest.approx(by) and p["n"] == 128 and p["gflops"] == pytest.approx(by[128])
+
+
+def test_shared_cores_are_refused_unless_forced(monkeypatch, tmp_path, cli):
+    monkeypatch.setattr(bench.os, "getloadavg", lambda: (6.0, 5.0, 4.0))
+    timed = []
+    monkeypatch.setattr(bench, "matmul_peak", lambda *a, **k: timed.append(a) or {"gflops": 1.0})
+    out = tmp_path / "b.json"
+    for argv in (["--shapes", "budget", "--models", "quadratic_iso_9h"], ["--peak-only"]):
+        with pytest.raises(bench.MachineBusy, match="--force"):
+            bench.main([*argv, "--device", "cpu", "--out", str(out)])
+    assert not timed and not out.exists()  # refused before measuring anything
+    code, _, err = cli(["bench", "--peak-only", "--device", "cpu", "--out", str(out)])
+    assert code == 6 and err.count("\n") == 1 and "refused: the load average" in err
+
+
+def test_peak_only_writes_its_report_with_the_load(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    out = tmp_path / "peak" / "cpu.json"
+    report = bench.main(["--peak-only", "--quick", "--device", "cpu", "--out", str(out)])
+    saved = json.loads(out.read_text())
+    assert saved["load"]["shared"] is False and saved["load"]["load_before"] == [0.1, 0.1, 0.1]
+    assert set(saved["matmul_peak"]) == {"fp32", "bf16"} and saved["machine"]["torch_threads"] == 1
+    assert all(p["best"] == p["gflops"] > 0 for p in saved["matmul_peak"].values())
+    assert "matmul peak" in bench.peak_line(report) and "otherwise idle" in bench.peak_line(report)

@@ -1,4 +1,5 @@
-"""attnlib.compare: the difference of two sets of seeds against its standard error, and rank agreement."""
+"""attnlib.compare: Welch's t-test of two sets of seeds (against closed forms of the t distribution), rank
+agreement."""
 
 from __future__ import annotations
 
@@ -6,26 +7,89 @@ import math
 import statistics
 
 import pytest
+from scipy import stats
 
 from attnlib import compare
 
 
-def test_difference_and_standard_error_match_their_formulas():
-    base, variant = [0.50, 0.52, 0.51], [0.55, 0.56, 0.54]
-    d = compare.difference(base, variant)
-    assert d.points == pytest.approx((statistics.mean(variant) - statistics.mean(base)) * 100)
-    se = math.sqrt(statistics.variance(base) / 3 + statistics.variance(variant) / 3) * 100
-    assert d.se == pytest.approx(se)
-    assert d.verdict == "higher"  # 4 points against 2·SE ≈ 1.6
-    assert compare.difference(variant, base).verdict == "lower"
+def test_welch_two_seeds_each_matches_the_closed_form_of_two_degrees_of_freedom():
+    """n = 2 per side with equal variances: ν = 2 exactly, where the t distribution has a closed form,
+    P(T > t) = (1 − t/√(2 + t²)) / 2 and t_{2, 0.975} = 0.95·√(2 / (1 − 0.95²)) = 4.3027."""
+    base, variant = [0.50, 0.52], [0.55, 0.57]  # 50, 52 against 55, 57 points: s² = 2 on each side
+    d = compare.welch(base, variant)
+    assert d.n == (2, 2) and d.points == pytest.approx(5.0)
+    assert d.se == pytest.approx(math.sqrt(2 / 2 + 2 / 2))
+    t = 5 / math.sqrt(2)
+    assert d.t == pytest.approx(t) and d.df == pytest.approx(2.0)
+    assert d.p == pytest.approx(1 - t / math.sqrt(2 + t**2))  # 0.0715
+    q = 0.95 * math.sqrt(2 / (1 - 0.95**2))
+    low, high = d.interval
+    assert low == pytest.approx(5 - q * math.sqrt(2)) and high == pytest.approx(5 + q * math.sqrt(2))
+    assert low < 0 < high and d.verdict == "inconclusive"  # p = 0.07: 5 points on 2 seeds is not enough
+    assert d.seeds_wanted == compare.MIN_SEEDS
 
 
-def test_verdicts_within_noise_and_one_seed():
-    assert compare.difference([0.50, 0.56], [0.52, 0.55]).verdict == "within noise"
-    one = compare.difference([0.50], [0.60, 0.61])
-    assert one.se is None and one.verdict == "one seed" and one.points == pytest.approx(10.5)
+def test_welch_three_seeds_each_four_degrees_of_freedom_is_conclusive():
+    """ν = 4: F(t) = 1/2 + (3/8)·u·(1 − u²/12) with u = t/√(1 + t²/4), and t_{4, 0.975} = 2.776445."""
+    base, variant = [0.50, 0.51, 0.52], [0.60, 0.61, 0.62]  # s² = 1 point² on each side
+    d = compare.welch(base, variant)
+    se = math.sqrt(1 / 3 + 1 / 3)
+    assert d.df == pytest.approx(4.0) and d.t == pytest.approx(10 / se)
+    u = d.t / math.sqrt(1 + d.t**2 / 4)
+    assert d.p == pytest.approx(2 * (0.5 - 3 / 8 * u * (1 - u**2 / 12)), rel=1e-6)
+    assert d.interval == pytest.approx((10 - 2.776445 * se, 10 + 2.776445 * se), rel=1e-6)
+    assert d.verdict == "higher" and d.seeds_wanted == 0
+    flipped = compare.welch(variant, base)
+    assert flipped.verdict == "lower" and flipped.points == pytest.approx(-10)
+    assert flipped.p == pytest.approx(d.p)
+
+
+def test_welch_satterthwaite_degrees_of_freedom_for_unequal_sizes_and_variances():
+    """base 40, 44 (s² = 8, n = 2); variant 50, 52, 54, 56 (s² = 20/3, n = 4):
+    se² = 8/2 + (20/3)/4 = 17/3, ν = (17/3)² / (4²/1 + (5/3)²/3)."""
+    d = compare.welch([0.40, 0.44], [0.50, 0.52, 0.54, 0.56])
+    assert d.points == pytest.approx(11.0) and d.se == pytest.approx(math.sqrt(17 / 3))
+    assert d.df == pytest.approx((17 / 3) ** 2 / (16 + 25 / 27))
+    # and scipy's own Welch test (ttest_ind with equal_var=False), variant first: d = variant − base
+    ref = stats.ttest_ind([50, 52, 54, 56], [40, 44], equal_var=False)
+    assert d.t == pytest.approx(ref.statistic) and d.p == pytest.approx(ref.pvalue)
+    ci = ref.confidence_interval(0.95)
+    assert d.interval == pytest.approx((ci.low, ci.high))
+
+
+@pytest.mark.parametrize(
+    "base, variant, p",
+    [  # the saved budget runs of issue 16 (seeds 0 and 1 each), p recomputed there independently
+        ([0.4784, 0.4795], [0.4898, 0.4963], 0.14),  # learned-2D + content, 9 heads
+        ([0.4350, 0.4324], [0.4455, 0.4531], 0.12),  # ViT
+        ([0.4590, 0.4285], [0.4133, 0.4036], 0.24),  # learned-2D + content, 16 heads
+    ],
+)
+def test_welch_p_values_of_the_issue(base, variant, p):
+    d = compare.welch(base, variant)
+    assert round(d.p, 2) == p and d.verdict == "inconclusive"
+    assert 1 <= d.df < 1.3  # about one degree of freedom
+
+
+def test_welch_without_an_interval():
+    one = compare.welch([0.50], [0.60, 0.61])
+    assert one.points == pytest.approx(10.5) and one.n == (1, 2)
+    assert one.se is one.t is one.df is one.p is one.interval is None
+    assert one.verdict == "no interval" and one.seeds_wanted == compare.MIN_SEEDS
+    flat = compare.welch([0.5, 0.5, 0.5], [0.6, 0.6, 0.6])  # no spread on either side: no test
+    assert flat.interval is None and flat.verdict == "no interval"
     with pytest.raises(ValueError, match="base"):
-        compare.difference([], [0.5])
+        compare.welch([], [0.5])
+    with pytest.raises(ValueError, match="level"):
+        compare.welch([0.5, 0.6], [0.5, 0.7], level=95)
+
+
+def test_seeds_wanted_follows_the_standard():
+    """At least 3 seeds per side; 5 while the difference stays inconclusive after 3."""
+    noisy = compare.welch([0.50, 0.56, 0.52], [0.52, 0.55, 0.51])
+    assert noisy.verdict == "inconclusive" and noisy.seeds_wanted == compare.MORE_SEEDS
+    five = compare.welch([0.50, 0.56, 0.52, 0.53, 0.54], [0.52, 0.55, 0.51, 0.53, 0.54])
+    assert five.verdict == "inconclusive" and five.seeds_wanted == 0
 
 
 def test_mean_sd():

@@ -329,6 +329,28 @@ def test_table3(trained):
         0
     ]  # HA shares weights
     assert (df[~df["experiment"].isin(["vit", "vit_ha"])]["status"] == "missing").all()
+    assert (vit["seeds"] == 1).all() and vit["accuracy_sd"].isna().all()  # one seed: no spread
+    assert df["wall_time_ms"].isna().all()  # no timing file: not measured (not the training run's timing)
+
+
+def test_table3_pools_every_saved_seed(copy):
+    """Accuracy is the mean over the seeds of the current configuration, with the sample standard deviation
+    and n; a damaged seed folder is named in the detail and left out; seed 0 may be the damaged one."""
+    import json
+    import statistics
+
+    train_run("vit", "smoke", results_dir=copy, seed=2, progress=False)
+    accs = [
+        json.loads((run_dir(copy, "vit", "smoke", s) / "metrics.json").read_text())["test_accuracy"]
+        for s in (0, 2)
+    ]
+    row = table3(copy, "smoke").set_index("experiment").loc["vit"]
+    assert row["seeds"] == 2 and row["accuracy"] == pytest.approx(statistics.mean(accs))
+    assert row["accuracy_sd"] == pytest.approx(statistics.stdev(accs)) and row["detail"] == ""
+    (run_dir(copy, "vit", "smoke", 0) / "metrics.json").write_text("{")
+    row = table3(copy, "smoke").set_index("experiment").loc["vit"]
+    assert row["status"] == "complete" and row["seeds"] == 1 and row["accuracy"] == pytest.approx(accs[1])
+    assert row["detail"].startswith("seed 0: damaged") and row["params"] > 0
 
 
 # --------------------------------------------------------------------------------------- measurements

@@ -1,0 +1,148 @@
+"""The book's HA comparisons and Table 3 figures: Welch's test over every saved seed (never a single seed, never
+2 standard errors), wall times from the timing file, and benchmark notes that name the machine and say when
+a matmul peak was measured on shared cores."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from attnlib import book, compare, timing
+from attnlib.results import seed_accuracies, train_run
+
+
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory):
+    """vit and vit_ha at the smoke preset, seeds 0 and 1 each, and san_pairwise seed 0 alone."""
+    root = tmp_path_factory.mktemp("results")
+    for name in ("vit", "vit_ha"):
+        for seed in (0, 1):
+            train_run(name, "smoke", results_dir=root, seed=seed, progress=False)
+    train_run("san_pairwise", "smoke", results_dir=root, progress=False)
+    return root
+
+
+@pytest.fixture
+def params(seeds):
+    return book.check_params(preset="smoke", data=None, device="cpu", results_dir=seeds, train_missing=False)
+
+
+def test_ha_effects_is_welch_over_every_saved_seed(params, seeds):
+    effects = book.ha_effects(["vit", "san_pairwise"], params).set_index("model")
+    a, b = (list(seed_accuracies(seeds, "smoke", n)[0].values()) for n in ("vit", "vit_ha"))
+    assert len(a) == len(b) == 2
+    w = compare.welch(a, b)
+    vit = effects.loc["ViT"]
+    assert vit["seeds (model / HA)"] == "2 / 2" and vit["HA − model"] == f"{w.points:+.1f} points"
+    if w.interval is not None:
+        low, high = w.interval
+        assert vit["95% interval (Welch)"] == f"{low:+.1f} to {high:+.1f} points (ν = {w.df:.1f})"
+        assert vit["p"] == f"{w.p:.2f}"
+    assert vit["verdict"] == book.VERDICTS[w.verdict] and vit["seeds asked"] == "3 per side"
+    san = effects.loc["SAN pairwise"]  # HA variant not trained: no comparison
+    assert san["verdict"] == book.MISSING and san["seeds (model / HA)"] == "1 / 0"
+    assert "standard error" not in " ".join(effects.columns)
+
+
+def test_compare_phrase_uses_the_seed_means(params, seeds):
+    runs = book.load_all(["vit", "vit_ha"], params)
+    phrase = book.compare_phrase("vit", "vit_ha", runs, params)
+    a, b = (list(seed_accuracies(seeds, "smoke", n)[0].values()) for n in ("vit", "vit_ha"))
+    w = compare.welch(a, b)
+    assert "over 2 and 2 seeds" in phrase and f"{abs(round(w.points, 1)):.1f} points" in phrase
+    assert book.welch_phrase(w) in phrase
+    assert book.welch_phrase(compare.welch([0.5], [0.6, 0.7])) == "no interval: fewer than 2 seeds on a side"
+    sure = book.welch_phrase(compare.welch([0.50, 0.51, 0.52], [0.60, 0.61, 0.62]))
+    assert sure.endswith("HA ahead, as the interval excludes 0") and "ν = 4.0" in sure
+
+
+def test_table3_frame_shows_seed_means_and_measured_wall_times(params, seeds, monkeypatch):
+    names = ["vit", "vit_ha", "san_pairwise", "san_pairwise_ha"]
+    runs = book.load_all(names, params)
+    frame = book.table3_frame(runs, params).set_index("experiment")
+    a = list(seed_accuracies(seeds, "smoke", "vit")[0].values())
+    assert frame.loc["vit", "seeds"] == 2 and frame.loc["vit", "accuracy"] == pytest.approx(sum(a) / 2)
+    table = book.comparison_table(
+        frame.reset_index(), "smoke", keep=("experiment",), wall_time=True, paper=False
+    )
+    cells = table.set_index("experiment")
+    assert (
+        cells.loc["vit", "ours (smoke): accuracy"].endswith("% (n = 2)")
+        and " ± " in cells.loc["vit", "ours (smoke): accuracy"]
+    )
+    assert cells.loc["san_pairwise", "ours (smoke): accuracy"].endswith("% (n = 1)")
+    assert cells.loc["san_pairwise_ha", "ours (smoke): accuracy"] == book.MISSING
+    assert (cells["ours (smoke): wall time"] == book.NOT_MEASURED).all()  # no timing file yet
+    assert "python -m attnlib time --preset smoke" in book.timing_markdown(params)
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))  # an idle machine, as the check sees it
+    monkeypatch.setattr(timing, "_running_others", lambda: 0)
+    report, _ = timing.run("smoke", ["vit", "vit_ha"], results_dir=seeds, warmup=1, reps=2, rounds=1)
+    frame = book.table3_frame(runs, params)
+    cells = book.comparison_table(frame, "smoke", keep=("experiment",), wall_time=True, paper=False)
+    cells = cells.set_index("experiment")
+    assert cells.loc["vit", "ours (smoke): wall time"] == f"{report['models']['vit']['median_ms']:.2f} ms"
+    assert (
+        cells.loc["vit_ha", "ours (smoke): HA / model time"] == f"{report['ratios']['vit_ha']['ratio']:.2f}×"
+    )
+    assert cells.loc["san_pairwise_ha", "ours (smoke): wall time"] == book.NOT_MEASURED  # trained or not
+    assert book.timing_markdown(params).startswith("Wall times measured together in one process on ")
+    ratio = report["ratios"]["vit_ha"]["ratio"]
+    assert f"and {ratio:.2f}× its inference time (95% Welch" in book.compare_phrase(
+        "vit", "vit_ha", runs, params
+    )
+    (seeds / "timing" / "smoke.json").unlink()
+
+
+def _bench_report(load, flags=("avx2", "avx512_bf16"), peak=None, peak_shared=None):
+    machine = dict(
+        device="cpu", cpu="Test CPU", cpu_flags=list(flags), usable_cores=2, torch_threads=1, torch="2.x",
+        cpu_capability="AVX512", load_average_start=load,
+    )  # fmt: skip
+    row = dict(
+        dtype="bf16", achieved_gflops=50.0, images_per_s=10.0, model_gflop_per_image=6.0, peak_gflops=100.0,
+        utilisation=0.5, model_utilisation=0.6,
+    )  # fmt: skip
+    report = dict(machine=machine, rows=[row], matmul_peak={"bf16": {"start": {"gflops": peak or 100.0}}})
+    if peak_shared is not None:
+        report["matmul_peak"]["bf16"]["best"] = peak or 100.0
+        report["load"] = {"peak_shared": peak_shared}
+    return report
+
+
+def test_bench_notes_name_the_machine_and_the_peak(tmp_path):
+    legacy = book.bench_machine_markdown(_bench_report([3.5, 3.3, 3.2]))  # the issue's cpu.json: load 3–4
+    assert "instruction sets: avx2, avx512_bf16" in legacy and "Test CPU" in legacy
+    assert "shared" in legacy and "inflates the utilisations" in legacy and "--peak-only" in legacy
+    idle = book.bench_machine_markdown(_bench_report([0.2, 0.2, 0.2], peak_shared=False))
+    assert "otherwise idle" in idle and "inflates" not in idle
+    avx2 = book.bench_machine_markdown(_bench_report([0.2, 0.2, 0.2], flags=("avx2",), peak_shared=False))
+    assert "no bf16 matrix instructions" in avx2 and "trains in fp32" in avx2
+
+
+def test_bench_reports_use_the_idle_peak_of_the_same_machine(tmp_path):
+    folder = tmp_path / "bench"
+    (folder / "peak").mkdir(parents=True)
+    (folder / "cpu.json").write_text(json.dumps(_bench_report([3.5, 3.3, 3.2], peak=100.0)))
+    idle = dict(
+        machine=_bench_report(None)["machine"],
+        matmul_peak={"bf16": {"best": 250.0}},
+        load={"shared": False, "load_before": [0.1, 0.1, 0.1]},
+        finished="2026-12-01",
+    )
+    (folder / "peak" / "cpu.json").write_text(json.dumps(idle))
+    params = book.check_params(results_dir=tmp_path, train_missing=False)
+    report = book.bench_reports(params)["cpu"]
+    row = report["rows"][0]
+    assert row["peak_gflops"] == 250.0 and row["utilisation"] == pytest.approx(50 / 250)
+    assert row["model_utilisation"] == pytest.approx(60 / 250)
+    text = book.bench_machine_markdown(report)
+    assert "idle core" in text and "lower bounds" in text and "results/bench/peak/cpu.json" in text
+    idle["load"]["shared"] = True  # a peak measured on shared cores is no better: not used
+    (folder / "peak" / "cpu.json").write_text(json.dumps(idle))
+    assert book.bench_reports(params)["cpu"]["rows"][0]["peak_gflops"] == 100.0
+    idle["load"]["shared"], idle["machine"]["cpu"] = False, "Another CPU"  # another machine: not used
+    (folder / "peak" / "cpu.json").write_text(json.dumps(idle))
+    assert book.bench_reports(params)["cpu"]["rows"][0]["peak_gflops"] == 100.0
