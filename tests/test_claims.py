@@ -108,3 +108,13 @@ def test_saved_attention_rows_give_the_profile():
     assert prof[0]["distance"] == 0 and prof[0]["peak"] == pytest.approx(n)
     assert prof[1]["peak"] == pytest.approx(1) and prof[1]["distance"] > 0
     assert prof[0]["image_dependence"] == prof[1]["image_dependence"] == 0
+
+
+def test_ha_gain_verdict_follows_the_welch_intervals():
+    base = {b: [0.50, 0.51, 0.52] for b in claims.HA_PAIRS}
+    far = {b + "_ha": [0.60, 0.61, 0.62] for b in claims.HA_PAIRS}  # +10 points, tight: above +5 for all
+    assert _verdict("ha_gain", Evidence("x", accuracies=base | far)) == REPRODUCED
+    near = far | {"vit_ha": [0.50, 0.51, 0.52]}  # one pair surely below +5 refutes "in each case"
+    assert _verdict("ha_gain", Evidence("x", accuracies=base | near)) == NOT_REPRODUCED
+    noisy = far | {"vit_ha": [0.45, 0.60, 0.75]}  # one interval holds +5: no verdict either way
+    assert _verdict("ha_gain", Evidence("x", accuracies=base | noisy)) == INCONCLUSIVE
