@@ -255,30 +255,6 @@ def seed_accuracies(experiment: str, params: Params, seeds=range(10)) -> list[fl
     return found
 
 
-def compare_phrase(base: str, variant: str, runs: dict, params: Params) -> str:
-    """A sentence fragment comparing ``variant`` with ``base`` from saved results: the accuracy difference
-    and parameter ratio of the chosen seed, and the spread over seeds where several are saved."""
-    from attnlib import compare
-
-    a, b = runs.get(base), runs.get(variant)
-    if a is None or b is None:
-        return MISSING
-    gain = (b.test_accuracy - a.test_accuracy) * 100
-    size = b.metrics["params"] / a.metrics["params"]
-    rounded = round(gain, 1)
-    if rounded == 0:
-        text = f"level with its model with {size:.0%} of its parameters"
-    else:
-        text = f"{abs(rounded):.1f} points {'above' if rounded > 0 else 'below'} its model with {size:.0%} of its parameters"
-    acc_a, acc_b = seed_accuracies(base, params), seed_accuracies(variant, params)
-    if min(len(acc_a), len(acc_b)) < 2:
-        return text + " (one seed: no spread measured)"
-    return (
-        f"{text}; over seeds, {compare.mean_sd(acc_b)} ({len(acc_b)} runs) against "
-        f"{compare.mean_sd(acc_a)} ({len(acc_a)} runs), mean ± standard deviation"
-    )
-
-
 def ha_effects(bases, params: Params, seeds=range(10)):
     """One row per model of ``bases``: the test accuracy of the model and of its HA variant over the saved
     seeds (mean ± sd), HA − model in points with 2 standard errors, the [Re] run-log difference where known,

@@ -194,7 +194,8 @@ def _panels(
                 ax.set_title(name, fontsize=9, fontweight="normal")
             if ci == 0:
                 row_name = layer_names[li] if layer_names else f"layer {li + 1}"
-                ax.set_ylabel(row_name, fontsize=9, rotation=0, ha="right", va="center")  # never overlaps a row
+                # horizontal, so the labels of neighbouring rows never overlap
+                ax.set_ylabel(row_name, fontsize=9, rotation=0, ha="right", va="center")
     _colorbar(fig, image, axes, label, uniform)
     if title:
         fig.suptitle(title)
@@ -327,27 +328,32 @@ def window_means(
             elif ri < g:
                 cells[ri, li] = (m[ri].reshape(k, k), f"group {ri + 1}", k)
     colours = shared_scale([c[0] for c in cells.values()])
+    names = list(layer_names) if layer_names else [f"layer {li + 1}" for li in range(cols)]
+    compact = cols > 4  # numbered columns (a long name over each would run into the next)
     image = None
     for li in range(cols):
         for ri in range(n_rows):
             ax = axes[ri, li]
             _clean(ax)
-            if (ri, li) not in cells:
-                ax.set_visible(False)
-                continue
-            p, label, k = cells[ri, li]
-            image = ax.imshow(p, **colours)
-            _mark_query(ax, k // 2, k // 2)
             if ri == 0:
                 ax.set_title(
-                    layer_names[li] if layer_names else f"layer {li + 1}", fontsize=8, fontweight="normal"
+                    names[li].split(" ")[-1] if compact else names[li], fontsize=8, fontweight="normal"
                 )
             if li == 0:
+                label = "mean of groups" if ri == n_rows - 1 else f"group {ri + 1}"
                 ax.set_ylabel(label, fontsize=8, rotation=0, ha="right", va="center")
+            if (ri, li) not in cells:  # this layer has fewer groups: an empty cell, its row label kept
+                ax.set_frame_on(False)
+                continue
+            p, _, k = cells[ri, li]
+            image = ax.imshow(p, **colours)
+            _mark_query(ax, k // 2, k // 2)
     _colorbar(fig, image, axes, "aggregation weight (mean over pixels and images)")
     if title:
         fig.suptitle(title)
-    fig.supxlabel("K×K window (centre outlined)", fontsize=9)
+    unit = names[0].rsplit(" ", 1)[0] if compact else ""
+    columns = f"columns: {unit}s 1–{cols}; " if compact else ""
+    fig.supxlabel(f"{columns}K×K window (centre outlined)", fontsize=9)
     return fig
 
 
