@@ -12,7 +12,12 @@ export JUPYTER_PATH := $(abspath $(VENV))/share/jupyter
 export MPLBACKEND   := Agg
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup test test-fast lint book bench clean
+.PHONY: setup test test-fast lint book check-book chromium bench clean
+
+# What the built book depends on: `check-book` rebuilds it only when one of these is newer than the build.
+BOOK_STAMP  := _build/html/.attnlib-built
+BOOK_INPUTS := _config.yml $(wildcard book/*.ipynb book/*.md book/*.bib book/*.yml book/_static/*) \
+               $(shell find attnlib results -type f \( -name '*.py' -o -name '*.json' -o -name '*.csv' -o -name '*.npz' \) 2>/dev/null)
 
 setup: $(STAMP)
 
@@ -33,7 +38,20 @@ test-fast: setup
 
 book: setup
 	$(VENV)/bin/jupyter-book build book --all -W -n --keep-going
+	@touch $(BOOK_STAMP)
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
+
+$(BOOK_STAMP): $(STAMP) $(BOOK_INPUTS)
+	$(MAKE) book
+
+# Every page of the built book in headless Chromium, network off (attnlib/bookcheck.py): fails on
+# unrendered TeX, a remote request, a JavaScript error or a figure wider than the page; screenshots in
+# _build/screenshots/. Needs Debian's `chromium` (apt-get install chromium).
+check-book: setup chromium $(BOOK_STAMP)
+	$(PY) -m attnlib.bookcheck _build/html
+
+chromium: setup   # before the build: say at once how to install Chromium where it is missing
+	@$(PY) -m attnlib.bookcheck --find-chromium
 
 bench: setup
 	$(PY) -m attnlib bench

@@ -430,6 +430,51 @@ def ha_effects(bases, params: Params, seeds=range(10)):
     return pd.DataFrame(rows)
 
 
+def ha_pairs(frame):
+    """One row per model whose HA variant is in ``frame`` (rows of ``results_frame``) with both saved:
+    ``experiment`` (the model), ``model`` (its title), ``gain`` (HA − model, accuracy points) and ``size``
+    (HA parameters / model parameters), at the seed of the frame."""
+    import pandas as pd
+
+    from attnlib.experiments import get
+
+    done = frame[frame["status"] == "complete"].set_index("experiment")
+    rows = []
+    for name in done.index:
+        base = get(name).baseline
+        if base is not None and base in done.index:
+            rows.append(
+                {
+                    "experiment": base,
+                    "model": title(base),
+                    "gain": (done.loc[name, "accuracy"] - done.loc[base, "accuracy"]) * 100,
+                    "size": done.loc[name, "params"] / done.loc[base, "params"],
+                }
+            )
+    return pd.DataFrame(rows, columns=["experiment", "model", "gain", "size"])
+
+
+def ha_sentence(pairs) -> str:
+    """What ``ha_pairs`` says in one sentence: the share of parameters HA keeps and how many pairs it ends
+    above or below (one seed each; chapter 4 weighs the differences against the spread over seeds)."""
+    if pairs.empty:
+        return f"No model is saved together with its HA variant yet ({MISSING})."
+    above, below = int((pairs["gain"].round(1) > 0).sum()), int((pairs["gain"].round(1) < 0).sum())
+    level = len(pairs) - above - below
+    size = (
+        f"{pairs['size'].min():.0%}–{pairs['size'].max():.0%}"
+        if len(pairs) > 1
+        else f"{pairs['size'].iloc[0]:.0%}"
+    )
+    text = (
+        f"HA keeps {size} of its model's parameters; in the seed-0 runs it ends above its model in {above} of "
+        f"the {len(pairs)} pairs and below in {below}"
+    )
+    if level:
+        text += f", level in {level}"
+    return text + f" (from {pairs['gain'].min():+.1f} to {pairs['gain'].max():+.1f} points)."
+
+
 def verdict_summary(effects) -> str:
     """One sentence per verdict of an ``ha_effects`` table: which models it applies to."""
     groups = {}
@@ -501,27 +546,132 @@ def learned_protocol_phrase(frame, preset: str) -> str:
     return f"{phrase} to pass {target}"
 
 
-def rank_agreement(runs: dict, source: str | None = None) -> str:
-    """A sentence: over the pairs of models saved in ``runs`` that ``source`` (default: the [Re] report) also
-    reports, how many our accuracies order the same way, and which pairs they order the other way round."""
+def rank_counts(runs: dict, source: str | None = None) -> tuple[int, int]:
+    """(same, total): of the pairs of models saved in ``runs`` that ``source`` (default [Re]) also reports,
+    how many our accuracies order the same way."""
+    same, total, _ = _orders(runs, source or RE)[2]
+    return same, total
+
+
+def flat_models(runs: dict) -> list[str]:
+    """Titles of the runs whose token attention stayed near-uniform (below ``NEAR_UNIFORM`` × uniform) in
+    every layer (runs without token attention maps are left out)."""
+    found = []
+    for name, run in runs.items():
+        peaks = attention_peaks(run)
+        if peaks is not None and peaks.max() < NEAR_UNIFORM:
+            found.append(title(name))
+    return found
+
+
+def _orders(runs: dict, source: str):
     from attnlib import compare
 
-    source = source or RE
     ours = {n: r.test_accuracy for n, r in runs.items() if r is not None}
     theirs = {n: reference_value(n, source, "test_accuracy") for n in ours}
     theirs = {n: v for n, v in theirs.items() if not math.isnan(v)}
-    same, total, flipped = compare.concordance(ours, theirs)
+    return ours, theirs, compare.concordance(ours, theirs)
+
+
+def rank_agreement(runs: dict, source: str | None = None) -> str:
+    """A sentence: over the pairs of models saved in ``runs`` that ``source`` (default: the [Re] report) also
+    reports, how many our accuracies order the same way, how many the other way round (``rank_flips``
+    lists them) and how many are tied."""
+    source = source or RE
+    _, _, (same, total, flipped) = _orders(runs, source)
     if total == 0:
         return f"No two saved models have a {source} accuracy to compare their order with."
-    text = f"Of the {total} pairs of saved models that {source} also reports, {same} are ordered the same way by our runs"
+    text = (
+        f"Our runs order {same} of the {total} pairs of models that {short(source)} also reports the same way"
+    )
     ties = total - same - len(flipped)
+    parts = []
     if flipped:
-        text += "; " + "; ".join(
-            f"{title(a)} is above {title(b)} in {source} but not in ours" for a, b in flipped
-        )
+        parts.append(f"{len(flipped)} the other way round (the table below)")
     if ties:
-        text += f"; {ties} {'pair is' if ties == 1 else 'pairs are'} tied in {source} (or in ours)"
+        parts.append(f"{ties} {'is' if ties == 1 else 'are'} tied in {short(source)} or in ours")
+    if parts:
+        text += "; " + " and ".join(parts)
     return text + "."
+
+
+def rank_flips(runs: dict, source: str | None = None):
+    """One row per pair of models that ``source`` (default [Re]) and our runs order differently: the model
+    ``source`` puts higher, the other one, and the accuracy difference of the two (points) in both."""
+    import pandas as pd
+
+    source = source or RE
+    ours, theirs, (_, _, flipped) = _orders(runs, source)
+    rows = [
+        {
+            f"{short(source)} ranks higher": title(a),
+            "than": title(b),
+            short(source): f"{(theirs[a] - theirs[b]) * 100:+.1f}",
+            "ours": f"{(ours[a] - ours[b]) * 100:+.1f}",
+        }
+        for a, b in flipped
+    ]
+    return pd.DataFrame(rows)
+
+
+def group(experiment: str) -> str:
+    """The family an experiment belongs to in the introduction's figure (one colour each): its model's
+    title without heads, variant or HA ("SA quadratic", "SA learned 2D + content", "SAN pairwise"...)."""
+    import re
+
+    from attnlib.experiments import get
+
+    base = get(experiment).baseline or experiment
+    return re.sub(r" \(.*?\)", "", title(base).split(", ")[0])
+
+
+def short_label(experiment: str) -> str:
+    """What tells an experiment apart within its ``group`` in a figure: "iso 9h", "16h HA", "HA", ""."""
+    words = {"(isotropic)": "iso", "(non-isotropic)": "aniso"}
+    name = title(experiment)
+    found = [words[w] for w in words if w in name]
+    for part in name.split(", ")[1:]:
+        found.append(part.replace(" heads", "h"))
+    return " ".join(found)
+
+
+def glance_points(frame):
+    """The points of the introduction's figure (``viz.accuracy_vs_params``): one row per saved result of
+    ours (rows of ``results_frame``) and per literature accuracy that has a parameter count of the same
+    source, with ``experiment``, ``group``, ``label``, ``source`` ("ours", ``RE`` or ``PAPER``), ``kind``,
+    ``params``, ``accuracy`` and ``baseline`` (the normal model of an HA variant, else None)."""
+    import pandas as pd
+
+    from attnlib.experiments import get
+
+    rows = []
+    for _, r in frame[frame["status"] == "complete"].iterrows():
+        rows.append(
+            {
+                "experiment": r["experiment"],
+                "source": "ours",
+                "kind": "measured",
+                "params": float(r["params"]),
+                "accuracy": float(r["accuracy"]),
+            }
+        )
+    for ref in references(quantity="test_accuracy"):
+        size = reference_value(ref.experiment, ref.source, "params")
+        if not math.isnan(size):
+            rows.append(
+                {
+                    "experiment": ref.experiment,
+                    "source": ref.source,
+                    "kind": ref.kind,
+                    "params": size,
+                    "accuracy": ref.value,
+                }
+            )
+    points = pd.DataFrame(rows, columns=["experiment", "source", "kind", "params", "accuracy"])
+    points.insert(1, "group", [group(n) for n in points["experiment"]])
+    points.insert(2, "label", [short_label(n) for n in points["experiment"]])
+    points["baseline"] = [get(n).baseline for n in points["experiment"]]
+    return points
 
 
 def load_all(experiments, params: Params) -> Runs:
@@ -743,6 +893,12 @@ PAPER = "Cordonnier et al. (2020)"
 RE = "[Re] Varma & Prabhu (2021)"
 
 
+def short(source: str) -> str:
+    """How prose and table headers name a source once its full name has been given: "[Re]", "Cordonnier
+    et al."."""
+    return {PAPER: "Cordonnier et al.", RE: "[Re]"}.get(source, source)
+
+
 @dataclass(frozen=True)
 class Reference:
     """One number from the literature beside ours.
@@ -920,26 +1076,33 @@ def references_frame():
 
 
 # ----------------------------------------------------------------------------- tables
-NOT_FOUND_CELL = "not found"
+NOT_FOUND_CELL = "—"
+#: The mark of each kind of literature figure in a table cell (explained by ``literature_caption``).
+KIND_MARKS = {"printed": "", "claimed": "*", "run-log": "†", "derived": "‡"}
+KIND_MEANING = {
+    "printed": "printed in the paper",
+    "claimed": "a benchmark page quoting the paper",
+    "run-log": "the best test accuracy in a run-folder name of the [Re] authors' logs, not their printed table",
+    "derived": "a parameter count derived from the authors' code, not printed",
+}
 
 
-def _reference_cell(experiment: str, source: str, quantity: str) -> str:
-    found = references(experiment, source, quantity)
-    if not found:
-        return NOT_FOUND_CELL
-    r = found[0]
-    value = f"{r.value:.1%}" if quantity == "test_accuracy" else f"{r.value / 1e6:.2f} M"
-    return f"{value} ({r.kind})"
+def split_title(experiment: str) -> tuple[str, str]:
+    """(model, heads) of an experiment's title for a table: ("SA learned 2D", "9") from "SA learned 2D,
+    9 heads"; heads is "—" for a model without heads (ResNet18, SAN) or whose title does not give them."""
+    model, *parts = title(experiment).split(", ")
+    heads = next((p.split(" ")[0] for p in parts if p.endswith(" heads")), "—")
+    return model + (", HA" if "HA" in parts else ""), heads
 
 
-def comparison_table(frame, preset: str, *, keep=("model",), wall_time: bool = False, paper: bool = True):
-    """Our results beside the published and [Re] figures, as strings ready to show.
+def results_table(frame, preset: str, *, pairs: bool = False, paper_params: dict | None = None):
+    """Our results laid out as the report's tables, as strings ready to show.
 
-    frame: rows of ``attnlib.results.collect`` or ``table3`` (``experiment``, ``status``, ``accuracy``,
-    ``params``, ``wall_time_ms``...). Our missing results read "not yet trained"; literature figures that
-    were not found read "not found"; every literature figure says its kind (printed / claimed / run-log /
-    derived). Sources: ``sources_markdown``. ``paper=False`` leaves out the columns of Cordonnier et al.
-    (who have no HA, SAN or ViT results).
+    frame: rows of ``results_frame`` (``experiment``, ``status``, ``accuracy``, ``params``,
+    ``wall_time_ms``...). ``pairs=False`` (Table 1): model, heads, accuracy, params, wall time.
+    ``pairs=True`` (Table 3): model (the normal model's title), variant (normal / HA), accuracy, params,
+    params at the paper's settings (``paper_params``: {experiment: count}, when given), wall time.
+    A missing result reads "not yet trained"; a damaged or stale one says so (``NOT_USED``).
     """
     import pandas as pd
 
@@ -947,23 +1110,22 @@ def comparison_table(frame, preset: str, *, keep=("model",), wall_time: bool = F
     for _, r in frame.iterrows():
         done = r.get("status") == "complete"
         absent = NOT_USED.get(r.get("status"), MISSING)  # damaged / stale rows say so
-        row = {k: r[k] for k in keep}
-        row[f"ours ({preset}): accuracy"] = _accuracy_cell(r, done, absent)
+        if pairs:
+            row = {"model": r["pair"], "variant": r["variant"]}
+        else:
+            model, heads = split_title(r["experiment"])
+            row = {"model": model, "heads": heads}
+        row[f"accuracy ({preset})"] = _accuracy_cell(r, done, absent)
         params = r.get("params") if done else None
-        row[f"ours ({preset}): params"] = absent if is_missing(params) else f"{params / 1e6:.2f} M"
-        if wall_time and "wall_time_measured" in r:  # measured together (``table3_frame``), trained or not
-            row[f"ours ({preset}): wall time"] = fmt(r["wall_time_ms"], "{:.2f} ms", NOT_MEASURED)
+        row[f"params ({preset})"] = absent if is_missing(params) else f"{params / 1e6:.2f} M"
+        if paper_params is not None:
+            row["params (paper settings)"] = f"{paper_params[r['experiment']] / 1e6:.2f} M"
+        if "wall_time_measured" in r:  # measured together (``table3_frame``), trained or not
+            row["wall time"] = fmt(r["wall_time_ms"], "{:.2f} ms", NOT_MEASURED)
             if "time_ratio" in r:
-                row[f"ours ({preset}): HA / model time"] = fmt(r["time_ratio"], "{:.2f}×", "")
-        elif wall_time:
-            ms = r.get("wall_time_ms") if done else None
-            row[f"ours ({preset}): wall time"] = fmt(ms, "{:.2f} ms", absent)
-        if paper:
-            row["Cordonnier et al.: accuracy"] = _reference_cell(r["experiment"], PAPER, "test_accuracy")
-        row["[Re]: accuracy"] = _reference_cell(r["experiment"], RE, "test_accuracy")
-        row["[Re]: params"] = _reference_cell(r["experiment"], RE, "params")
-        if paper:
-            row["official code: params"] = _reference_cell(r["experiment"], PAPER, "params")
+                row["HA / model time"] = fmt(r["time_ratio"], "{:.2f}×", "")
+        else:
+            row["wall time"] = fmt(r.get("wall_time_ms") if done else None, "{:.2f} ms", absent)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -980,6 +1142,58 @@ def _accuracy_cell(r, done: bool, absent: str) -> str:
     spread = "" if is_missing(sd) else f" ± {sd * 100:.1f}"
     return f"{accuracy * 100:.1f}{spread} % (n = {int(r['seeds'])})"
 
+def _literature_cell(experiment: str, source: str, quantity: str) -> str:
+    found = references(experiment, source, quantity)
+    if not found:
+        return NOT_FOUND_CELL
+    r = found[0]
+    value = f"{r.value:.1%}" if quantity == "test_accuracy" else f"{r.value / 1e6:.2f} M"
+    return value + KIND_MARKS[r.kind]
+
+
+def literature_table(experiments, *, pairs: bool = False, paper: bool = True):
+    """The published and [Re] figures of ``experiments``, a companion to ``results_table``: one row per
+    experiment with at least one figure, one column per (source, quantity) with at least one figure.
+    Cells carry the mark of their kind (``KIND_MARKS``); "—" where none was found."""
+    import pandas as pd
+
+    from attnlib.experiments import get
+
+    columns = [("[Re] accuracy", RE, "test_accuracy"), ("[Re] params", RE, "params")]
+    if paper:
+        columns += [
+            ("Cordonnier et al. accuracy", PAPER, "test_accuracy"),
+            ("official code params", PAPER, "params"),
+        ]
+    rows = []
+    for name in experiments:
+        cells = {column: _literature_cell(name, source, quantity) for column, source, quantity in columns}
+        if all(c == NOT_FOUND_CELL for c in cells.values()):
+            continue
+        exp = get(name)
+        if pairs:
+            key = {"model": title(exp.baseline or name), "variant": "HA" if exp.baseline else "normal"}
+        else:
+            model, heads = split_title(name)
+            key = {"model": model, "heads": heads}
+        rows.append({**key, **cells})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    keep = [
+        c for c in table.columns if c in ("model", "heads", "variant") or (table[c] != NOT_FOUND_CELL).any()
+    ]
+    return table[keep]
+
+
+def literature_caption(experiments, what: str) -> str:
+    """The caption of a ``literature_table``: what it holds and what each mark means (only the kinds used)."""
+    kinds = [k for k in KIND_MARKS if any(r.kind == k for r in REFERENCES if r.experiment in experiments)]
+    marks = "; ".join(
+        f"{KIND_MARKS[k] + ' ' if KIND_MARKS[k] else 'unmarked: '}{k}, {KIND_MEANING[k]}" for k in kinds
+    )
+    return f"{what}. {marks}; — not found. Sources below."
+
 
 def sources_markdown(experiments) -> str:
     """A Markdown list of the sources of every literature figure used for these experiments."""
@@ -993,10 +1207,14 @@ def sources_markdown(experiments) -> str:
 
 
 def show_sources(experiments) -> None:
-    """Display ``sources_markdown`` under a table."""
+    """Display ``sources_markdown`` under a table, folded (a reader opens it to check a figure)."""
     from IPython.display import Markdown, display
 
-    display(Markdown("**Where the literature figures come from.**\n\n" + sources_markdown(experiments)))
+    display(
+        Markdown(
+            ":::{dropdown} Where the literature figures come from\n" + sources_markdown(experiments) + "\n:::"
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- registry tables
@@ -1079,18 +1297,32 @@ def model_table(preset: str, family: str):
 
 
 # ----------------------------------------------------------------------------- figures from results
-def show(figure) -> None:
-    """Display a matplotlib figure in the cell output as a PNG, and close it."""
-    from IPython.display import display
+def show(figure, name: str | None = None, caption: str | None = None) -> None:
+    """Display a matplotlib figure in the cell output as a PNG, and close it.
 
-    display(png(figure))
+    With ``name`` (e.g. ``"fig-alpha"``) the figure is numbered, with ``caption`` (MyST Markdown) under it,
+    and the prose refers to it as ``{numref}`fig-alpha```: the PNG is glued under ``name`` and shown by a
+    ``glue:figure`` directive in the cell's Markdown output. Names are labels of the whole book: unique.
+    """
+    from IPython.display import Markdown, display
+
+    if name is None:
+        display(png(figure))
+        return
+    from myst_nb import glue
+
+    glue(name, png(figure), display=False)
+    display(Markdown(f"```{{glue:figure}} {name}\n:name: {name}\n\n{caption or ''}\n```"))
 
 
-def show_table(frame, caption: str | None = None) -> None:
-    """Display a table without its row index (and with a caption)."""
+def show_table(frame, caption: str | None = None, compact: bool = False) -> None:
+    """Display a table without its row index (and with a caption). ``compact``: a table of short cells
+    (names and numbers), kept on one line each (CSS class ``results`` of ``book/_static/attnlib.css``)."""
     from IPython.display import display
 
     styler = frame.style.hide(axis="index")
+    if compact:
+        styler = styler.set_table_attributes('class="results"')
     if caption:
         styler = styler.set_caption(caption)
     display(styler)
@@ -1240,7 +1472,7 @@ def uniform_attention_phrase(runs: dict) -> str:
     if not peaks:
         return f"No attention maps of these models are saved at this preset ({MISSING})."
     listed = "; ".join(f"{title(n)}: {_peak_range(p)}" for n, p in peaks.items())
-    flat = [title(n) for n, p in peaks.items() if p.max() < NEAR_UNIFORM]
+    flat = flat_models(runs)
     if flat:
         verdict = (
             f"{' and '.join(flat)} kept near-uniform attention (below {NEAR_UNIFORM:g}× uniform) in every "
@@ -1251,9 +1483,11 @@ def uniform_attention_phrase(runs: dict) -> str:
     return f"Strongest attention probability per layer, as a multiple of uniform ({listed}). {verdict}"
 
 
-def show_attention(run, experiment: str, params: Params, query: int = 0) -> None:
-    """The saved attention maps of one run, for a fixed query pixel (first saved test image) and on
-    average (the same query pixel, averaged over the saved test images); or say plainly it is missing.
+def show_attention(run, experiment: str, params: Params, query: int = 0, name: str | None = None) -> None:
+    """The saved attention maps of one run as two numbered figures, ``{name}-one`` (a fixed query pixel,
+    first saved test image) and ``{name}-mean`` (the same query pixel, averaged over the saved test images);
+    ``name`` defaults to ``fig-<experiment>`` (``-q<query>`` added for another query). A missing run still
+    gets both figure numbers, with a placeholder saying it is not yet trained, so references resolve.
 
     Token models (paper models, ViT): layers × heads grids over the key grid. SAN: each layer's K×K
     window around the query pixel, and the weights averaged over pixels and images per weight group.
@@ -1261,44 +1495,87 @@ def show_attention(run, experiment: str, params: Params, query: int = 0) -> None
     from attnlib import viz
     from attnlib.results import QUERY_FRACTIONS
 
-    name = title(experiment)
+    label = name or f"fig-{experiment}" + (f"-q{query}" if query else "")
+    model = title(experiment)
     if run is None:
-        note_missing(f"Attention maps of {name}", params.preset, [experiment])
+        note_missing(f"Attention maps of {model}", params.preset, [experiment])
+        for part in ("one", "mean"):
+            show(viz.placeholder(f"{model}: {MISSING}"), f"{label}-{part}", f"{model}: {MISSING}.")
         return
     images = run.config.get("attention_mean_images", "the saved")
     hierarchical = run.config.get("model", {}).get("hierarchical", False)
-    label = "application" if hierarchical else "layer"
+    unit = "application of the shared block" if hierarchical else "layer"
     att = run.attention
     if "rows" in att:
         grid = tuple(int(g) for g in att["grid"])
         pixel = divmod(int(att["queries"][query]), grid[1])
-        for image, what in ((0, "one test image"), (None, f"mean over {images} test images")):
-            heading = f"{name}: query pixel {pixel}, {what}"
-            show(viz.token_attention(att, query=query, image=image, title=heading, layer_label=label))
+        layout = (
+            f"One row per {unit}, one column per head, the mean over heads last; one colour scale for every "
+            f"panel, its bar marking uniform attention 1/{grid[0] * grid[1]}."
+        )
+        for image, part, what in (
+            (0, "one", "one test image"),
+            (None, "mean", f"mean over {images} test images"),
+        ):
+            figure = viz.token_attention(att, query=query, image=image, layer_label=unit.split(" ")[0])
+            show(
+                figure,
+                f"{label}-{part}",
+                f"{model}: attention of query pixel {pixel} (outlined), {what}. {layout}",
+            )
         peaks = attention_peaks(run)
         listed = ", ".join(f"{_times(p)}×" for p in peaks)
         flat = (
-            " (near-uniform: its colours show differences of a few per cent)"
+            " (near-uniform: on the figures' shared colour scale every panel is flat)"
             if peaks.max() < NEAR_UNIFORM
             else ""
         )
         note(
-            f"Strongest attention probability per {label}, over heads, the saved query pixels and "
+            f"Strongest attention probability per {unit}, over heads, the saved query pixels and "
             f"{len(att['rows'])} test images: {listed} the uniform 1/{att['rows'].shape[-1]}{flat}."
         )
         return
     weights, means = viz.san_layers(att)
     fraction = QUERY_FRACTIONS[query]
-    names = [f"{label} {i + 1}" for i in range(len(weights))]
-    heading = f"{name}: query pixel at {fraction} of the image, one test image"
-    show(viz.window_maps([w[0] for w in weights], fraction, title=heading, layer_names=names))
-    heading = f"{name}: mean over pixels and {images} test images"
-    show(viz.window_means(means, title=heading, layer_names=names))
+    unit = "application" if hierarchical else "layer"
+    names = [f"{unit} {i + 1}" for i in range(len(weights))]
+    show(
+        viz.window_maps([w[0] for w in weights], fraction, layer_names=names),
+        f"{label}-one",
+        f"{model}: aggregation weights of the query pixel at {fraction} of the image over its K×K window "
+        f"(centre outlined), one test image, one panel per {unit}, averaged over weight groups; one colour "
+        "scale for every panel.",
+    )
+    show(
+        viz.window_means(means, layer_names=names),
+        f"{label}-mean",
+        f"{model}: aggregation weights averaged over pixels and {images} test images, one row per weight "
+        f"group (the mean of all groups last), one column per {unit}; one colour scale for every panel.",
+    )
 
 
 # ----------------------------------------------------------------------------- Sphinx extension
+def _unique_scripts(app, pagename, templatename, context, doctree) -> None:
+    """Drop repeated ``<script>`` entries from a page. Jupyter Book 1.x registers some inline scripts
+    twice (sphinx-thebe's ``const THEBE_JS_URL = ...``), and a second ``const`` of one name is a
+    JavaScript error in every page."""
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, unique = set(), []
+    for js in scripts:
+        # an inline script is registered once with filename None and once with "" (same body)
+        key = (getattr(js, "filename", js) or "", tuple(sorted(getattr(js, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            unique.append(js)
+    context["script_files"] = unique
+
+
 def setup(app):
     """Sphinx extension hook (listed in ``_config.yml``): chapters executed by the book build read saved
-    results and never train, unless ``ATTNLIB_TRAIN_MISSING`` was set explicitly."""
+    results and never train, unless ``ATTNLIB_TRAIN_MISSING`` was set explicitly; and every page carries
+    each of its scripts once (see ``_unique_scripts``)."""
     os.environ.setdefault(TRAIN_MISSING_ENV, "0")
+    app.connect("html-page-context", _unique_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -14,14 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Ellipse, Rectangle
 
 CMAP = "viridis"
+DIVERGING = "RdBu_r"  # for values of both signs (SAN patchwise weights), symmetric around 0
 QUERY_COLOR = "#e4572e"
 PAGE_WIDTH = 10.0  # inches: the width of a figure that fills the book's text column
+#: Width (inches) of the panel grids (attention maps): narrower than PAGE_WIDTH, so that shown at the text
+#: column's width their labels stay legible; panels shrink instead.
+GRID_WIDTH = 7.5
 
 
 def set_style() -> None:
@@ -70,13 +75,50 @@ def _clean(ax) -> None:
     ax.grid(False)
 
 
+# ----------------------------------------------------------------------------- colour scales
+def shared_scale(arrays) -> dict:
+    """One colour scale for every panel of a figure, so panels compare: ``imshow`` keywords.
+
+    Non-negative values (attention probabilities, softmax weights): ``viridis`` from 0 to the largest value
+    of all panels. Values of both signs (SAN's unnormalised patchwise weights): the diverging ``RdBu_r``,
+    symmetric around 0.
+    """
+    values = np.concatenate([_as_numpy(a).ravel() for a in arrays])
+    values = values[np.isfinite(values)]
+    low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
+    if low < 0:
+        bound = max(abs(low), abs(high), 1e-12)
+        return {"cmap": DIVERGING, "vmin": -bound, "vmax": bound}
+    return {"cmap": CMAP, "vmin": 0.0, "vmax": max(high, 1e-12)}
+
+
+def _colorbar(fig, image, axes, label: str, uniform: float | None = None):
+    """A colour bar for all ``axes`` (one scale), with the uniform level 1/N marked when given."""
+    bar = fig.colorbar(image, ax=axes, shrink=0.9, aspect=30, pad=0.02)
+    bar.set_label(label, fontsize=9)
+    bar.ax.tick_params(labelsize=8)
+    if uniform is not None and image.norm.vmin <= uniform <= image.norm.vmax:
+        bar.ax.axhline(uniform, color=QUERY_COLOR, linewidth=1.5)
+        bar.ax.text(
+            -0.6,
+            uniform,
+            "uniform",
+            color=QUERY_COLOR,
+            fontsize=7,
+            ha="right",
+            va="center",
+            transform=bar.ax.get_yaxis_transform(),
+        )
+    return bar
+
+
 # ----------------------------------------------------------------------------- attention grids
 def attention_grid(
     rows,
     grid: tuple[int, int],
     query: tuple[int, int],
     *,
-    title: str,
+    title: str | None = None,
     layer_names: Sequence[str] | None = None,
     average: bool = True,
     panel: float = 1.05,
@@ -84,55 +126,85 @@ def attention_grid(
     """Attention probabilities of one query pixel, layers (rows) × heads (columns).
 
     rows: (L, heads, N) (or (heads, N) for one layer): the attention of the query over the N = H·W keys.
-    ``average`` adds a last column with the mean over heads. Each panel is scaled to its own maximum
-    (colour: attention probability, 0 → max); the query pixel is outlined.
+    ``average`` adds a last column with the mean over heads. Every panel shares one colour scale (0 to the
+    largest probability in the figure), shown by a colour bar that marks uniform attention 1/N; the query
+    pixel is outlined.
     """
     r = _as_numpy(rows)
     r = r[None] if r.ndim == 2 else r
     height, width = (int(g) for g in grid)
     maps = r.reshape(r.shape[0], r.shape[1], height, width)
     xlabel = (
-        f"key position on the {height}×{width} grid (query pixel {tuple(int(q) for q in query)} outlined); "
-        "colour: attention probability, each panel scaled to its maximum"
+        f"key position on the {height}×{width} grid (query pixel {tuple(int(q) for q in query)} outlined)"
     )
     return _panels(
-        maps, query, title=title, xlabel=xlabel, layer_names=layer_names, average=average, panel=panel
+        maps,
+        query,
+        title=title,
+        xlabel=xlabel,
+        layer_names=layer_names,
+        average=average,
+        panel=panel,
+        label="attention probability",
+        uniform=1.0 / (height * width),
     )
 
 
-def _panels(maps, centre, *, title, xlabel, layer_names=None, average=True, panel=1.05) -> Figure:
-    """Layers (rows) × heads (columns, plus the mean of heads when ``average``) of 2D maps (L, heads, h, w),
-    each panel scaled to its own maximum, with the pixel ``centre`` outlined."""
+def _panels(
+    maps,
+    centre,
+    *,
+    title,
+    xlabel,
+    layer_names=None,
+    average=True,
+    panel=1.05,
+    label="attention probability",
+    uniform=None,
+) -> Figure:
+    """Layers (rows) × heads (columns, plus the mean of heads when ``average``) of 2D maps (L, heads, h, w)
+    on one shared colour scale with a colour bar, with the pixel ``centre`` outlined."""
     n_layers, heads = maps.shape[:2]
     cols = heads + (1 if average else 0)
-    scale = min(panel, PAGE_WIDTH / cols)
+    scale = min(panel, (GRID_WIDTH - 1.4) / cols)
+    compact = cols > 10  # 16 heads: number the columns, the x label says they are heads
     fig, axes = plt.subplots(
         n_layers,
         cols,
-        figsize=(scale * cols + 0.6, scale * n_layers + 0.9),
+        figsize=(scale * cols + 1.4, scale * n_layers + 0.9),
         squeeze=False,
         layout="constrained",
     )
-    for li in range(n_layers):
-        for ci in range(cols):
+    panels = [
+        [(maps[li, ci], f"{ci + 1}" if compact else f"head {ci + 1}") for ci in range(heads)]
+        for li in range(n_layers)
+    ]
+    if average:
+        for li in range(n_layers):
+            panels[li].append((maps[li].mean(0), "mean" if compact else "mean of\nheads"))
+    colours = shared_scale([p for row in panels for p, _ in row])
+    image = None
+    for li, row in enumerate(panels):
+        for ci, (p, name) in enumerate(row):
             ax = axes[li, ci]
             _clean(ax)
-            p, label = (
-                (maps[li].mean(0), "mean of\nheads") if ci == heads else (maps[li, ci], f"head {ci + 1}")
-            )
-            ax.imshow(p, cmap=CMAP, vmin=0.0, vmax=max(float(p.max()), 1e-12))
+            image = ax.imshow(p, **colours)
             _mark_query(ax, *centre)
             if li == 0:
-                ax.set_title(label, fontsize=9)
+                ax.set_title(name, fontsize=9, fontweight="normal")
             if ci == 0:
-                ax.set_ylabel(layer_names[li] if layer_names else f"layer {li + 1}", fontsize=9)
-    fig.suptitle(title)
-    fig.supxlabel(xlabel, fontsize=9)
+                row_name = layer_names[li] if layer_names else f"layer {li + 1}"
+                # horizontal, so the labels of neighbouring rows never overlap
+                ax.set_ylabel(row_name, fontsize=9, rotation=0, ha="right", va="center")
+    _colorbar(fig, image, axes, label, uniform)
+    if title:
+        fig.suptitle(title)
+    fig.supxlabel(("columns: heads (mean of heads last); " if compact else "") + xlabel, fontsize=9)
     return fig
 
 
 def offset_grid(
-    offsets, *, title: str, radius: int | None = None, layer_names: Sequence[str] | None = None
+    offsets, *, title: str | None = None, radius: int | None = None, layer_names: Sequence[str] | None = None
 ) -> Figure:
     """Attention by relative offset δ = key − query, averaged over query pixels (and images), layers × heads.
 
@@ -144,15 +216,19 @@ def offset_grid(
     if radius is not None:
         o = o[..., max(ch - radius, 0) : ch + radius + 1, max(cw - radius, 0) : cw + radius + 1]
         ch, cw = min(radius, ch), min(radius, cw)
-    xlabel = (
-        "relative offset δ = key − query (query outlined at the centre); colour: mean attention probability, "
-        "each panel scaled to its maximum"
+    xlabel = "relative offset δ = key − query (query outlined at the centre)"
+    return _panels(
+        o, (ch, cw), title=title, xlabel=xlabel, layer_names=layer_names, label="mean attention probability"
     )
-    return _panels(o, (ch, cw), title=title, xlabel=xlabel, layer_names=layer_names)
 
 
 def token_attention(
-    attention: Mapping, *, title: str, query: int = 0, image: int | None = 0, layer_label: str = "layer"
+    attention: Mapping,
+    *,
+    title: str | None = None,
+    query: int = 0,
+    image: int | None = 0,
+    layer_label: str = "layer",
 ) -> Figure:
     """``attention_grid`` from a saved ``attention.npz`` (``attnlib.results.attention_summary``).
 
@@ -167,86 +243,117 @@ def token_attention(
     return attention_grid(rows, grid, pixel, title=title, layer_names=names)
 
 
+#: Panels per row of the SAN figures (one per layer): four keep each panel's two-line title apart.
+SAN_COLUMNS = 4
+
+
 def window_maps(
-    weights: Sequence, query: tuple[float, float], *, title: str, layer_names: Sequence[str] | None = None
+    weights: Sequence,
+    query: tuple[float, float],
+    *,
+    title: str | None = None,
+    layer_names: Sequence[str] | None = None,
 ) -> Figure:
-    """SAN aggregation weights of one query pixel over its K×K window, one panel per layer.
+    """SAN aggregation weights of one query pixel over its K×K window, one panel per layer, on one colour
+    scale (a diverging one when weights take both signs, as patchwise SAN's unnormalised weights do).
 
     weights: per layer (K², H, W) (weights averaged over the weight groups); layers may differ in
     resolution, so the query is given as fractions (row, col) of the image and mapped to each grid.
     """
     layers = [_as_numpy(w) for w in weights]
     n = len(layers)
-    cols = min(n, 8)
+    cols = min(n, SAN_COLUMNS)
     rows = int(np.ceil(n / cols))
-    size = min(1.4, PAGE_WIDTH / cols)
+    size = min(1.9, (GRID_WIDTH - 1.2) / cols)
     fig, axes = plt.subplots(
-        rows, cols, figsize=(size * cols + 0.4, size * rows + 1.0), squeeze=False, layout="constrained"
+        rows,
+        cols,
+        figsize=(size * cols + 1.2, (size + 0.45) * rows + 0.6),
+        squeeze=False,
+        layout="constrained",
     )
+    panels = []
+    for layer in layers:
+        kk, h, w = layer.shape
+        k = int(round(np.sqrt(kk)))
+        i, j = min(int(query[0] * h), h - 1), min(int(query[1] * w), w - 1)
+        panels.append((layer[:, i, j].reshape(k, k), k, h, w, i, j))
+    colours = shared_scale([p[0] for p in panels])
+    image = None
     for li in range(rows * cols):
         ax = axes.flat[li]
         _clean(ax)
         if li >= n:
             ax.set_visible(False)
             continue
-        kk, h, w = layers[li].shape
-        k = int(round(np.sqrt(kk)))
-        i, j = min(int(query[0] * h), h - 1), min(int(query[1] * w), w - 1)
-        p = layers[li][:, i, j].reshape(k, k)
-        ax.imshow(p, cmap=CMAP, vmin=0.0, vmax=max(float(p.max()), 1e-12))
+        p, k, h, w, i, j = panels[li]
+        image = ax.imshow(p, **colours)
         _mark_query(ax, k // 2, k // 2)
         name = layer_names[li] if layer_names else f"layer {li + 1}"
-        ax.set_title(f"{name}\n{h}×{w} grid, pixel ({i},{j})", fontsize=8)
-    fig.suptitle(title)
-    fig.supxlabel(
-        "K×K window around the query pixel (centre outlined); colour: aggregation weight (mean over weight "
-        "groups), each panel scaled to its maximum",
-        fontsize=9,
-    )
+        ax.set_title(name, fontsize=9, fontweight="normal")
+        ax.set_xlabel(f"{h}×{w} grid, pixel ({i}, {j})", fontsize=8)
+    _colorbar(fig, image, axes, "aggregation weight")
+    if title:
+        fig.suptitle(title)
+    fig.supxlabel("K×K window around the query pixel (centre outlined); mean over weight groups", fontsize=9)
     return fig
 
 
 def window_means(
-    means: Sequence, *, title: str, max_groups: int = 8, layer_names: Sequence[str] | None = None
+    means: Sequence,
+    *,
+    title: str | None = None,
+    max_groups: int = 8,
+    layer_names: Sequence[str] | None = None,
 ) -> Figure:
     """SAN aggregation weights averaged over pixels and images: weight groups (rows, with their mean
-    last) × layers (columns).
+    last) × layers (columns), on one colour scale with a colour bar.
 
     means: per layer (G, K²). Shows the first ``max_groups`` groups and the mean over all groups.
     """
     layers = [_as_numpy(m) for m in means]
     groups = min(max(m.shape[0] for m in layers), max_groups)
     n_rows, cols = groups + 1, len(layers)
-    scale = min(1.05, PAGE_WIDTH / cols)
+    scale = min(1.05, (GRID_WIDTH - 1.4) / cols)
     fig, axes = plt.subplots(
-        n_rows, cols, figsize=(scale * cols + 0.6, scale * n_rows + 0.9), squeeze=False, layout="constrained"
+        n_rows, cols, figsize=(scale * cols + 1.6, scale * n_rows + 0.9), squeeze=False, layout="constrained"
     )
+    cells = {}
     for li, m in enumerate(layers):
         g, kk = m.shape
         k = int(round(np.sqrt(kk)))
         for ri in range(n_rows):
+            if ri == n_rows - 1:
+                cells[ri, li] = (m.mean(0).reshape(k, k), "mean of groups", k)
+            elif ri < g:
+                cells[ri, li] = (m[ri].reshape(k, k), f"group {ri + 1}", k)
+    colours = shared_scale([c[0] for c in cells.values()])
+    names = list(layer_names) if layer_names else [f"layer {li + 1}" for li in range(cols)]
+    compact = cols > 4  # numbered columns (a long name over each would run into the next)
+    image = None
+    for li in range(cols):
+        for ri in range(n_rows):
             ax = axes[ri, li]
             _clean(ax)
-            if ri == n_rows - 1:
-                p, label = m.mean(0), "mean of groups"
-            elif ri < g:
-                p, label = m[ri], f"group {ri + 1}"
-            else:
-                ax.set_visible(False)
-                continue
-            p = p.reshape(k, k)
-            ax.imshow(p, cmap=CMAP, vmin=0.0, vmax=max(float(p.max()), 1e-12))
-            _mark_query(ax, k // 2, k // 2)
             if ri == 0:
-                ax.set_title(layer_names[li] if layer_names else f"layer {li + 1}", fontsize=9)
+                ax.set_title(
+                    names[li].split(" ")[-1] if compact else names[li], fontsize=8, fontweight="normal"
+                )
             if li == 0:
-                ax.set_ylabel(label, fontsize=8)
-    fig.suptitle(title)
-    fig.supxlabel(
-        "K×K window (centre outlined); colour: aggregation weight averaged over pixels and images, "
-        "each panel scaled to its maximum",
-        fontsize=9,
-    )
+                label = "mean of groups" if ri == n_rows - 1 else f"group {ri + 1}"
+                ax.set_ylabel(label, fontsize=8, rotation=0, ha="right", va="center")
+            if (ri, li) not in cells:  # this layer has fewer groups: an empty cell, its row label kept
+                ax.set_frame_on(False)
+                continue
+            p, _, k = cells[ri, li]
+            image = ax.imshow(p, **colours)
+            _mark_query(ax, k // 2, k // 2)
+    _colorbar(fig, image, axes, "aggregation weight (mean over pixels and images)")
+    if title:
+        fig.suptitle(title)
+    unit = names[0].rsplit(" ", 1)[0] if compact else ""
+    columns = f"columns: {unit}s 1–{cols}; " if compact else ""
+    fig.supxlabel(f"{columns}K×K window (centre outlined)", fontsize=9)
     return fig
 
 
@@ -258,7 +365,20 @@ def san_layers(attention: Mapping) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return [attention[f"{k}_weights"] for k in keys], [attention[f"{k}_mean"] for k in keys]
 
 
+def placeholder(text: str) -> Figure:
+    """A small empty figure saying ``text``: where a numbered figure has no data (a run not yet trained)."""
+    fig, ax = plt.subplots(figsize=(6.4, 1.2), layout="constrained")
+    _clean(ax)
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=11, color="0.35", transform=ax.transAxes)
+    return fig
+
+
 # ----------------------------------------------------------------------------- quadratic heads
+def _layer_columns(n: int) -> int:
+    """Panels per row for one panel per layer: up to four in a row, rows of three for 6 or 9 layers."""
+    return 3 if n > 4 and n % 3 == 0 else min(n, 4)
+
+
 def _ellipse(ax, centre, inv_cov, color, nsigma: float = 1.0) -> None:
     """Contour of exp(−½ δᵀΣ⁻¹δ) at ``nsigma`` standard deviations, in (column, row) plot coordinates."""
     cov = np.linalg.pinv(inv_cov)
@@ -295,7 +415,7 @@ def quadratic_centres(
     centres: Sequence,
     inverse_covariances: Sequence | None = None,
     *,
-    title: str,
+    title: str | None = None,
     radius: float | None = None,
     layer_names: Sequence[str] | None = None,
 ) -> Figure:
@@ -308,10 +428,10 @@ def quadratic_centres(
     invs = [_as_numpy(s) for s in inverse_covariances] if inverse_covariances is not None else None
     radius = radius or max(3.0, float(np.ceil(max(np.abs(c).max() for c in centres) + 1)))
     n = len(centres)
-    cols = min(n, 3)
+    cols = _layer_columns(n)
     rows = int(np.ceil(n / cols))
     fig, axes = plt.subplots(
-        rows, cols, figsize=(3.3 * cols, 3.3 * rows + 0.4), squeeze=False, layout="constrained"
+        rows, cols, figsize=(2.7 * cols, 2.8 * rows + 0.4), squeeze=False, layout="constrained"
     )
     palette = plt.get_cmap("tab20")
     for li in range(rows * cols):
@@ -329,14 +449,15 @@ def quadratic_centres(
         ax.set_title(layer_names[li] if layer_names else f"layer {li + 1}")
         ax.set_xlabel("column shift δ₂ (pixels)")
         ax.set_ylabel("row shift δ₁ (pixels)")
-    fig.suptitle(title)
+    if title:
+        fig.suptitle(title)
     return fig
 
 
 def centre_trajectories(
     trajectory,
     *,
-    title: str,
+    title: str | None = None,
     targets=None,
     layer_names: Sequence[str] | None = None,
     x_label: str = "epoch",
@@ -355,9 +476,9 @@ def centre_trajectories(
     steps, n_layers, heads, _ = t.shape
     x_values = np.arange(steps) if x_values is None else _as_numpy(x_values)
     radius = max(3.0, float(np.ceil(np.abs(t).max() + 0.5)))
-    cols = min(n_layers, 3)
+    cols = _layer_columns(n_layers)
     rows = int(np.ceil(n_layers / cols))
-    size = 4.2 if n_layers == 1 else 3.3
+    size = 4.2 if n_layers == 1 else (3.3 if cols < 4 else 2.7)
     fig, axes = plt.subplots(
         rows, cols, figsize=(size * cols + 0.3, size * rows + 0.4), squeeze=False, layout="constrained"
     )
@@ -391,7 +512,8 @@ def centre_trajectories(
     if targets is not None:
         handles.append(plt.Line2D([], [], marker="x", color="0.2", linestyle="none", label="target"))
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
-    fig.suptitle(title)
+    if title:
+        fig.suptitle(title)
     return fig
 
 
@@ -400,7 +522,7 @@ def error_vs_alpha(
     alphas,
     errors: Mapping[str, Sequence] | Sequence,
     *,
-    title: str,
+    title: str | None = None,
     tolerance: float | None = None,
     guide: bool = True,
 ) -> Figure:
@@ -424,25 +546,27 @@ def error_vs_alpha(
     ax.set_ylim(max(low / 10, 1e-17), 2.0)
     ax.set_xlabel("α (inverse width of the quadratic encoding, 1/pixel²)")
     ax.set_ylabel("relative error (dimensionless)")
-    ax.set_title(title)
+    if title:
+        ax.set_title(title)
     ax.legend(frameon=False, fontsize=9)
     return fig
 
 
-def loss_curve(steps, losses, *, title: str, y_label: str = "mean squared error") -> Figure:
+def loss_curve(steps, losses, *, title: str | None = None, y_label: str = "mean squared error") -> Figure:
     """One loss curve against optimisation steps, log-scale y."""
     fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
     ax.semilogy(_as_numpy(steps), _as_numpy(losses))
     ax.set_xlabel("gradient step")
     ax.set_ylabel(y_label)
-    ax.set_title(title)
+    if title:
+        ax.set_title(title)
     return fig
 
 
 def step_curves(
     series: Mapping[str, tuple],
     *,
-    title: str,
+    title: str | None = None,
     y_label: str,
     reference: float | None = None,
     reference_label: str = "",
@@ -456,12 +580,13 @@ def step_curves(
         ax.axhline(reference, color="0.3", linestyle=":", linewidth=1.0, label=reference_label or None)
     ax.set_xlabel("gradient step")
     ax.set_ylabel(y_label)
-    ax.set_title(title)
+    if title:
+        ax.set_title(title)
     ax.legend(frameon=False, fontsize=9)
     return fig
 
 
-def training_curves(histories: Mapping[str, object], *, title: str, cols: int = 4) -> Figure:
+def training_curves(histories: Mapping[str, object], *, title: str | None = None, cols: int = 4) -> Figure:
     """Training curves of several runs, one panel per run: train and test accuracy (%, left axis) and
     train and test loss (right axis) against the epoch.
 
@@ -509,5 +634,174 @@ def training_curves(histories: Mapping[str, object], *, title: str, cols: int = 
         plt.Line2D([], [], color=colors[1], linestyle="-", label="test loss"),
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=4, frameon=False)
-    fig.suptitle(title)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+# ----------------------------------------------------------------------------- results at a glance
+#: Markers of the literature sources in ``accuracy_vs_params`` (hollow; ours are filled circles).
+LITERATURE_MARKERS = ("s", "D", "^", "v")
+#: Palette entries of the groups in order (seaborn "colorblind": grey first, for the convolutional
+#: baseline, then blue, green, vermilion, purple, brown, pink...): neighbours never both orange.
+GROUP_COLOURS = (7, 0, 2, 3, 4, 5, 6, 9, 8, 1)
+#: Where a point's label may go, in points from the point, tried in order until it overlaps nothing.
+LABEL_SPOTS = (
+    (5, 3, "left"),
+    (5, -10, "left"),
+    (-5, 3, "right"),
+    (-5, -10, "right"),
+    (0, 7, "center"),
+    (0, -15, "center"),
+)
+
+
+def _place_labels(ax, items, fontsize: float = 7) -> None:
+    """Write each (x, y, text) next to its point where it overlaps no label written before nor a point
+    (greedy, first free spot of ``LABEL_SPOTS``; the first spot when none is free)."""
+    fig = ax.figure
+    fig.canvas.draw()  # lay the figure out first (constrained layout): positions are final
+    renderer = fig.canvas.get_renderer()
+    points = [ax.transData.transform((x, y)) for x, y, _ in items]
+    taken = [matplotlib.transforms.Bbox.from_extents(px - 4, py - 4, px + 4, py + 4) for px, py in points]
+    for x, y, text in items:
+        for k, (dx, dy, ha) in enumerate(LABEL_SPOTS):
+            label = ax.annotate(
+                text,
+                (x, y),
+                textcoords="offset points",
+                xytext=(dx, dy),
+                fontsize=fontsize,
+                color="0.25",
+                ha=ha,
+            )
+            box = label.get_window_extent(renderer)
+            if not any(box.overlaps(t) for t in taken) or k == len(LABEL_SPOTS) - 1:
+                if any(box.overlaps(t) for t in taken):
+                    label.remove()
+                    label = ax.annotate(
+                        text,
+                        (x, y),
+                        textcoords="offset points",
+                        xytext=LABEL_SPOTS[0][:2],
+                        fontsize=fontsize,
+                        color="0.25",
+                        ha=LABEL_SPOTS[0][2],
+                    )
+                    box = label.get_window_extent(renderer)
+                taken.append(box)
+                break
+            label.remove()
+
+
+def accuracy_vs_params(
+    points,
+    *,
+    title: str | None = None,
+    source_labels: Mapping[str, str] | None = None,
+    verdicts: Mapping[str, str] | None = None,
+) -> Figure:
+    """Test accuracy against parameter count, one point per model and source, an arrow from each model to
+    its HA variant (within one source).
+
+    points: a DataFrame with ``experiment``, ``group`` (one colour each), ``label`` (written next to the
+    point), ``source`` ("ours" is drawn filled, every other source hollow, one marker each), ``params``,
+    ``accuracy`` (fraction) and ``baseline`` (the experiment an HA variant is compared with, else None).
+    ``source_labels``: how the legend names each source. ``verdicts``: {experiment: short text} written
+    under our point of that experiment (the claims ledger's verdicts; none are drawn when None).
+    """
+    source_labels = dict(source_labels or {})
+    groups = list(dict.fromkeys(points["group"]))
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    order = [i for i in GROUP_COLOURS if i < len(palette)] or list(range(len(palette)))
+    colours = {g: palette[order[i % len(order)]] for i, g in enumerate(groups)}
+    sources = list(dict.fromkeys(points["source"]))
+    others = [s for s in sources if s != "ours"]
+    markers = {
+        "ours": "o",
+        **{s: LITERATURE_MARKERS[i % len(LITERATURE_MARKERS)] for i, s in enumerate(others)},
+    }
+    fig, ax = plt.subplots(figsize=(6.8, 4.8), layout="constrained")  # about the column's width
+    ax.set_xscale("log")
+    where = {(r.experiment, r.source): (r.params, r.accuracy * 100) for r in points.itertuples()}
+    for r in points.itertuples():  # arrows first, under the points
+        if r.baseline is None or not isinstance(r.baseline, str) or (r.baseline, r.source) not in where:
+            continue
+        start, end = where[(r.baseline, r.source)], (r.params, r.accuracy * 100)
+        ax.annotate(
+            "",
+            xy=end,
+            xytext=start,
+            arrowprops={
+                "arrowstyle": "-|>",
+                "color": colours[r.group],
+                "linewidth": 1.1,
+                "linestyle": "-" if r.source == "ours" else "--",
+                "shrinkA": 5,
+                "shrinkB": 5,
+            },
+        )
+    for r in points.itertuples():
+        filled = r.source == "ours"
+        ax.plot(
+            r.params,
+            r.accuracy * 100,
+            markers[r.source],
+            markersize=7,
+            color=colours[r.group],
+            mfc=colours[r.group] if filled else "white",
+            mew=1.4,
+            linestyle="none",
+            zorder=3,
+        )
+        if verdicts and filled and r.experiment in verdicts:
+            ax.annotate(
+                verdicts[r.experiment],
+                (r.params, r.accuracy * 100),
+                textcoords="offset points",
+                xytext=(0, -12),
+                fontsize=7,
+                ha="center",
+                color="0.1",
+            )
+    ax.set_xlabel("trainable parameters (log scale)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_xlim(points["params"].min() / 1.6, points["params"].max() * 1.6)
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0f}"))
+    low = float(points["accuracy"].min() * 100) if len(points) else 0.0
+    ax.set_ylim(max(0.0, np.floor(low / 10) * 10 - 2), 100)
+    family = [plt.Line2D([], [], marker="o", color=colours[g], linestyle="none", label=g) for g in groups]
+    kinds = [
+        plt.Line2D(
+            [],
+            [],
+            marker=markers[s],
+            color="0.3",
+            mfc="0.3" if s == "ours" else "white",
+            mew=1.4,
+            linestyle="none",
+            label=source_labels.get(s, s),
+        )
+        for s in sources
+    ]
+    kinds.append(
+        plt.Line2D(
+            [],
+            [],
+            color="0.3",
+            marker=r"$\rightarrow$",
+            markersize=12,
+            linestyle="none",
+            label="model → its HA variant",
+        )
+    )
+    first = ax.legend(
+        handles=family, loc="upper left", fontsize=8, title="model", title_fontsize=8, frameon=True
+    )
+    ax.add_artist(first)
+    ax.legend(handles=kinds, loc="lower right", fontsize=8, frameon=True)
+    if title:
+        ax.set_title(title)
+    labelled = [(r.params, r.accuracy * 100, r.label) for r in points.itertuples() if r.label]
+    _place_labels(ax, labelled)  # last: the axes limits and legends are final
     return fig

@@ -165,7 +165,10 @@ sizes = pd.DataFrame(
     {f"params at {p}": [experiments.count_parameters(n, p) for n in names] for p in presets},
     index=[book.title(n) for n in names],
 )
-book.show_table(sizes.map(lambda v: f"{v / 1e6:.2f} M").reset_index(names="model"), caption="Parameters")
+book.show_table(
+    sizes.map(lambda v: f"{v / 1e6:.2f} M").reset_index(names="model"),
+    caption="Trainable parameters of SAN, ViT and their HA variants, counted from the registry.",
+)
 ratio = sizes.iloc[1::2].to_numpy() / sizes.iloc[0::2].to_numpy()
 book.glue_text("san_vit_ha_ratio_min", float(ratio[:, 0].min()))
 book.glue_text("san_vit_ha_ratio_max", float(ratio[:, 0].max()))
@@ -175,3 +178,14 @@ book.glue_text("san_vit_ha_ratio_max", float(ratio[:, 0].max()))
 # {glue:text}`san_vit_ha_ratio_max` of the parameters: SAN's HA is the [Re] hierarchical network, one
 # layer of two bottlenecks at a constant 256 channels applied in 4 passes without pooling (chapter 4), and
 # ViT's shares one block across all layers.
+#
+# ## What this chapter found
+#
+# SAN keeps the locality of a convolution and lets its kernel vary with the content: with weights that do
+# not depend on the pixel, its aggregation is a grouped convolution (largest difference
+# {glue:text}`san_conv_diff` in float64). Its plain formulation unfolds every window, at $K^2$ times the
+# memory of its input per layer, which attnlib's Triton kernels avoid; on this machine,
+# {glue:text}`san_triton_check`. ViT attends globally and has no relative positional term, so any
+# locality it shows must be learned. Their Hierarchical-Attention variants keep
+# {glue:text}`san_vit_ha_ratio_min` to {glue:text}`san_vit_ha_ratio_max` of the parameters at the paper's
+# settings; chapter 4 measures what that costs in accuracy.

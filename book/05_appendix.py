@@ -104,7 +104,9 @@ for family in ("paper", "resnet", "san", "san_hier", "vit"):
 # application of the shared block) and each column a head, with the mean over heads last; for SAN each
 # panel is one attention application's $K \times K$ window around the query pixel (weights averaged over
 # the weight groups; the hierarchical SAN has 8 applications, 2 bottlenecks × 4 passes), and the averaged
-# figure shows each weight group, averaged over pixels and images.
+# figure shows each weight group, averaged over pixels and images. All panels of a figure share one colour
+# scale, shown by its colour bar (for token attention the bar marks uniform attention 1/N), so a
+# near-uniform map looks flat and panels can be compared.
 #
 # ### B.1 Learned 2D encoding with content, 9 heads
 
@@ -168,8 +170,8 @@ book.show_attention(runs["vit_ha"], "vit_ha", params, query)
 # %% [markdown]
 # ## C. Training curves
 #
-# Train (dashed) and test (solid) accuracy and loss after every epoch, for every saved run at the chosen
-# preset. The loss axis turns logarithmic when a curve spans more than a hundredfold: at the budget preset
+# {numref}`fig-curves` shows train (dashed) and test (solid) accuracy and loss after every epoch, for every
+# saved run at the chosen preset. The loss axis turns logarithmic when a curve spans more than a hundredfold: at the budget preset
 # that is SAN patchwise, whose test loss is astronomically large while its test accuracy is normal. Its
 # weights $\alpha$ are not normalised (no softmax, as in the official SAN code), so on a few test images
 # the products of unbounded weights and features give enormous logits; the cross-entropy of those few
@@ -180,7 +182,14 @@ book.show_attention(runs["vit_ha"], "vit_ha", params, query)
 # %% tags=["hide-input"]
 histories = {name: run.history for name, run in runs.items() if run is not None}
 if histories:
-    book.show(viz.training_curves(histories, title=f"Training curves at preset {params.preset}"))
+    book.show(
+        viz.training_curves(histories),
+        "fig-curves",
+        f"Training curves of every saved run at preset {params.preset}: train (dashed) and test (solid) "
+        "accuracy (left axis) and loss (right axis) after every epoch.",
+    )
+else:
+    book.show(viz.placeholder(f"no run saved at preset {params.preset}"), "fig-curves", book.MISSING + ".")
 missing = [name for name, run in runs.items() if run is None]
 if missing:
     book.note_missing("Training curves", params.preset, missing)

@@ -192,12 +192,12 @@ def test_viz_figures_are_labelled():
     rng = np.random.default_rng(0)
     rows = rng.dirichlet(np.ones(16), size=(2, 3))  # (layers, heads, N = 4 x 4)
     fig = viz.attention_grid(rows, (4, 4), (1, 2), title="t")
-    assert len([a for a in fig.axes if a.get_visible()]) == 2 * (3 + 1) and fig._suptitle.get_text() == "t"
+    panels = [a for a in fig.axes if a.get_visible() and a.images]
+    assert len(panels) == 2 * (3 + 1) and fig._suptitle.get_text() == "t"
     weights = [rng.dirichlet(np.ones(9), size=(4, 4)).transpose(2, 0, 1) for _ in range(2)]  # (K², H, W)
-    assert len(viz.window_maps(weights, (0.5, 0.5), title="w").axes) == 2
-    assert (
-        len([a for a in viz.window_means([rng.random((3, 9))] * 2, title="m").axes if a.get_visible()]) == 8
-    )
+    assert len([a for a in viz.window_maps(weights, (0.5, 0.5), title="w").axes if a.images]) == 2
+    means = viz.window_means([rng.random((3, 9))] * 2, title="m")
+    assert len([a for a in means.axes if a.get_visible() and a.images]) == 8
     traj = rng.normal(size=(5, 2, 9, 2))
     fig = viz.centre_trajectories(traj, title="c", targets=np.zeros((1, 2)))
     assert all(a.get_xlabel() and a.get_ylabel() for a in fig.axes)
@@ -258,8 +258,10 @@ def test_chapter_runs_at_smoke(chapter, results_dir, tmp_path):
     needed = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)`", prose))
     names = {o["metadata"]["scrapbook"]["name"] for o in glued}
     assert needed <= names, f"glue keys used in the prose but never glued: {needed - names}"
-    if chapter != "03_san_vit" and chapter != "00_intro":  # figures as PNG, whatever the matplotlib backend
-        assert any("image/png" in o.get("data", {}) for o in outputs)
+    if (
+        chapter != "03_san_vit"
+    ):  # figures as PNG (shown, or glued for a numbered figure), whatever the backend
+        assert any(k.endswith("image/png") for o in outputs for k in o.get("data", {}))
     assert not any(str(o.get("data", {}).get("text/plain", "")).startswith("<Figure") for o in outputs)
     if chapter in ("02_reproduction", "04_hierarchical", "05_appendix"):  # trained at smoke: no gaps
         assert not any(book.MISSING in str(o.get("data", {}).get("text/markdown", "")) for o in outputs)
@@ -327,6 +329,14 @@ def test_book_builds_with_warnings_as_errors(tmp_path):
         assert "Traceback" not in page
     assert "Cordonnier" in (html / "references.html").read_text()
     assert not (ROOT / "book" / "_build").exists()
+    # self-contained: every script, style sheet and image is a local file; MathJax is served from the book
+    for page in html.glob("*.html"):
+        assets = re.findall(r'<(?:script|link|img)\b[^>]*?\b(?:src|href)="([^"]+)"', page.read_text())
+        remote = [a for a in assets if re.match(r"^(?:[a-z]+:)?//", a)]
+        assert not remote, f"{page.name} loads from a remote host: {remote}"
+    assert 'src="_static/mathjax/tex-chtml.js' in (html / "01_theory.html").read_text()
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    assert list((html / "_static" / "mathjax" / "output" / "chtml" / "fonts").rglob("*.woff"))
 
 
 def test_epoch_range_names_the_shortest_and_longest_protocol(monkeypatch):
@@ -469,3 +479,126 @@ def test_appendix_b_follows_the_report():
     )
     assert found == [(f"B.{i}", name) for i, name in enumerate(report_order, 1)]
     assert len(re.findall(r"### B\.\d+ ", text)) == 10  # extra figures get other labels
+
+
+def test_panels_share_one_colour_scale_with_a_bar():
+    """Panels compared side by side share one colour scale (a near-uniform map looks flat), shown by a
+    colour bar; weights of both signs (SAN patchwise) get a diverging scale symmetric around 0."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+
+    from attnlib import viz
+
+    rows = np.full((2, 3, 16), 1 / 16)
+    rows[0, 0] = np.eye(16)[5]  # one sharp head; the others uniform
+    fig = viz.attention_grid(rows, (4, 4), (1, 2))
+    images = [im for a in fig.axes for im in a.images]
+    assert len(images) == 2 * (3 + 1)
+    assert {im.get_clim() for im in images} == {(0.0, 1.0)}
+    bars = [a for a in fig.axes if a.get_ylabel() == "attention probability"]
+    assert len(bars) == 1 and not fig._suptitle  # the caption, not a title, names the figure
+    weights = [
+        np.broadcast_to(np.linspace(low, high, 9)[:, None, None], (9, 2, 2))
+        for low, high in ((-2, 1), (0, 0.5))
+    ]
+    fig = viz.window_maps(weights, (0.5, 0.5), layer_names=["application 1", "application 2"])
+    clims = {im.get_clim() for a in fig.axes for im in a.images}
+    assert clims == {(-2.0, 2.0)} and fig.axes[0].images[0].get_cmap().name == viz.DIVERGING
+    assert [a.get_title() for a in fig.axes if a.images] == ["application 1", "application 2"]
+
+
+def test_results_and_literature_tables_read_like_the_report():
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        [
+            ("quadratic_iso_9h", "complete", 0.49, 235_574, 1.8),
+            ("learned_content_9h", "complete", 0.478, 555_466, 4.57),
+            ("learned_content_9h_ha", "stale", None, None, None),
+            ("resnet18", book.MISSING, None, None, None),
+        ],
+        columns=["experiment", "status", "accuracy", "params", "wall_time_ms"],
+    )
+    frame["pair"] = [book.title(experiments.get(n).baseline or n) for n in frame["experiment"]]
+    frame["variant"] = ["HA" if experiments.get(n).baseline else "normal" for n in frame["experiment"]]
+    table = book.results_table(frame, "budget")
+    assert list(table.columns) == ["model", "heads", "accuracy (budget)", "params (budget)", "wall time"]
+    assert table.iloc[0].tolist() == ["SA quadratic (isotropic)", "9", "49.0%", "0.24 M", "1.80 ms"]
+    assert table.iloc[2, :2].tolist() == ["SA learned 2D + content, HA", "9"]
+    assert table.iloc[2, 2] == book.NOT_USED["stale"] and table.iloc[3].tolist()[1:3] == ["—", book.MISSING]
+    pairs = book.results_table(
+        frame, "budget", pairs=True, paper_params={n: 2e6 for n in frame["experiment"]}
+    )
+    assert pairs.iloc[2, :2].tolist() == ["SA learned 2D + content, 9 heads", "HA"]
+    assert pairs["params (paper settings)"].eq("2.00 M").all()
+    names = ["resnet18", "quadratic_iso_9h", "quadratic_aniso_9h", "san_pairwise", "learned_content_9h_ha"]
+    literature = book.literature_table(names)
+    assert "SAN pairwise" not in set(literature["model"])  # no figure found: no row of dashes
+    iso = literature.set_index("model").loc["SA quadratic (isotropic)"]
+    assert iso["[Re] accuracy"] == "—" and iso["Cordonnier et al. accuracy"] == "93.8%*"
+    aniso = literature.set_index("model").loc["SA quadratic (non-isotropic)"]
+    assert aniso["[Re] accuracy"] == "93.7%†" and aniso["[Re] params"] == "11.12 M‡"  # the one logged run
+    only_re = book.literature_table(names, paper=False)
+    assert not any("Cordonnier" in c for c in only_re.columns)
+    caption = book.literature_caption(names, "Figures")
+    assert "† run-log" in caption and "‡ derived" in caption and "* claimed" in caption
+
+
+def test_rank_sentence_and_flips_table():
+    from types import SimpleNamespace
+
+    runs = {  # [Re]: ResNet18 94.6 > quadratic 93.7 > learned 90.4; ours put the quadratic model first
+        "resnet18": SimpleNamespace(test_accuracy=0.50),
+        "quadratic_aniso_9h": SimpleNamespace(test_accuracy=0.60),
+        "learned_9h": SimpleNamespace(test_accuracy=0.40),
+        "vit": SimpleNamespace(test_accuracy=0.45),  # no [Re] accuracy: not compared
+    }
+    assert book.rank_counts(runs) == (2, 3)
+    assert book.rank_agreement(runs) == (
+        "Our runs order 2 of the 3 pairs of models that [Re] also reports the same way; "
+        "1 the other way round (the table below)."
+    )
+    flips = book.rank_flips(runs)
+    assert flips.values.tolist() == [["ResNet18", "SA quadratic (non-isotropic), 9 heads", "+1.0", "-10.0"]]
+
+
+def test_results_at_a_glance():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    from attnlib import viz
+
+    frame = pd.DataFrame(
+        [
+            ("learned_content_9h", "complete", 0.478, 555_466),
+            ("learned_content_9h_ha", "complete", 0.490, 141_706),
+            ("san_pairwise", "complete", 0.595, 161_372),
+            ("san_pairwise_ha", book.MISSING, None, None),
+        ],
+        columns=["experiment", "status", "accuracy", "params"],
+    )
+    points = book.glance_points(frame)
+    ours = points[points["source"] == "ours"]
+    assert list(ours["experiment"]) == ["learned_content_9h", "learned_content_9h_ha", "san_pairwise"]
+    assert set(points["group"]) >= {"SA learned 2D + content", "SAN pairwise", "SA quadratic"}
+    assert ours.set_index("experiment").loc["learned_content_9h_ha", "label"] == "9h HA"
+    assert (points[points["source"] != "ours"]["kind"] != "measured").all()
+    fig = viz.accuracy_vs_params(points, verdicts={"san_pairwise": "verdict"})
+    ax = fig.axes[0]
+    arrows = [a for a in ax.texts if getattr(a, "arrow_patch", None) is not None]
+    # one arrow model -> HA for ours (the SAN HA run is missing) and one per [Re] pair with both points
+    re_pairs = sum(
+        1
+        for r in points.itertuples()
+        if r.source != "ours"
+        and isinstance(r.baseline, str)
+        and ((points["experiment"] == r.baseline) & (points["source"] == r.source)).any()
+    )
+    assert len(arrows) == 1 + re_pairs
+    assert "verdict" in [t.get_text() for t in ax.texts] and ax.get_xscale() == "log"
+    assert book.ha_pairs(frame)["experiment"].tolist() == ["learned_content_9h"]
+    assert book.ha_sentence(book.ha_pairs(frame)).startswith("HA keeps 26% of its model's parameters")

@@ -58,36 +58,36 @@ def test_compare_phrase_uses_the_seed_means(params, seeds):
     assert sure.endswith("HA ahead, as the interval excludes 0") and "ν = 4.0" in sure
 
 
+def _table3_cells(frame):
+    """Table 3 as the book shows it (``results_table``), indexed by experiment."""
+    table = book.results_table(frame, "smoke", pairs=True)
+    table.index = list(frame["experiment"])
+    return table
+
+
 def test_table3_frame_shows_seed_means_and_measured_wall_times(params, seeds, monkeypatch):
     names = ["vit", "vit_ha", "san_pairwise", "san_pairwise_ha"]
     runs = book.load_all(names, params)
     frame = book.table3_frame(runs, params).set_index("experiment")
     a = list(seed_accuracies(seeds, "smoke", "vit")[0].values())
     assert frame.loc["vit", "seeds"] == 2 and frame.loc["vit", "accuracy"] == pytest.approx(sum(a) / 2)
-    table = book.comparison_table(
-        frame.reset_index(), "smoke", keep=("experiment",), wall_time=True, paper=False
-    )
-    cells = table.set_index("experiment")
+    cells = _table3_cells(frame.reset_index())
     assert (
-        cells.loc["vit", "ours (smoke): accuracy"].endswith("% (n = 2)")
-        and " ± " in cells.loc["vit", "ours (smoke): accuracy"]
+        cells.loc["vit", "accuracy (smoke)"].endswith("% (n = 2)")
+        and " ± " in cells.loc["vit", "accuracy (smoke)"]
     )
-    assert cells.loc["san_pairwise", "ours (smoke): accuracy"].endswith("% (n = 1)")
-    assert cells.loc["san_pairwise_ha", "ours (smoke): accuracy"] == book.MISSING
-    assert (cells["ours (smoke): wall time"] == book.NOT_MEASURED).all()  # no timing file yet
+    assert cells.loc["san_pairwise", "accuracy (smoke)"].endswith("% (n = 1)")
+    assert cells.loc["san_pairwise_ha", "accuracy (smoke)"] == book.MISSING
+    assert (cells["wall time"] == book.NOT_MEASURED).all()  # no timing file yet
     assert "python -m attnlib time --preset smoke" in book.timing_markdown(params)
 
     monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))  # an idle machine, as the check sees it
     monkeypatch.setattr(timing, "_running_others", lambda: 0)
     report, _ = timing.run("smoke", ["vit", "vit_ha"], results_dir=seeds, warmup=1, reps=2, rounds=1)
-    frame = book.table3_frame(runs, params)
-    cells = book.comparison_table(frame, "smoke", keep=("experiment",), wall_time=True, paper=False)
-    cells = cells.set_index("experiment")
-    assert cells.loc["vit", "ours (smoke): wall time"] == f"{report['models']['vit']['median_ms']:.2f} ms"
-    assert (
-        cells.loc["vit_ha", "ours (smoke): HA / model time"] == f"{report['ratios']['vit_ha']['ratio']:.2f}×"
-    )
-    assert cells.loc["san_pairwise_ha", "ours (smoke): wall time"] == book.NOT_MEASURED  # trained or not
+    cells = _table3_cells(book.table3_frame(runs, params))
+    assert cells.loc["vit", "wall time"] == f"{report['models']['vit']['median_ms']:.2f} ms"
+    assert cells.loc["vit_ha", "HA / model time"] == f"{report['ratios']['vit_ha']['ratio']:.2f}×"
+    assert cells.loc["san_pairwise_ha", "wall time"] == book.NOT_MEASURED  # trained or not
     assert book.timing_markdown(params).startswith("Wall times measured together in one process on ")
     ratio = report["ratios"]["vit_ha"]["ratio"]
     assert f"and {ratio:.2f}× its inference time (95% Welch" in book.compare_phrase(

@@ -343,13 +343,11 @@ def test_damaged_and_stale_results_in_the_book(damaged, monkeypatch):
     frame = book.results_frame(runs).set_index("experiment")
     assert list(frame["status"]) == ["stale", "damaged", book.MISSING]
     assert frame.loc[["vit", "vit_ha"], ["accuracy", "params"]].isna().all().all()
-    table = book.comparison_table(
-        frame.reset_index(), "smoke", keep=("experiment",), wall_time=True, paper=False
-    )
-    cells = table.set_index("experiment")
-    assert cells.loc["vit_ha", "ours (smoke): accuracy"] == book.NOT_USED["damaged"]
-    assert cells.loc["vit", "ours (smoke): params"] == book.NOT_USED["stale"]
-    assert cells.loc["resnet18", "ours (smoke): wall time"] == book.MISSING
+    table = book.results_table(frame.reset_index(), "smoke", pairs=True)
+    cells = table.set_index(table["model"] + "/" + table["variant"])
+    assert cells.loc["ViT/HA", "accuracy (smoke)"] == book.NOT_USED["damaged"]
+    assert cells.loc["ViT/normal", "params (smoke)"] == book.NOT_USED["stale"]
+    assert cells.loc["ResNet18/normal", "wall time"] == book.MISSING
     prose = book.provenance_markdown(frame.reset_index())
     assert "`vit_ha` is damaged" in prose and "`vit` was trained with another configuration" in prose
     assert "train.epochs: 2 saved, 1 now" in prose

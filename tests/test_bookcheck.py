@@ -1,0 +1,99 @@
+"""The real-browser check of the book (attnlib.bookcheck): what counts as remote, which pages it opens, and,
+where Chromium is installed, that it catches each kind of fault on small pages made for it (a remote
+script, TeX left unrendered, a JavaScript error, a figure wider than the page) and passes a clean page."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnlib import bookcheck
+
+needs_chromium = pytest.mark.skipif(
+    bookcheck.find_chromium() is None, reason=f"Chromium not installed: {bookcheck.INSTALL_HINT}"
+)
+
+
+@pytest.mark.parametrize(
+    ("url", "remote"),
+    [
+        ("https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js", True),
+        ("http://example.org/a.css", True),
+        ("//cdn.example.org/font.woff2", True),  # protocol-relative: leaves the machine
+        ("ws://localhost:8888/api", True),
+        ("file:///tmp/book/_static/mathjax/tex-chtml.js", False),
+        ("_static/mathjax/tex-chtml.js", False),
+        ("data:image/png;base64,AAAA", False),
+        ("about:blank", False),
+    ],
+)
+def test_what_counts_as_remote(url, remote):
+    assert bookcheck.is_remote(url) is remote
+
+
+def test_pages_and_redirects(tmp_path):
+    html = tmp_path / "html"
+    for name in ("index.html", "02_b.html", "01_a.html", "search.html", "genindex.html"):
+        (html / name).parent.mkdir(parents=True, exist_ok=True)
+        (html / name).write_text("<html><body>x</body></html>")
+    (html / "_static").mkdir()
+    (html / "_static" / "theme.html").write_text("<html></html>")
+    (html / "index.html").write_text(
+        '<html><head><meta http-equiv="Refresh" content="0; url=01_a.html" /></head></html>'
+    )
+    names = [p.name for p in bookcheck.pages(html)]
+    assert names == ["index.html", "01_a.html", "02_b.html", "genindex.html", "search.html"]
+    assert bookcheck.redirect_target(html / "index.html") == "01_a.html"
+    assert bookcheck.redirect_target(html / "01_a.html") is None
+
+
+def test_missing_book_and_missing_chromium_say_what_to_do(tmp_path, monkeypatch, capsys):
+    assert bookcheck.main([str(tmp_path)]) == 2
+    assert "make book" in capsys.readouterr().err
+    (tmp_path / "index.html").write_text("<html></html>")
+    monkeypatch.setenv(bookcheck.CHROMIUM_ENV, str(tmp_path / "no-such-browser"))
+    monkeypatch.setattr(bookcheck.shutil, "which", lambda name: None)
+    assert bookcheck.find_chromium() is None
+    assert bookcheck.main([str(tmp_path)]) == 2
+    assert "apt-get install chromium" in capsys.readouterr().err
+    assert bookcheck.main(["--find-chromium"]) == 2
+
+
+PAGES = {
+    "clean.html": "<html><body><main><p>Plain prose: a 3 × 3 kernel, 5 $ each.</p><pre>C:\\temp \\alpha</pre>"
+    '<img alt="small" width="200" height="100" src="data:image/gif;base64,R0lGODlhAQABAAAAACw=">'
+    "</main></body></html>",
+    "remote.html": '<html><head><script src="https://cdn.example.org/mathjax.js"></script></head>'
+    "<body><p>text</p></body></html>",
+    "tex.html": '<html><body><p>The score is <span class="math">\\(A_{q,k}\\)</span> and '
+    "\\[ \\frac{1}{2} \\]</p></body></html>",
+    "command.html": "<html><body><p>a width \\alpha left in the prose</p></body></html>",
+    "error.html": "<html><body><p>text</p><script>undefinedFunction();</script></body></html>",
+    "wide.html": '<html><body><main style="width: 600px"><canvas width="2400" height="50"></canvas>'
+    "</main></body></html>",
+}
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_browser_catches_each_fault(tmp_path):
+    html = tmp_path / "html"
+    html.mkdir()
+    for name, text in PAGES.items():
+        (html / name).write_text(text)
+    shots = tmp_path / "screenshots"
+    reports = {
+        r.page: r
+        for r in bookcheck.check_pages(
+            sorted(html.glob("*.html")), screenshots=shots, root=html, timeout_ms=20_000
+        )
+    }
+    assert reports["clean.html"].ok, reports["clean.html"].problems
+    assert any(
+        "remote host: https://cdn.example.org/mathjax.js" in p for p in reports["remote.html"].problems
+    )
+    tex = reports["tex.html"].problems
+    assert any("not typeset by MathJax" in p for p in tex) and any("unrendered TeX" in p for p in tex)
+    assert any("unrendered TeX in the text: …a width \\alpha" in p for p in reports["command.html"].problems)
+    assert any("undefinedFunction" in p for p in reports["error.html"].problems)
+    assert any("figure wider than the page" in p for p in reports["wide.html"].problems)
+    assert sorted(p.name for p in shots.glob("*.png")) == sorted(n.replace(".html", ".png") for n in PAGES)
