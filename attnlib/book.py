@@ -17,6 +17,7 @@ lists what the research notes could not recover, so the book can say so plainly.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -1579,3 +1580,38 @@ def setup(app):
     os.environ.setdefault(TRAIN_MISSING_ENV, "0")
     app.connect("html-page-context", _unique_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+# ------------------------------------------------------------------------------------------ claims ledger
+@functools.lru_cache(maxsize=4)
+def _evidence(results_dir: str, preset: str, data):
+    from attnlib import claims
+
+    return claims.gather(results_dir, preset, data=data)
+
+
+def claims_ledger(params: Params, keys=None):
+    """The claims ledger (``attnlib.claims.ledger``) at the chapter's preset, computed once per build from
+    ``results/`` (never trains); only the claims of ``keys`` when given, in ledger order."""
+    from attnlib import claims
+
+    frame = claims.ledger(_evidence(str(params.results_dir), params.preset, params.data))
+    return frame if keys is None else frame[frame["claim"].isin(list(keys))]
+
+
+def ledger_table(frame):
+    """The ledger as the book shows it: the claim in its source's words, what measures it, our value,
+    the verdict and the rule that gives it."""
+    return frame.assign(claim=frame["words"] + " — " + frame["source"] + ", " + frame["where"])[
+        ["claim", "measure", "value", "verdict", "rule"]
+    ].rename(columns={"value": "ours"})
+
+
+def verdict_phrase(frame) -> str:
+    """ "Of the 11 claims, 2 are reproduced, 4 not reproduced, 3 inconclusive and 2 not measured" """
+    from attnlib import claims
+
+    counts = claims.verdict_counts(frame)
+    parts = [f"{n} {v}" for v, n in counts.items()]
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"Of the {len(frame)} claims, {listed}"

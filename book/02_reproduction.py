@@ -119,7 +119,9 @@ if not len(attention_rows):
     summary = "No attention model of this table is saved at this preset yet, so there is nothing to compare."
 else:
     best = attention_rows.loc[attention_rows["accuracy"].idxmax()]
-    summary = f"At this preset the best attention model is {best['model']}, at {best['accuracy']:.1%} test accuracy"
+    summary = (
+        f"At this preset the best attention model is {best['model']}, at {best['accuracy']:.1%} test accuracy"
+    )
     if resnet is None:
         summary += "; ResNet18 is not yet trained."
     else:
@@ -199,7 +201,11 @@ for name in ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h"):
     label = f"fig-centres-{name}"
     if run is None or run.centers is None:
         book.note_missing(f"Attention centres of {book.title(name)}", params.preset, [name])
-        book.show(viz.placeholder(f"{book.title(name)}: {book.MISSING}"), label, f"{book.title(name)}: {book.MISSING}.")
+        book.show(
+            viz.placeholder(f"{book.title(name)}: {book.MISSING}"),
+            label,
+            f"{book.title(name)}: {book.MISSING}.",
+        )
         continue
     grid = "×".join(str(int(g)) for g in run.attention["grid"])
     book.show(
@@ -221,7 +227,11 @@ for name in ("quadratic_iso_9h", "quadratic_aniso_9h"):
     label = f"fig-paths-{name}"
     if run is None or run.centers is None:
         book.note_missing(f"Evolution of the centres of {book.title(name)}", params.preset, [name])
-        book.show(viz.placeholder(f"{book.title(name)}: {book.MISSING}"), label, f"{book.title(name)}: {book.MISSING}.")
+        book.show(
+            viz.placeholder(f"{book.title(name)}: {book.MISSING}"),
+            label,
+            f"{book.title(name)}: {book.MISSING}.",
+        )
         continue
     book.show(
         viz.centre_trajectories(run.centers["centers"], x_values=run.centers["epoch"]),
@@ -304,6 +314,23 @@ book.show(
     "A positional-only learned-2D head learning to attend one pixel to the right on random 8 × 8 images "
     "(SGD, lr 0.1, momentum 0.9): its attention on the target pixel against the gradient step, from two "
     "initialisations; dotted, uniform attention 1/64.",
+)
+
+# %% [markdown]
+# ## The paper's claims on trial
+#
+# The rows of the claims ledger (introduction) that this chapter's models test, computed from the saved
+# results of this preset by the rule in the last column. Distances are attention-weighted means over the
+# saved query pixels of the first test images; centres are measured in key positions (tokens).
+
+# %% tags=["hide-input"]
+book.show_table(
+    book.ledger_table(
+        book.claims_ledger(
+            params, ["centres_move", "centres_depth", "learned_shifts", "content_maps", "near_resnet"]
+        )
+    ),
+    caption=f"Claims of Cordonnier et al. tested by this chapter's models at preset {params.preset}.",
 )
 
 # %% [markdown]

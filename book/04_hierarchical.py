@@ -209,6 +209,21 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 book.show_attention(runs[learned + "_ha"], learned + "_ha", params, name="fig-ha-attention")
 
 # %% [markdown]
+# ## The report's claims on trial
+#
+# The [Re] report's claims about HA, as the claims ledger (introduction) tests them at this preset: the
+# accuracy gain over seeds with its Welch interval, the share of parameters at the paper's settings, and
+# what the HA models' attention maps do layer by layer.
+
+# %% tags=["hide-input"]
+book.show_table(
+    book.ledger_table(
+        book.claims_ledger(params, ["ha_gain", "ha_params", "ha_layers_differ", "ha_depth", "ha_not_sparse"])
+    ),
+    caption=f"Claims of the [Re] report about Hierarchical Attention at preset {params.preset}.",
+)
+
+# %% [markdown]
 # Appendix B (chapter 5) draws the same maps for the normal model and for every other attention model of
 # the table.
 #
