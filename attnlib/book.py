@@ -467,6 +467,17 @@ def ha_sentence(pairs) -> str:
         if len(pairs) > 1
         else f"{pairs['size'].iloc[0]:.0%}"
     )
+    if len(pairs) == 1:  # one pair saved: its difference, not a count
+        gain = pairs["gain"].iloc[0]
+        where = (
+            "level with"
+            if round(gain, 1) == 0
+            else f"{abs(gain):.1f} points {'above' if gain > 0 else 'below'}"
+        )
+        return (
+            f"HA keeps {size} of its model's parameters; in the one pair saved ({pairs['model'].iloc[0]}) "
+            f"its seed-0 run ends {where} its model."
+        )
     text = (
         f"HA keeps {size} of its model's parameters; in the seed-0 runs it ends above its model in {above} of "
         f"the {len(pairs)} pairs and below in {below}"
@@ -1143,6 +1154,7 @@ def _accuracy_cell(r, done: bool, absent: str) -> str:
     spread = "" if is_missing(sd) else f" ± {sd * 100:.1f}"
     return f"{accuracy * 100:.1f}{spread} % (n = {int(r['seeds'])})"
 
+
 def _literature_cell(experiment: str, source: str, quantity: str) -> str:
     found = references(experiment, source, quantity)
     if not found:
@@ -1600,11 +1612,33 @@ def claims_ledger(params: Params, keys=None):
 
 
 def ledger_table(frame):
-    """The ledger as the book shows it: the claim in its source's words, what measures it, our value,
-    the verdict and the rule that gives it."""
-    return frame.assign(claim=frame["words"] + " — " + frame["source"] + ", " + frame["where"])[
-        ["claim", "measure", "value", "verdict", "rule"]
-    ].rename(columns={"value": "ours"})
+    """The ledger at a glance: each claim's short title, whose claim it is, and the verdict
+    (``ledger_markdown`` gives the words, measure, value and rule of each)."""
+    return frame.assign(source=frame["source"].map(short))[["title", "source", "verdict"]].rename(
+        columns={"title": "claim"}
+    )
+
+
+def ledger_markdown(frame) -> str:
+    """Each claim of the ledger as a paragraph: its words and source, the measure, our value, the verdict
+    and the rule that gives it."""
+    return "\n".join(
+        f"- **{r.title}** ({short(r.source)}, {r.where}): {r.words} *Measured by* {r.measure}. "
+        f"*Ours:* {r.value}. *Verdict:* {r.verdict}; the rule: {r.rule}."
+        for r in frame.itertuples()
+    )
+
+
+def show_ledger(frame, caption: str) -> None:
+    """The ledger table, then its claims in full (words, measure, value, rule) in a fold-out."""
+    from IPython.display import Markdown, display
+
+    show_table(ledger_table(frame), caption=caption, compact=True)
+    display(
+        Markdown(
+            f":::{{dropdown}} The claims in full: words, measure, our value, rule\n{ledger_markdown(frame)}\n:::"
+        )
+    )
 
 
 def verdict_phrase(frame) -> str:

@@ -62,6 +62,7 @@ class Evidence:
 @dataclass(frozen=True)
 class Claim:
     key: str
+    title: str  # a few words, for tables
     source: str  # paper
     where: str  # section / figure
     words: str  # the claim in the source's words (quoted) or, where the text was not recovered, a paraphrase
@@ -275,6 +276,7 @@ def _ha_last_not_sparse(ev: Evidence):
 CLAIMS: tuple[Claim, ...] = (
     Claim(
         "theorem",
+        "Theorem 1: attention expresses any convolution",
         PAPER,
         "§3, Theorem 1",
         "A multi-head self-attention layer with N_h heads of dimension D_h, output dimension D_out and a relative "
@@ -286,6 +288,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "centres_move",
+        "Quadratic centres leave their initialisation",
         PAPER,
         "§4, quadratic encoding (paraphrase)",
         "Each head's attention centre moves away from its random initialisation during training.",
@@ -295,6 +298,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "centres_depth",
+        "Quadratic heads: local early, far later",
         PAPER,
         "§4, centres per layer (paraphrase)",
         "The first layers attend to local patterns; deeper layers attend to larger patterns farther from the query.",
@@ -305,6 +309,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "learned_shifts",
+        "Learned positional heads attend at fixed shifts",
         PAPER,
         "§4, learned encoding without content (paraphrase)",
         "Several heads attend to a single pixel at a fixed shift from the query, as Lemma 1 requires.",
@@ -314,6 +319,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "content_maps",
+        "With content, the maps depend on the image",
         PAPER,
         "§4, learned encoding with content (paraphrase)",
         "With content-based attention some heads still attend to a fixed shift; others use the content.",
@@ -324,6 +330,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "near_resnet",
+        "Attention comes close to ResNet18",
         PAPER,
         "§4, Table 1 (paraphrase)",
         "Fully attentional models reach an accuracy close to ResNet18 at a comparable number of parameters.",
@@ -333,6 +340,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "ha_gain",
+        "HA gains at least 5 points in each case",
         RE,
         "abstract / conclusion",
         "“at least 5% gain in each case”",
@@ -343,6 +351,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "ha_params",
+        "HA keeps about 1/5 of the parameters",
         RE,
         "abstract / conclusion",
         "“almost 1/5th of the parameters”",
@@ -352,6 +361,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "ha_layers_differ",
+        "HA: every layer attends differently",
         RE,
         "§5, HA attention maps",
         "“every layer learns to attend to a different pattern”",
@@ -361,6 +371,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "ha_depth",
+        "HA: local early, far later",
         RE,
         "§5, HA attention maps",
         "initial layers attend to local patterns, deeper layers to larger patterns further away",
@@ -370,6 +381,7 @@ CLAIMS: tuple[Claim, ...] = (
     ),
     Claim(
         "ha_not_sparse",
+        "HA: last layers no longer sparse",
         RE,
         "§5, HA attention maps",
         "the last layers' heads are “no longer sparse”",
@@ -391,6 +403,7 @@ def ledger(evidence: Evidence, claims=CLAIMS):
         rows.append(
             {
                 "claim": c.key,
+                "title": c.title,
                 "source": c.source,
                 "where": c.where,
                 "words": c.words,

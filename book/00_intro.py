@@ -167,8 +167,8 @@ book.show(
 #
 # Each claim of the two papers that this book can test, with the number that tests it, our value and a
 # verdict — *reproduced*, *not reproduced*, *inconclusive*, or *not measured* where its runs are not saved —
-# computed from the saved results of the *{glue:text}`intro_preset`* preset by the rule in the last column
-# (`attnlib.claims`; chapters 2 and 4 repeat the claims their models test). {glue:text}`intro_verdicts` At the
+# computed from the saved results of the *{glue:text}`intro_preset`* preset by a rule stated with each claim
+# in the fold-out under the table (`attnlib.claims`; chapters 2 and 4 repeat the claims their models test). {glue:text}`intro_verdicts` At the
 # budget preset these are verdicts on CPU-budget runs of a few epochs, not on the papers' protocols: a
 # claim "not reproduced" here may hold for the papers' models after 300 epochs, and the `converge` preset
 # (runs trained until they stop improving) exists to narrow that gap.
@@ -176,8 +176,8 @@ book.show(
 # %% tags=["hide-input"]
 ledger = book.claims_ledger(params)
 book.glue_str("intro_verdicts", book.verdict_phrase(ledger) + ".")
-book.show_table(
-    book.ledger_table(ledger),
-    caption=f"The claims ledger at preset {params.preset}: each claim in its source's words (quoted) or as "
-    "the research notes paraphrase it, the measure, our value and the verdict its rule gives.",
+book.show_ledger(
+    ledger,
+    caption=f"The claims ledger at preset {params.preset}: each claim and the verdict its rule gives; "
+    "the fold-out below gives its words (quoted, or as the research notes paraphrase it), measure, value and rule.",
 )

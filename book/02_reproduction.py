@@ -324,11 +324,9 @@ book.show(
 # saved query pixels of the first test images; centres are measured in key positions (tokens).
 
 # %% tags=["hide-input"]
-book.show_table(
-    book.ledger_table(
-        book.claims_ledger(
-            params, ["centres_move", "centres_depth", "learned_shifts", "content_maps", "near_resnet"]
-        )
+book.show_ledger(
+    book.claims_ledger(
+        params, ["centres_move", "centres_depth", "learned_shifts", "content_maps", "near_resnet"]
     ),
     caption=f"Claims of Cordonnier et al. tested by this chapter's models at preset {params.preset}.",
 )

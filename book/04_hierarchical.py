@@ -216,10 +216,8 @@ book.show_attention(runs[learned + "_ha"], learned + "_ha", params, name="fig-ha
 # what the HA models' attention maps do layer by layer.
 
 # %% tags=["hide-input"]
-book.show_table(
-    book.ledger_table(
-        book.claims_ledger(params, ["ha_gain", "ha_params", "ha_layers_differ", "ha_depth", "ha_not_sparse"])
-    ),
+book.show_ledger(
+    book.claims_ledger(params, ["ha_gain", "ha_params", "ha_layers_differ", "ha_depth", "ha_not_sparse"]),
     caption=f"Claims of the [Re] report about Hierarchical Attention at preset {params.preset}.",
 )
 
