@@ -13,11 +13,11 @@ are shared with other work the benchmark refuses to start (``--force`` measures 
 ``--profile`` adds one profiled step per row: profiler self time per op category (GEMM, copies, dropout
 RNG, softmax, ...) and the top ops, i.e. where the time goes. ``--all`` also runs ``attnlib.san.bench``.
 
-The *plain* formulation (``PlainAttention``, ``plain_copy``) is the same math written the obvious way, as
-the official code and the [Re] reproduction write it: explicit score tensors of shape
-(B, H, W, heads, H, W) built with ``einsum``, a softmax over the flattened keys, ``nn.Dropout``, and
-``einsum`` with the values. It is a copy with the same weights, so both give the same outputs and
-gradients (``tests/test_bench.py`` checks it).
+The *plain* formulation (``plain_copy``: ``attnlib.attention.reference.PlainAttention`` layers) is the same
+math written the obvious way, as the official code and the [Re] reproduction write it: explicit score
+tensors of shape (B, H, W, heads, H, W) built with ``einsum``, a softmax over the flattened keys,
+``nn.Dropout``, and ``einsum`` with the values. It is a copy with the same weights, so both give the same
+outputs and gradients (``tests/test_bench.py`` checks it).
 
 Paper shapes: batch 100, 16 x 16 tokens, hidden 400, 9 heads; by default one of the six layers is timed
 (``--layers``; the time per layer is linear in depth, ``est_model_images_per_s`` scales it).
@@ -38,7 +38,6 @@ import argparse
 import copy
 import ctypes
 import json
-import math
 import os
 import platform
 import statistics
@@ -52,101 +51,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlib.attention import Learned2DEncoding, MultiHeadSelfAttention2d, QuadraticEncoding
-from attnlib.attention.encodings import relative_shifts
+from attnlib.attention import MultiHeadSelfAttention2d
+from attnlib.attention.reference import PlainAttention
 from attnlib.errors import ConfigError
 
 
 # ------------------------------------------------------------------------------ plain formulation
-class PlainAttention(nn.Module):
-    """The same layer as ``MultiHeadSelfAttention2d``, written as published code does.
-
-    Shares the modules (hence the weights) of ``layer``. Shapes: x (B, H, W, D) -> out (B, H, W, D_out);
-    scores and probabilities (B, H, W, heads, H, W) [query i, j; head; key k, l], or (H, W, heads, H, W)
-    without content (one map for the batch, as the official code). Values: the hidden states
-    (value="paper") or their per-head projection (value="standard", the [Re] 16-head models).
-    """
-
-    def __init__(self, layer: MultiHeadSelfAttention2d):
-        super().__init__()
-        self.heads, self.head_dim, self.dim, self.content = (
-            layer.heads,
-            layer.head_dim,
-            layer.dim,
-            layer.content,
-        )
-        self.encoding, self.out, self.dropout = layer.encoding, layer.out, layer.dropout
-        self.value = layer.value if layer.value_mode == "standard" else None
-        if self.content:
-            self.query, self.key = layer.query, layer.key
-
-    def positional_scores(self, height: int, width: int) -> Tensor | None:
-        """(H, W, heads, H, W): the encoding's scores written out for every (query, key) pair."""
-        enc = self.encoding
-        if isinstance(enc, QuadraticEncoding):
-            ii, jj = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
-            grid = torch.stack([ii, jj], -1).to(enc.centers)  # (H, W, 2)
-            delta = grid[None, None] - grid[:, :, None, None]  # δ = key − query: (H, W, H, W, 2)
-            d = delta[:, :, None] - enc.centers[:, None, None, :]  # δ − Δ_h: (H, W, heads, H, W, 2)
-            return -0.5 * torch.einsum("ijhkla,hab,ijhklb->ijhkl", d, enc.inverse_covariance(), d)
-        if isinstance(enc, Learned2DEncoding):
-            if enc.form == "re":  # no input-independent term (no head keys)
-                return None
-            dev = enc.row_embeddings.weight.device
-            idx_row = relative_shifts(height, dev) + enc.max_pos - 1
-            idx_col = relative_shifts(width, dev) + enc.max_pos - 1
-            row = enc.head_keys_row(enc.row_embeddings(idx_row))  # (H, H, heads): w_rowᵀ r^row_{k−i}
-            col = enc.head_keys_col(enc.col_embeddings(idx_col))  # (W, W, heads)
-            return row.permute(0, 2, 1)[:, None, :, :, None] + col.permute(0, 2, 1)[None, :, :, None, :]
-        if enc is None:
-            return None
-        raise ConfigError("encoding", type(enc).__name__, "QuadraticEncoding, Learned2DEncoding or None")
-
-    def forward(self, x: Tensor, keys: Tensor | None = None, return_attention: bool = False, need_keys=True):
-        """x (B, H, W, D) -> (out, keys (B, heads, N, d_h) or None, probabilities (B, heads, N, N) or None).
-
-        ``need_keys`` is accepted for the encoder's call and ignored (keys are always returned)."""
-        b, height, width, d = x.shape
-        n, heads, dh = height * width, self.heads, self.head_dim
-        scores = self.positional_scores(height, width)
-        if self.content:
-            q = self.query(x).view(b, height, width, heads, dh)
-            if keys is None:
-                k = self.key(x).view(b, height, width, heads, dh)
-                keys = k.reshape(b, n, heads, dh).transpose(1, 2)
-            else:
-                k = keys.transpose(1, 2).reshape(b, height, width, heads, dh)
-            content = torch.einsum("bijhd,bklhd->bijhkl", q, k) / math.sqrt(dh)  # q·k/√d_h
-            scores = content if scores is None else scores + content
-            enc = self.encoding
-            if isinstance(enc, Learned2DEncoding) and enc.form != "official":
-                # attnlib: q·(r^row_{k−i} + r^col_{l−j})/√d_h; [Re]: (q[:d_h/2]·r^row + q[d_h/2:]·r^col)/√d_h
-                dev, half = x.device, dh // 2
-                q_row, q_col = (q[..., :half], q[..., half:]) if enc.form == "re" else (q, q)
-                r_row = enc.row_embeddings(relative_shifts(height, dev) + enc.max_pos - 1)  # (H, H, D_p)
-                r_col = enc.col_embeddings(relative_shifts(width, dev) + enc.max_pos - 1)  # (W, W, D_p)
-                row = torch.einsum("bijhd,ikd->bijhk", q_row, r_row)
-                col = torch.einsum("bijhd,jld->bijhl", q_col, r_col)
-                scores = scores + (row[..., :, None] + col[..., None, :]) / math.sqrt(dh)
-        lead = scores.shape[:-2]
-        probs = torch.softmax(scores.reshape(*lead, n), dim=-1).view(*lead, height, width)
-        dropped = self.dropout(probs)
-        if self.value is not None:  # per-head values X W_val^(h): (B, H, W, heads, d_h)
-            v = self.value(x).view(b, height, width, heads, dh)
-            ctx = torch.einsum("bijhkl,bklhd->bijhd" if self.content else "ijhkl,bklhd->bijhd", dropped, v)
-        elif self.content:
-            ctx = torch.einsum("bijhkl,bkld->bijhd", dropped, x)
-        else:
-            ctx = torch.einsum("ijhkl,bkld->bijhd", dropped, x)
-        out = self.out(ctx.reshape(b, height, width, -1))
-        if return_attention:
-            p = probs if self.content else probs.expand(b, *probs.shape)
-            probs = p.reshape(b, n, heads, n).transpose(1, 2)
-        else:
-            probs = None
-        return out, keys, probs
-
-
 def plain_copy(model: nn.Module) -> nn.Module:
     """A deep copy of ``model`` (same weights) whose attention layers are ``PlainAttention`` and whose
     dropouts are ``nn.Dropout``."""

@@ -6,7 +6,7 @@ take N_h = K² heads and the isotropic quadratic encoding; head h = a·K + b (ke
     Δ^(h) = d · (a − (K−1)/2, b − (K−1)/2),   score −α‖δ − Δ^(h)‖²,   W_qry = W_key = 0.
 
 As α → ∞, softmax(A^(h)_{q,:}) is one-hot at the key q + Δ^(h) (Lemma 1's condition), and with
-``value="paper"`` the layer computes Σ_h x[q + Δ^(h)] W^(h) + b, where the output slice
+``values="input"`` (V^(h) = X) the layer computes Σ_h x[q + Δ^(h)] W^(h) + b, where the output slice
 W^(h) = kernel[:, :, a, b]ᵀ is Lemma 1's per-head filter. That is exactly the cross-correlation
 ``F.conv2d`` computes. Zero "same" padding (padding = d·(K−1)/2): the paper notes attention keeps the
 image size while a convolution pads, so we attend over an explicitly zero-padded grid and crop back.
@@ -35,7 +35,7 @@ class ConvAttention(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         p, (_, height, width, _) = self.pad, x.shape
-        out, _, _ = self.attn(F.pad(x, (0, 0, p, p, p, p)))  # zero-pad the grid (W and H axes)
+        out = self.attn(F.pad(x, (0, 0, p, p, p, p)))  # zero-pad the grid (W and H axes)
         return out[:, p : p + height, p : p + width]
 
     def probabilities(self, height: int, width: int) -> Tensor:
@@ -92,7 +92,7 @@ def attention_from_conv(conv: nn.Conv2d, alpha: float, content: bool = False) ->
     heads = k * k
     encoding = QuadraticEncoding(heads, isotropic=True)
     attn = MultiHeadSelfAttention2d(
-        c_in, heads, encoding=encoding, content=content, attn_dropout=0.0, value="paper", out_dim=c_out
+        c_in, heads, encoding=encoding, content=content, attn_dropout=0.0, values="input", out_dim=c_out
     )
     attn = attn.to(device=conv.weight.device, dtype=conv.weight.dtype)
     encoding.centers.copy_(kernel_centers(k, d))
@@ -203,7 +203,7 @@ def learn_convolution(
             encoding=encoding,
             content=False,
             attn_dropout=0.0,
-            value="paper",
+            values="input",
             out_dim=conv.out_channels,
         )
         layer = ConvAttention(attn, pad=d * (k - 1) // 2)
@@ -307,7 +307,7 @@ def learn_shift(
         for step in range(steps + 1):
             x = torch.randn(batch, size, size, dim)
             target = x[:, source_rows, source_cols]
-            out = layer(x)[0][:, rows, cols]  # out[i, j] ≈ x[i + δ₁, j + δ₂]
+            out = layer(x)[:, rows, cols]  # out[i, j] ≈ x[i + δ₁, j + δ₂]
             loss = (out - target).pow(2).sum() / target.pow(2).sum()
             if step % record_every == 0 or step == steps:
                 rec_steps.append(step)

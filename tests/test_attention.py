@@ -1,4 +1,6 @@
-"""Encodings, the multi-head layer (SDPA vs explicit), probabilities, and the HA stack."""
+"""Encodings, the reference formulation against per-pair definitions, layer errors, and the HA stack.
+
+(Every fast path of the layer against the reference: ``tests/test_attention_paths.py``.)"""
 
 import math
 
@@ -12,6 +14,7 @@ from attnlib.attention import (
     Learned2DEncoding,
     MultiHeadSelfAttention2d,
     QuadraticEncoding,
+    reference,
 )
 from attnlib.errors import ConfigError
 
@@ -122,7 +125,7 @@ def test_gradients_reach_positional_parameters(encoding):
         else QuadraticEncoding(2, isotropic=encoding == "iso")
     )
     layer = MultiHeadSelfAttention2d(8, 2, encoding=enc, content=False, attn_dropout=0.0)
-    out, _, _ = layer(torch.randn(2, 4, 5, 8))
+    out = layer(torch.randn(2, 4, 5, 8))
     out.square().sum().backward()
     for name, p in enc.named_parameters():
         assert p.grad is not None and p.grad.abs().sum() > 0, name
@@ -131,118 +134,25 @@ def test_gradients_reach_positional_parameters(encoding):
 # ----------------------------------------------------------------------------------------- layer
 
 
-def _explicit(layer, x, keys=None):
-    """Reference: einsum scores, softmax, per-head average, concat, output projection."""
-    b, height, width, d = x.shape
-    n, h = height * width, layer.heads
-    xs = x.reshape(b, n, d)
-    scores = torch.zeros(b, h, n, n)
-    if layer.content:
-        q = layer.query(xs).view(b, n, h, layer.head_dim)
-        k = layer.key(xs).view(b, n, h, layer.head_dim) if keys is None else keys.transpose(1, 2)
-        scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(layer.head_dim)
-    if layer.encoding is not None:
-        scores = scores + layer.encoding.scores(height, width)
-    if layer.content and isinstance(layer.encoding, Learned2DEncoding):
-        # query-positional term q_h · (r^row_{k_i − q_i} + r^col_{k_j − q_j}) / √d_h, written out per pair
-        enc, m = layer.encoding, layer.encoding.max_pos
-        ii, jj = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
-        ii, jj = ii.reshape(-1), jj.reshape(-1)
-        r = enc.row_embeddings.weight[ii[None, :] - ii[:, None] + m - 1]  # (N, N, D_p) [query, key]
-        r = r + enc.col_embeddings.weight[jj[None, :] - jj[:, None] + m - 1]
-        scores = scores + torch.einsum("bqhd,qkd->bhqk", q, r) / math.sqrt(layer.head_dim)
-    probs = scores.softmax(-1)
-    if layer.value_mode == "paper":
-        v = xs[:, :, None, :].expand(b, n, h, d)
-    else:
-        v = layer.value(xs).view(b, n, h, layer.head_dim)
-    ctx = torch.einsum("bhqk,bkhd->bqhd", probs, v).reshape(b, n, -1)
-    return layer.out(ctx).reshape(b, height, width, -1), probs
-
-
-LAYERS = {
-    "quadratic+content": lambda: MultiHeadSelfAttention2d(
-        12, 3, QuadraticEncoding(3, False), True, head_dim=8
-    ),
-    "learned+content": lambda: MultiHeadSelfAttention2d(12, 3, Learned2DEncoding(3, 12, 6), True),
-    "quadratic": lambda: MultiHeadSelfAttention2d(12, 3, QuadraticEncoding(3), content=False),
-    "learned/standard": lambda: MultiHeadSelfAttention2d(
-        12, 3, Learned2DEncoding(3, 12, 6), False, head_dim=5, value="standard"
-    ),
-    "vit": lambda: MultiHeadSelfAttention2d(12, 3, None, True, value="standard", qkv_bias=False, out_dim=7),
-}
-
-
-@pytest.mark.parametrize("name", sorted(LAYERS))
-def test_sdpa_path_equals_explicit_formulation(name):
-    torch.manual_seed(0)
-    layer = LAYERS[name]().eval().double()  # float64: equality of the math, not of summation orders
-    x = torch.randn(2, 5, 6, 12, dtype=torch.float64)
-    with torch.no_grad():
-        out, _, none = layer(x)  # SDPA / shared-softmax path
-        ref, ref_probs = _explicit(layer, x)
-        out2, _, probs = layer(x, return_attention=True)
-    assert none is None and out.dtype == torch.float64
-    torch.testing.assert_close(out, ref, atol=1e-12, rtol=1e-10)
-    torch.testing.assert_close(out2, ref, atol=1e-12, rtol=1e-10)
-    torch.testing.assert_close(probs, ref_probs, atol=1e-12, rtol=1e-10)
-
-
-@pytest.mark.parametrize("name", sorted(LAYERS))
-def test_probabilities_sum_to_one_and_reproduce_the_output(name):
-    torch.manual_seed(1)
-    layer = LAYERS[name]().eval()
-    x = torch.randn(3, 4, 5, 12)
-    with torch.no_grad():
-        out, _, probs = layer(x, return_attention=True)
-        assert probs.shape == (3, 3, 20, 20)
-        assert torch.allclose(probs.sum(-1), torch.ones(3, 3, 20))
-        # recompute the output from the returned probabilities alone
-        xs = x.reshape(3, 20, 12)
-        v = xs[:, None].expand(3, 3, 20, 12) if layer.value_mode == "paper" else layer._values(xs)
-        ctx = (probs @ v).transpose(1, 2).reshape(3, 20, -1)
-        assert torch.allclose(layer.out(ctx).reshape(out.shape), out, atol=1e-5)
-
-
 def test_positional_only_probabilities_are_shared_by_the_batch():
     layer = MultiHeadSelfAttention2d(6, 2, QuadraticEncoding(2), content=False)
-    _, keys, probs = layer(torch.randn(4, 3, 3, 6), return_attention=True)
-    assert keys is None
+    _, probs = layer(torch.randn(4, 3, 3, 6), return_attention=True)
+    assert layer.compute_keys(torch.randn(4, 3, 3, 6)) is None
     assert all(torch.equal(probs[0], probs[i]) for i in range(1, 4))
     with_content = MultiHeadSelfAttention2d(6, 2, QuadraticEncoding(2), content=True).eval()
-    _, keys, probs = with_content(torch.randn(2, 3, 3, 6), return_attention=True)
-    assert keys.shape == (2, 2, 9, 6)
+    x = torch.randn(2, 3, 3, 6)
+    _, probs = with_content(x, return_attention=True)
+    assert with_content.compute_keys(x).shape == (2, 2, 9, 6)
     assert not torch.allclose(probs[0], probs[1])
 
 
-def test_given_keys_are_used_and_returned():
-    torch.manual_seed(0)
-    layer = LAYERS["learned+content"]().eval().double()
-    x0, x1 = torch.randn(2, 2, 4, 4, 12, dtype=torch.float64)
-    with torch.no_grad():
-        _, k0, _ = layer(x0)
-        out, k, _ = layer(x1, keys=k0)
-        ref, _ = _explicit(layer, x1, keys=k0)
-    assert k is k0
-    torch.testing.assert_close(out, ref, atol=1e-12, rtol=1e-10)
-
-
-@pytest.mark.parametrize("name", sorted(LAYERS))
-def test_bf16_autocast_runs(name):
-    torch.manual_seed(0)
-    layer = LAYERS[name]().eval()
-    x = torch.randn(2, 4, 4, 12)
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        out, _, _ = layer(x)
-    ref, _ = _explicit(layer, x)
-    assert out.shape == ref.shape and torch.allclose(out.float(), ref, atol=0.05, rtol=0.05)
-
-
 def test_layer_config_errors():
-    with pytest.raises(ConfigError, match="value"):
-        MultiHeadSelfAttention2d(4, 2, QuadraticEncoding(2), value="nope")
+    with pytest.raises(ConfigError, match="values"):
+        MultiHeadSelfAttention2d(4, 2, QuadraticEncoding(2), values="paper")
     with pytest.raises(ConfigError, match="encoding"):
         MultiHeadSelfAttention2d(4, 2, None, content=False)
+    with pytest.raises(ConfigError, match="RelativeEncoding"):
+        MultiHeadSelfAttention2d(4, 2, nn.Linear(2, 2))  # encodings declare their terms; no probing
     with pytest.raises(ConfigError, match="encoding.heads"):
         MultiHeadSelfAttention2d(4, 2, QuadraticEncoding(3))
     with pytest.raises(ConfigError, match="norm"):
@@ -252,9 +162,10 @@ def test_layer_config_errors():
 # ----------------------------------------------------------------------------------------- stack
 
 
-def _factory(content=True, norm="post"):
+def _factory(content=True, norm="post", values="input"):
     def make():
-        attn = MultiHeadSelfAttention2d(8, 2, Learned2DEncoding(2, 8, 4), content=content, attn_dropout=0.0)
+        enc = Learned2DEncoding(2, 8, 4)
+        attn = MultiHeadSelfAttention2d(8, 2, enc, content=content, attn_dropout=0.0, values=values)
         return EncoderBlock(attn, 8, 16, dropout=0.0, norm=norm, attn_dense=norm == "post")
 
     return make
@@ -282,24 +193,27 @@ def _key_calls(encoder, x):
     return len(calls), maps
 
 
-def test_hierarchical_computes_keys_once_and_recomputes_queries():
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_hierarchical_computes_keys_once_and_recomputes_queries(norm):
     torch.manual_seed(0)
     x = torch.randn(2, 4, 4, 8)
-    ha, plain = Encoder(_factory(), 5, True).eval(), Encoder(_factory(), 5, False).eval()
+    # projected values: the independent blocks form their keys (input values would take the bilinear path)
+    make = _factory(norm=norm, values="projected")
+    ha, plain = Encoder(make, 5, True).eval(), Encoder(make, 5, False).eval()
     n_ha, maps = _key_calls(ha, x)
     n_plain, _ = _key_calls(plain, x)
     assert (n_ha, n_plain) == (1, 5)
     assert len(maps) == 5 and all(m.shape == (2, 2, 16, 16) for m in maps)
     assert not torch.allclose(maps[0], maps[1])  # queries change between applications
-    # the same computation written out: keys from the first application's input, reused
-    block, h, keys = ha.block, x, None
+    # the same computation written out: keys from the first application's attention input, reused
+    block = ha.block
+    keys = block.attn.compute_keys(x if norm == "post" else block.norm1(x))
+    h = x
     with torch.no_grad():
         for _ in range(5):
-            h, used, _ = block(h, keys)
-            keys = used if keys is None else keys
+            h = block(h, keys)
         out, _ = ha(x)
-    assert torch.allclose(out, h)
-    assert torch.allclose(keys, block.attn.compute_keys(x))
+    assert torch.equal(out, h)
 
 
 def test_encoder_gradients_flow_through_shared_block():
@@ -309,144 +223,133 @@ def test_encoder_gradients_flow_through_shared_block():
     assert all(p.grad is not None for p in enc.parameters())
 
 
-@pytest.mark.parametrize("name", ["quadratic+content", "learned+content", "vit"])
-def test_sdpa_and_explicit_content_paths_agree(name):
-    """F.scaled_dot_product_attention (the GPU default) and the explicit CPU path give the same output."""
-    torch.manual_seed(2)
-    layer = LAYERS[name]().eval().double()
-    x = torch.randn(2, 5, 6, 12, dtype=torch.float64, requires_grad=True)
-    layer.sdpa = True
-    out_sdpa, _, _ = layer(x)
-    (g_sdpa,) = torch.autograd.grad(out_sdpa.square().sum(), x)
-    layer.sdpa = False
-    out, _, _ = layer(x)
-    (g,) = torch.autograd.grad(out.square().sum(), x)
-    torch.testing.assert_close(out_sdpa, out, atol=1e-12, rtol=1e-10)
-    torch.testing.assert_close(g_sdpa, g, atol=1e-12, rtol=1e-10)
-
-
-# ------------------------------------------------------------------------ learned 2D encoding forms
-# Each form of the learned encoding (official / attnlib / [Re]) against a per-pair formulation: a Python
-# loop over heads, query pixels and key pixels that writes each score from its definition, in float64.
-FORM_CASES = {
-    # name: (form, key_bias, content, value)
-    "official+content": ("official", False, True, "paper"),
-    "official, positional only, key bias, values ([Re] 16h)": ("official", True, False, "standard"),
-    "attnlib+content": ("attnlib", False, True, "paper"),
-    "attnlib+content, key bias": ("attnlib", True, True, "paper"),
-    "re+content ([Re] 9 heads)": ("re", False, True, "paper"),
-    "re+content, projected values ([Re] 16 heads)": ("re", False, True, "standard"),
-}
+# ------------------------------------------------------------------------ the reference, pair by pair
+# The reference formulation (attnlib.attention.reference, which every fast path equals: test_attention_paths)
+# against a per-pair formulation: a Python loop over heads, query pixels and key pixels that writes each
+# score from its definition, in float64. Every learned form (official / attnlib / [Re]), the quadratic
+# encodings, and no encoding.
 D, HEADS, M = 6, 2, 5  # hidden = head size 6 (the [Re] halves: 3), 2 heads, shifts up to ±4
+REFERENCE_CASES = {
+    # name: (encoding factory, content, values)
+    "learned official+content": (lambda: Learned2DEncoding(HEADS, D, M, form="official"), True, "input"),
+    "learned official, positional only, key bias, projected values ([Re] 16h)": (
+        lambda: Learned2DEncoding(HEADS, D, M, form="official", key_bias=True),
+        False,
+        "projected",
+    ),
+    "learned attnlib+content": (lambda: Learned2DEncoding(HEADS, D, M, form="attnlib"), True, "input"),
+    "learned attnlib+content, key bias": (
+        lambda: Learned2DEncoding(HEADS, D, M, form="attnlib", key_bias=True),
+        True,
+        "input",
+    ),
+    "learned re+content ([Re] 9 heads)": (lambda: Learned2DEncoding(HEADS, D, M, form="re"), True, "input"),
+    "learned re+content, projected values ([Re] 16 heads)": (
+        lambda: Learned2DEncoding(HEADS, D, M, form="re"),
+        True,
+        "projected",
+    ),
+    "quadratic aniso+content": (lambda: QuadraticEncoding(HEADS, isotropic=False), True, "input"),
+    "quadratic iso, positional only, projected values": (
+        lambda: QuadraticEncoding(HEADS),
+        False,
+        "projected",
+    ),
+    "no encoding+content, projected values (ViT)": (lambda: None, True, "projected"),
+}
 
 
-def _form_layer(form, key_bias, content, value, qkv_bias=True):
+def _case_layer(case):
+    make, content, values = REFERENCE_CASES[case]
     torch.manual_seed(0)
-    enc = Learned2DEncoding(HEADS, D, max_pos=M, form=form, key_bias=key_bias)
-    layer = MultiHeadSelfAttention2d(
-        D, HEADS, enc, content, head_dim=D, attn_dropout=0.0, value=value, qkv_bias=qkv_bias, bilinear=True
-    )
+    layer = MultiHeadSelfAttention2d(D, HEADS, make(), content, head_dim=D, attn_dropout=0.0, values=values)
     layer = layer.eval().double()
     for p in layer.parameters():  # away from the init, so that every term matters
         p.data.add_(0.5 * torch.randn_like(p))
     return layer
 
 
+def _pair_score(enc, h, delta, qv):
+    """The encoding's terms of one score: head h, shift δ = key − query (δ₁, δ₂), query qv (or None)."""
+    score = torch.zeros((), dtype=torch.float64)
+    if isinstance(enc, QuadraticEncoding):  # −½ (δ − Δ)ᵀ Σ−1 (δ − Δ)
+        u = torch.tensor(delta, dtype=torch.float64) - enc.centers[h]
+        return score - 0.5 * u @ enc.inverse_covariance()[h] @ u
+    if enc is None:
+        return score
+    r, s = enc.row_embeddings.weight[delta[0] + M - 1], enc.col_embeddings.weight[delta[1] + M - 1]
+    if enc.form != "re":  # w_row^(h)·r_δ₁ + w_col^(h)·r_δ₂ (+ biases)
+        score = score + enc.head_keys_row.weight[h] @ r + enc.head_keys_col.weight[h] @ s
+        if enc.head_keys_row.bias is not None:
+            score = score + enc.head_keys_row.bias[h] + enc.head_keys_col.bias[h]
+    if qv is not None and enc.form == "attnlib":  # q·(r_δ₁ + r_δ₂)/√d_h
+        score = score + qv @ (r + s) / math.sqrt(D)
+    if qv is not None and enc.form == "re":  # (q[:d/2]·r_δ₁ + q[d/2:]·r_δ₂)/√d_h
+        score = score + (qv[: D // 2] @ r + qv[D // 2 :] @ s) / math.sqrt(D)
+    return score
+
+
 def _per_pair(layer, x, keys_from=None):
     """out (B, H, W, D) and probabilities (B, heads, N, N), one score at a time from the definitions."""
     b, height, width, d = x.shape
-    enc, n = layer.encoding, height * width
+    n = height * width
     pixels = [(i, j) for i in range(height) for j in range(width)]
     xs = x.reshape(b, n, d)
-    q = layer.query(xs).view(b, n, HEADS, D) if layer.content else None
-    k = (
-        layer.key((x if keys_from is None else keys_from).reshape(b, n, d)).view(b, n, HEADS, D)
-        if layer.content
-        else None
-    )
-    row, col = enc.row_embeddings.weight, enc.col_embeddings.weight
-    half = D // 2
+    if layer.content:
+        q = layer.query(xs).view(b, n, HEADS, D)
+        k = layer.key((x if keys_from is None else keys_from).reshape(b, n, d)).view(b, n, HEADS, D)
     scores = torch.zeros(b, HEADS, n, n, dtype=x.dtype)
     for bi in range(b):
         for h in range(HEADS):
             for a, (qi, qj) in enumerate(pixels):
                 for c, (ki, kj) in enumerate(pixels):
-                    r, s = row[ki - qi + M - 1], col[kj - qj + M - 1]  # δ = key − query
-                    score = torch.zeros((), dtype=x.dtype)
-                    if enc.form != "re":  # w_row^(h)·r_δ₁ + w_col^(h)·r_δ₂ (+ biases)
-                        score = score + enc.head_keys_row.weight[h] @ r + enc.head_keys_col.weight[h] @ s
-                        if enc.head_keys_row.bias is not None:
-                            score = score + enc.head_keys_row.bias[h] + enc.head_keys_col.bias[h]
+                    qv = q[bi, a, h] if layer.content else None
+                    score = _pair_score(layer.encoding, h, (ki - qi, kj - qj), qv)
                     if layer.content:
-                        qv = q[bi, a, h]
                         score = score + qv @ k[bi, c, h] / math.sqrt(D)  # q·k/√d_h
-                        if enc.form == "attnlib":  # q·(r_δ₁ + r_δ₂)/√d_h
-                            score = score + qv @ (r + s) / math.sqrt(D)
-                        if enc.form == "re":  # (q[:d/2]·r_δ₁ + q[d/2:]·r_δ₂)/√d_h
-                            score = score + (qv[:half] @ r + qv[half:] @ s) / math.sqrt(D)
                     scores[bi, h, a, c] = score
     probs = scores.softmax(-1)
-    if layer.value_mode == "paper":
+    if layer.values == "input":  # V^(h) = X
         v = xs[:, :, None, :].expand(b, n, HEADS, d)
-    else:
+    else:  # V^(h) = X W_val^(h)
         v = layer.value(xs).view(b, n, HEADS, D)
     ctx = torch.einsum("bhqk,bkhd->bqhd", probs, v).reshape(b, n, -1)
     return layer.out(ctx).reshape(b, height, width, -1), probs
 
 
-@pytest.mark.parametrize("case", sorted(FORM_CASES))
-def test_learned_forms_equal_the_per_pair_formulation_on_every_path(case):
-    """Every compute path the layer dispatches to gives the per-pair outputs, probabilities and, for the
-    explicit and bilinear paths, the same gradients: explicit scores (return_attention), SDPA, the
-    bilinear path (need_keys=False; B·N > D so it is taken), given keys (HA) and bench.PlainAttention."""
-    from attnlib.bench import PlainAttention
-
-    form, key_bias, content, value = FORM_CASES[case]
-    layer = _form_layer(form, key_bias, content, value)
-    x = torch.randn(2, 3, 4, D, dtype=torch.float64)
+@pytest.mark.parametrize("case", sorted(REFERENCE_CASES))
+def test_the_reference_equals_the_per_pair_formulation(case):
+    """The reference's outputs and probabilities, with its own keys and with given keys (HA: the keys of
+    x0, the queries and values of x); also bench's PlainAttention (the reference with nn.Dropout) and the
+    layer on its default path."""
+    layer = _case_layer(case)
+    x, x0 = torch.randn(2, 2, 3, 4, D, dtype=torch.float64)
     with torch.no_grad():
         ref, ref_probs = _per_pair(layer, x)
-        out, keys, probs = layer(x, return_attention=True)  # explicit scores
+        out, probs = reference.attention(layer, x, return_attention=True)
         torch.testing.assert_close(out, ref, atol=1e-12, rtol=1e-10)
         torch.testing.assert_close(probs, ref_probs, atol=1e-12, rtol=1e-10)
-        plain, _, plain_probs = PlainAttention(layer)(x, return_attention=True)
+        plain, plain_probs = reference.PlainAttention(layer)(x, return_attention=True)
         torch.testing.assert_close(plain, ref, atol=1e-12, rtol=1e-10)
         torch.testing.assert_close(plain_probs, ref_probs, atol=1e-12, rtol=1e-10)
-        if not content:
+        torch.testing.assert_close(layer(x), ref, atol=1e-12, rtol=1e-10)
+        if not layer.content:
             return
-        layer.sdpa = True
-        out_sdpa, _, _ = layer(x)
-        layer.sdpa = None
-        torch.testing.assert_close(out_sdpa, ref, atol=1e-12, rtol=1e-10)
-        x1 = torch.randn_like(x)  # HA: the keys of x, the queries (and values) of x1
-        out_keys, used, _ = layer(x1, keys=keys)
-        assert used is keys
-        torch.testing.assert_close(out_keys, _per_pair(layer, x1, keys_from=x)[0], atol=1e-12, rtol=1e-10)
-    calls = []
-    hook = layer.key.register_forward_hook(lambda *a: calls.append(1))
-    grads = {}
-    for need_keys in (True, False):
-        layer.zero_grad()
-        out, _, _ = layer(x, need_keys=need_keys)
-        (out * torch.randn_like(out, generator=torch.Generator().manual_seed(1))).sum().backward()
-        grads[need_keys] = {n: p.grad.clone() for n, p in layer.named_parameters()}
-        if not need_keys:
-            torch.testing.assert_close(out, ref, atol=1e-12, rtol=1e-10)
-    hook.remove()
-    assert len(calls) == (1 if value == "paper" else 2)  # the bilinear path (paper values) skips the keys
-    for n in grads[True]:
-        torch.testing.assert_close(grads[False][n], grads[True][n], atol=1e-10, rtol=1e-9, msg=n)
+        keys = reference.compute_keys(layer, x0)
+        ref_keys, _ = _per_pair(layer, x, keys_from=x0)
+        torch.testing.assert_close(reference.attention(layer, x, keys)[0], ref_keys, atol=1e-12, rtol=1e-10)
+        torch.testing.assert_close(layer(x, keys), ref_keys, atol=1e-12, rtol=1e-10)
 
 
 def test_the_per_pair_reference_sees_each_form():
-    """The three forms give different attention on the same weights (the test above could not pass by
-    ignoring the form)."""
+    """The three learned forms give different attention on the same weights (the test above could not pass
+    by ignoring the form)."""
     x = torch.randn(1, 3, 4, D, dtype=torch.float64)
     maps = {}
     for form in ("official", "attnlib", "re"):
-        layer = _form_layer(form, False, True, "paper")
+        layer = _case_layer(f"learned {form}+content" + " ([Re] 9 heads)" * (form == "re"))
         with torch.no_grad():
-            maps[form] = layer(x, return_attention=True)[2]
+            maps[form] = layer(x, return_attention=True)[1]
     assert not torch.allclose(maps["official"], maps["attnlib"])
     assert not torch.allclose(maps["attnlib"], maps["re"])
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from attnlib import bench
-from attnlib.attention import MultiHeadSelfAttention2d, QuadraticEncoding
-from attnlib.attention.layer import dropout_mask
+from attnlib.attention import MultiHeadSelfAttention2d
+from attnlib.attention.ops import dropout_mask
 from attnlib.errors import ConfigError
 from attnlib.models import make
 
@@ -80,26 +80,6 @@ def test_dropout_mask_has_rate_p(p):
     assert not torch.equal(mask, dropout_mask((n,), p))
 
 
-def test_attention_dropout_is_unbiased():
-    """Training-mode content attention averages to the eval-mode output (mask and 1/(1−p) rescaling).
-
-    Both content paths: the standard one (keys returned) and the bilinear one (need_keys=False). One
-    forward over 4000 copies of an image: every copy draws its own mask."""
-    torch.manual_seed(0)
-    layer = MultiHeadSelfAttention2d(
-        4, 2, QuadraticEncoding(2), content=True, attn_dropout=0.5, bilinear=True
-    )
-    x = torch.randn(1, 3, 3, 4)
-    with torch.no_grad():
-        ref, _, _ = layer.eval()(x)
-        layer.train()
-        for need_keys in (True, False):
-            draws, keys, _ = layer(x.expand(4000, -1, -1, -1), need_keys=need_keys)
-            assert (keys is None) == (not need_keys)
-            assert not torch.allclose(draws[0], ref[0])  # dropout is active
-            assert torch.allclose(draws.mean(0), ref[0], atol=0.05)
-
-
 def test_peak_memory_sees_a_64_mb_allocation():
     def alloc():
         t = torch.ones(16 * 2**20)  # 64 MiB of float32, touched
@@ -160,7 +140,7 @@ def test_bad_arguments_raise_config_error(argv, parameter, tmp_path):
 
 
 def test_fast_dropout_module_keeps_the_expectation():
-    from attnlib.attention.layer import Dropout
+    from attnlib.attention.ops import Dropout
 
     torch.manual_seed(0)
     drop = Dropout(0.25)
@@ -171,34 +151,6 @@ def test_fast_dropout_module_keeps_the_expectation():
     assert abs((y == 0).float().mean().item() - 0.25) < 0.005
     assert abs(y.mean().item() - 2.0) < 0.02
     assert torch.equal(drop.eval()(x), x)
-
-
-@pytest.mark.parametrize("batch, side, bilinear", [(3, 4, True), (1, 2, False)])
-def test_bilinear_path_equals_the_q_k_path_and_is_taken_when_it_pays(batch, side, bilinear):
-    """need_keys=False takes the bilinear path (no key projection call) iff B·N > D; same outputs and
-    gradients as the q, k path (need_keys=True)."""
-    from attnlib.attention import Learned2DEncoding
-
-    torch.manual_seed(0)
-    layer = MultiHeadSelfAttention2d(16, 2, Learned2DEncoding(2, 16, 4), content=True, bilinear=True)
-    layer = layer.eval().double()  # float64: equality of the math, not of summation orders
-    for p in layer.parameters():
-        p.data.add_(0.3 * torch.randn_like(p))
-    x = torch.randn(batch, side, side, 16, dtype=torch.float64)
-    calls = []
-    layer.key.register_forward_hook(lambda *a: calls.append(1))
-    results = {}
-    for need_keys in (True, False):
-        layer.zero_grad()
-        out, keys, probs = layer(x, return_attention=True, need_keys=need_keys)
-        (out * torch.randn_like(out, generator=torch.Generator().manual_seed(1))).sum().backward()
-        results[need_keys] = out, probs, {n: p.grad.clone() for n, p in layer.named_parameters()}
-    assert len(calls) == (1 if bilinear else 2)
-    (o1, p1, g1), (o2, p2, g2) = results[True], results[False]
-    torch.testing.assert_close(o2, o1, atol=1e-12, rtol=1e-10)
-    torch.testing.assert_close(p2, p1, atol=1e-12, rtol=1e-10)
-    for n in g1:
-        torch.testing.assert_close(g2[n], g1[n], atol=1e-10, rtol=1e-9, msg=n)
 
 
 def test_matmul_peak_is_the_fastest_call_over_sizes(monkeypatch):

@@ -1,6 +1,10 @@
-"""Self-attention on 2D grids: positional encodings, the multi-head layer, encoder stacks (incl. HA)."""
+"""Self-attention on 2D grids: positional encodings, the multi-head layer, encoder stacks (incl. HA).
 
-from .encodings import Learned2DEncoding, QuadraticEncoding, relative_shifts
+``layer`` holds the weights, ``ops`` computes it (fast paths and their dispatch), ``reference`` is the plain
+formulation every path equals.
+"""
+
+from .encodings import Learned2DEncoding, QuadraticEncoding, RelativeEncoding, relative_shifts
 from .layer import MultiHeadSelfAttention2d
 from .stack import Encoder, EncoderBlock
 
@@ -10,5 +14,6 @@ __all__ = [
     "Learned2DEncoding",
     "MultiHeadSelfAttention2d",
     "QuadraticEncoding",
+    "RelativeEncoding",
     "relative_shifts",
 ]

@@ -1,13 +1,16 @@
 """Relative positional attention scores, one map per head, on an H x W grid of tokens.
 
-Every encoding exposes ``scores(height, width) -> (heads, N, N)`` with ``N = H * W`` tokens in
-row-major order (token ``i * W + j`` is pixel ``(i, j)``). Entry ``[h, q, k]`` depends only on the shift
-``δ = key − query = (k_i − q_i, k_j − q_j)`` (row shift first, then column shift), as in the official
-code (``R[i, j, k, l] = grid[k, l] − grid[i, j]``). The attention layer adds these scores to the content
-scores as an additive bias before the softmax.
+Every encoding is a ``RelativeEncoding``: it declares which terms it adds to the attention scores and
+computes them; the attention layer (``ops``, ``reference``) reads only that interface. Scores are
+(heads, N, N) maps with ``N = H * W`` tokens in row-major order (token ``i * W + j`` is pixel ``(i, j)``).
+Entry ``[h, q, k]`` depends only on the shift ``δ = key − query = (k_i − q_i, k_j − q_j)`` (row shift
+first, then column shift), as in the official code (``R[i, j, k, l] = grid[k, l] − grid[i, j]``), and on
+the query for a query-positional term. The layer adds them to the content scores before the softmax.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -36,7 +39,82 @@ def _grid_scores(row: Tensor, col: Tensor, cross: Tensor | None = None) -> Tenso
     return s.reshape(heads, height * width, height * width)
 
 
-class QuadraticEncoding(nn.Module):
+class RelativeEncoding(nn.Module):
+    """What an encoding declares to the attention layer (``attnlib.attention.ops`` / ``reference``).
+
+    Score of head h for the query at q and the key at k, δ = k − q, in a layer with content:
+
+        A^(h)_{q,k} = q_h·k_h/√d_h  +  s^(h)(δ)  +  u^(h)(q_h, δ)
+                       (content)     ``scores``   ``query_scores``
+
+    - ``heads``: the number of heads it scores.
+    - ``has_scores``: whether it has the input-independent term s^(h)(δ), ``scores(H, W)`` (heads, N, N).
+      Without it the encoding scores only with the queries, so the layer needs content.
+    - ``has_query_scores``: whether, with content, it adds the query-positional term u^(h)(q_h, δ),
+      ``query_scores(q, H, W)`` (B, heads, N, N) for queries q (B, heads, N, d_h).
+
+    The same terms in three forms, all with the same values:
+
+    - ``plain_scores`` / ``plain_query_scores``: written as the published code writes them (explicit
+      shifts, einsum), laid out (…, H, W, heads, H, W) [query i, j; head; key k, l]; the reference
+      formulation (``attnlib.attention.reference``) adds these, so the fast paths are checked against an
+      independent computation.
+    - ``scores`` / ``query_scores``: the (heads, N, N) maps, N = H·W row-major (the positional-only path,
+      plots, the theory chapter).
+    - fused, in the layout of a fast path: ``content_bias`` (explicit and SDPA paths) and
+      ``linear_query_bias`` (bilinear path).
+
+    The defaults here derive each form from ``scores`` / ``query_scores``; an encoding may override any
+    of them with a faster (or, for ``plain_*``, a more literal) computation of the same values.
+    """
+
+    heads: int
+    has_scores: bool = True
+    has_query_scores: bool = False
+
+    def scores(self, height: int, width: int) -> Tensor:
+        """Input-independent scores s^(h)(δ): (heads, N, N), N = height * width."""
+        raise NotImplementedError(f"{type(self).__name__} has no input-independent scores")
+
+    def query_scores(self, q: Tensor, height: int, width: int) -> Tensor:
+        """Query-positional scores u^(h)(q_h, δ): q (B, heads, N, d_h) -> (B, heads, N, N)."""
+        raise NotImplementedError(f"{type(self).__name__} has no query-positional scores")
+
+    def plain_scores(self, height: int, width: int) -> Tensor:
+        """``scores`` laid out (H, W, heads, H, W)."""
+        return self.scores(height, width).view(-1, height, width, height, width).permute(1, 2, 0, 3, 4)
+
+    def plain_query_scores(self, q: Tensor, height: int, width: int) -> Tensor:
+        """``query_scores`` for queries q (B, H, W, heads, d_h), laid out (B, H, W, heads, H, W)."""
+        b, _, _, heads, d = q.shape
+        u = self.query_scores(q.reshape(b, height * width, heads, d).transpose(1, 2), height, width)
+        return u.view(b, heads, height, width, height, width).permute(0, 2, 3, 1, 4, 5)
+
+    def content_bias(self, q: Tensor, height: int, width: int) -> Tensor:
+        """Everything the encoding adds to q·k/√d_h for queries q (B, heads, N, d_h), in q's dtype:
+        the scores (heads, N, N), broadcast over the batch, or with a query term (B, heads, N, N)."""
+        if not self.has_query_scores:
+            return self.scores(height, width).to(q.dtype)
+        bias = self.query_scores(q, height, width)
+        return bias + self.scores(height, width).to(q.dtype) if self.has_scores else bias
+
+    def linear_query_bias(
+        self, xs: Tensor, w_query: Tensor, b_query: Tensor | None, height: int, width: int
+    ) -> Tensor:
+        """``content_bias`` for queries q_h = X W_hᵀ + b_h given by their weights, in the (query, head, key)
+        layout of the layer's bilinear path: xs (B, N, D), w_query (heads, d_h, D), b_query (heads, d_h) or
+        None -> (N·heads, N) (no query term: broadcast over the batch) or (B, N·heads, N)."""
+        heads, d = w_query.shape[:2]
+        if not self.has_query_scores:
+            n = height * width
+            return self.scores(height, width).transpose(0, 1).reshape(n * heads, n)
+        b, n, _ = xs.shape
+        bias = None if b_query is None else b_query.reshape(-1)
+        q = F.linear(xs, w_query.reshape(heads * d, -1), bias).view(b, n, heads, d).transpose(1, 2)
+        return self.content_bias(q, height, width).transpose(1, 2).reshape(b, n * heads, n)
+
+
+class QuadraticEncoding(RelativeEncoding):
     """Quadratic (Gaussian) positional encoding of Cordonnier et al., eq. (9) and its generalisation.
 
     Score of head h for the shift δ (key − query):
@@ -97,6 +175,14 @@ class QuadraticEncoding(nn.Module):
         cross = -b[:, :, :, None, None] * d_row[:, :, None, :, None] * d_col[:, None, :, None, :]
         return _grid_scores(-0.5 * a * d_row.pow(2), -0.5 * cc * d_col.pow(2), cross)
 
+    def plain_scores(self, height: int, width: int) -> Tensor:
+        """The scores written out for every (query, key) pair: (H, W, heads, H, W)."""
+        ii, jj = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
+        grid = torch.stack([ii, jj], -1).to(self.centers)  # (H, W, 2)
+        delta = grid[None, None] - grid[:, :, None, None]  # δ = key − query: (H, W, H, W, 2)
+        d = delta[:, :, None] - self.centers[:, None, None, :]  # δ − Δ_h: (H, W, heads, H, W, 2)
+        return -0.5 * torch.einsum("ijhkla,hab,ijhklb->ijhkl", d, self.inverse_covariance(), d)
+
     def extra_repr(self) -> str:
         return f"heads={self.heads}, isotropic={self.isotropic}"
 
@@ -104,7 +190,7 @@ class QuadraticEncoding(nn.Module):
 LEARNED_FORMS = ("official", "attnlib", "re")
 
 
-class Learned2DEncoding(nn.Module):
+class Learned2DEncoding(RelativeEncoding):
     """Learned relative 2D encoding: two tables ``row_embeddings`` / ``col_embeddings`` of shape
     (2·max_pos − 1, D_p), indexed by the row / column shift δ + max_pos − 1.
 
@@ -165,19 +251,15 @@ class Learned2DEncoding(nn.Module):
             self.head_keys_col = nn.Linear(pos_dim, heads, bias=key_bias)
 
     @property
-    def head_keys(self) -> bool:
-        """Whether the input-independent term w^(h)ᵀ r_δ is part of the score (forms official, attnlib)."""
+    def has_scores(self) -> bool:
+        """Whether the input-independent term w^(h)ᵀ r_δ (the head keys) is part of the score (forms
+        official, attnlib); form re scores only with the queries."""
         return self.form != "re"
 
     @property
-    def query_dependent(self) -> bool:
+    def has_query_scores(self) -> bool:
         """Whether a layer with content adds a query-positional term (forms attnlib, re)."""
         return self.form != "official"
-
-    @property
-    def needs_query(self) -> bool:
-        """Whether the encoding has no score without queries (form re: the layer must have content)."""
-        return self.form == "re"
 
     def _query_slices(self, d: int) -> tuple[slice, slice]:
         """The part of a query of width ``d`` that meets the row table and the column table."""
@@ -201,7 +283,7 @@ class Learned2DEncoding(nn.Module):
 
     def axis_scores(self, height: int, width: int) -> tuple[Tensor, Tensor]:
         """Per-axis positional scores: row (heads, H, H) [h, q_i, k_i] = w_rowᵀ r^row_{k_i − q_i}, col (heads, W, W)."""
-        if not self.head_keys:
+        if not self.has_scores:
             raise ConfigError("form", self.form, "'official' or 'attnlib' (form 're' has no head keys)")
         idx_row, idx_col = self._shift_index(height, width)
         # project each table row once, then index by shift (same values and gradients as index-then-project)
@@ -239,19 +321,38 @@ class Learned2DEncoding(nn.Module):
         b, heads, n = q.shape[:3]
         return (row[..., :, None] + col[..., None, :]).reshape(b, heads, n, n)  # [q_i,q_j,k_i,k_j]
 
+    def plain_scores(self, height: int, width: int) -> Tensor:
+        """The scores as the official code computes them, index then project: (H, W, heads, H, W)."""
+        idx_row, idx_col = self._shift_index(height, width)
+        row = self.head_keys_row(self.row_embeddings(idx_row))  # (H, H, heads): w_rowᵀ r^row_{k−i}
+        col = self.head_keys_col(self.col_embeddings(idx_col))  # (W, W, heads)
+        return row.permute(0, 2, 1)[:, None, :, :, None] + col.permute(0, 2, 1)[None, :, :, None, :]
+
+    def plain_query_scores(self, q: Tensor, height: int, width: int) -> Tensor:
+        """The query-positional scores written with einsum, q (B, H, W, heads, d_h) -> (B, H, W, heads, H, W):
+        attnlib q·(r^row_{k−i} + r^col_{l−j})/√d_h; [Re] (q[:d_h/2]·r^row + q[d_h/2:]·r^col)/√d_h."""
+        dh = q.shape[-1]
+        s_row, s_col = self._query_slices(dh)
+        idx_row, idx_col = self._shift_index(height, width)
+        r_row, r_col = self.row_embeddings(idx_row), self.col_embeddings(idx_col)  # (H, H, D_p), (W, W, D_p)
+        row = torch.einsum("bijhd,ikd->bijhk", q[..., s_row], r_row)
+        col = torch.einsum("bijhd,jld->bijhl", q[..., s_col], r_col)
+        return (row[..., :, None] + col[..., None, :]) / math.sqrt(dh)
+
     def content_bias(self, q: Tensor, height: int, width: int) -> Tensor:
         """Everything the encoding adds to q·k/√d_h for queries q, in q's dtype: ``scores + query_scores``
-        (form attnlib), ``query_scores`` (form re) or ``scores`` (form official, broadcast over the batch).
+        (form attnlib), ``query_scores`` (form re) or ``scores`` (form official: (heads, N, N), broadcast
+        over the batch).
 
         q (B, heads, N, d_h) -> (B, heads, N, N), contiguous. The terms split into a row part (depends on
         q and k_i) and a column part (q and k_j); the row parts and the column parts are summed on the small
         per-axis tensors, so the (B, heads, N, N) result is written in one pass.
         """
+        if not self.has_query_scores:
+            return super().content_bias(q, height, width)
         b, heads, n = q.shape[:3]
-        if not self.query_dependent:
-            return self.scores(height, width).to(q.dtype).expand(b, heads, n, n)
         row, col = self._query_axis_scores(q, height, width)
-        if self.head_keys:
+        if self.has_scores:
             pos_row, pos_col = (s.to(q.dtype) for s in self.axis_scores(height, width))
             row = row + pos_row[None, :, :, None, :]  # (B, heads, H, W, H) + (heads, H, 1, H)
             col = col + pos_col[None, :, None, :, :]  # (B, heads, H, W, W) + (heads, 1, W, W)
@@ -262,7 +363,7 @@ class Learned2DEncoding(nn.Module):
         self, xs: Tensor, w_query: Tensor, b_query: Tensor | None, height: int, width: int
     ) -> Tensor:
         """``content_bias`` for queries q_h = X W_hᵀ + b_h given by their weights, in the (query, head, key)
-        layout of the layer's bilinear path (forms attnlib and re).
+        layout of the layer's bilinear path (form official: ``RelativeEncoding``'s (N·heads, N) scores).
 
         xs (B, N, D); w_query (heads, d_h, D); b_query (heads, d_h) or None -> (B, N·heads, N), rows
         ordered (query, head). Per axis a ∈ {row, col} the score (q_h^a/√d_h + w_a^(h))·r^a_δ (+ the head
@@ -271,6 +372,8 @@ class Learned2DEncoding(nn.Module):
         rows of the query projection that meet table a; each key then picks the row of its shift, as in
         ``query_scores``.
         """
+        if not self.has_query_scores:
+            return super().linear_query_bias(xs, w_query, b_query, height, width)
         b, n, _ = xs.shape
         heads, d = w_query.shape[:2]
         s_row, s_col = self._query_slices(d)
@@ -279,13 +382,13 @@ class Learned2DEncoding(nn.Module):
         tables = torch.stack([self.row_embeddings.weight, self.col_embeddings.weight])  # (2, T, D_p)
         w_axes = torch.stack([w_query[:, s_row], w_query[:, s_col]], 1)  # (heads, 2, D_p, D)
         u = torch.zeros(heads, 2, self.pos_dim, dtype=tables.dtype, device=tables.device)
-        if self.head_keys:
+        if self.has_scores:
             u = u + torch.stack([self.head_keys_row.weight, self.head_keys_col.weight], 1)  # w_a^(h)
         if b_query is not None:
             u = u + torch.stack([b_query[:, s_row], b_query[:, s_col]], 1) * scale  # b_h^a/√d_h
         weight = torch.einsum("atp,hapd->hatd", tables, w_axes * scale)  # (heads, 2, T, D)
         bias = torch.einsum("atp,hap->hat", tables, u)  # (heads, 2, T)
-        if self.head_keys and self.head_keys_row.bias is not None:
+        if self.has_scores and self.head_keys_row.bias is not None:
             bias = bias + torch.stack([self.head_keys_row.bias, self.head_keys_col.bias], 1)[..., None]
         qr = F.linear(xs, weight.reshape(-1, xs.shape[-1]), bias.reshape(-1))
         qr = qr.view(b, height, width, heads, 2, -1)  # [b, q_i, q_j, h, axis, table row]

@@ -23,7 +23,8 @@ from torch import Tensor, nn
 
 from attnlib.errors import ConfigError
 
-from .layer import Dropout, MultiHeadSelfAttention2d
+from .layer import MultiHeadSelfAttention2d
+from .ops import Dropout
 
 NORMS = ("post", "pre")
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}  # the MLP's non-linearity (official BERT: GELU; [Re]: ReLU)
@@ -66,21 +67,25 @@ class EncoderBlock(nn.Module):
         self.norm2 = nn.LayerNorm(dim, eps=eps)
         self.dropout = Dropout(dropout)
 
-    def forward(
-        self, x: Tensor, keys: Tensor | None = None, return_attention: bool = False, need_keys: bool = True
-    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """x (B, H, W, D) -> (x, keys used, probabilities (B, heads, N, N) or None).
+    def keys(self, x: Tensor) -> Tensor | None:
+        """The keys its attention computes from the block input x (B, H, W, D): (B, heads, N, d_h), or None
+        for an attention layer without content."""
+        return self.attn.compute_keys(x if self.norm == "post" else self.norm1(x))
 
-        ``need_keys=False``: the caller ignores the keys (the attention layer may then return None)."""
+    def forward(self, x: Tensor, keys: Tensor | None = None, return_attention: bool = False):
+        """x (B, H, W, D) -> x; with ``return_attention`` (x, probabilities (B, heads, N, N)).
+
+        ``keys``: the attention uses these keys instead of its own (Hierarchical Attention)."""
+        h = x if self.norm == "post" else self.norm1(x)
+        a = self.attn(h, keys, return_attention)
+        a, probs = a if return_attention else (a, None)
         if self.norm == "post":
-            a, keys, probs = self.attn(x, keys, return_attention, need_keys)
             x = self.norm1(x + self.dropout(self.attn_dense(a)))
             x = self.norm2(x + self.dropout(self.mlp(x)))
         else:
-            a, keys, probs = self.attn(self.norm1(x), keys, return_attention, need_keys)
             x = x + self.dropout(self.attn_dense(a))
             x = x + self.dropout(self.mlp(self.norm2(x)))
-        return x, keys, probs
+        return (x, probs) if return_attention else x
 
 
 class Encoder(nn.Module):
@@ -107,12 +112,12 @@ class Encoder(nn.Module):
 
     def forward(self, x: Tensor, return_attention: bool = False) -> tuple[Tensor, list[Tensor]]:
         """x (B, H, W, D) -> (x, maps): one (B, heads, N, N) map per application when asked, else []."""
-        maps, keys = [], None
+        keys = self.block.keys(x) if self.hierarchical else None  # HA: from the first application's input
+        maps = []
         for block in self.applications():
-            x, used, probs = block(
-                x, keys if self.hierarchical else None, return_attention, self.hierarchical
-            )
-            keys = used
             if return_attention:
+                x, probs = block(x, keys, return_attention=True)
                 maps.append(probs)
+            else:
+                x = block(x, keys)
         return x, maps

@@ -1,7 +1,7 @@
 """The fully attentional classifier of Cordonnier et al. (official ``BertImage`` for CIFAR-10).
 
 x (B, 3, 32, 32) -> 2x2 invertible down-sampling (space-to-depth) (B, 16, 16, 12) -> Linear(12, D)
--> L post-norm blocks [MHSA (value="paper") + Dense + LN, MLP + LN] -> mean over the 16x16 tokens
+-> L post-norm blocks [MHSA (V^(h) = X) + Dense + LN, MLP + LN] -> mean over the 16x16 tokens
 -> Linear(D, classes). No [CLS] token, no absolute positional encoding. Init as ``init_bert_weights``:
 Normal(0, 0.02) for Linear / Embedding weights, zero biases, LayerNorm (1, 0); quadratic centres and
 spreads keep their own init.
@@ -37,11 +37,12 @@ from attnlib.attention import (
     QuadraticEncoding,
 )
 from attnlib.attention.encodings import LEARNED_FORMS
-from attnlib.attention.layer import VALUES
 from attnlib.errors import ConfigError, check_positive_int
 
 ENCODINGS = ("quadratic_iso", "quadratic_aniso", "learned")
 BLOCKS = ("official", "re")  # whose encoder block: Cordonnier et al.'s official code or the [Re] code
+# PaperConfig.value -> what V^(h) is (the layer's ``values``): the input X, or X W_val^(h)
+VALUES = {"paper": "input", "standard": "projected"}
 
 
 def _probability(name: str, value) -> None:
@@ -67,7 +68,7 @@ class PaperConfig:
     num_classes: int = 10
     block: str = "official"  # "official" | "re": whose encoder block (module docstring)
     learned_form: str = "attnlib"  # learned encoding's score: "official" | "attnlib" | "re"
-    value: str = "paper"  # "paper": V^(h) = X; "standard": per-head value projection ([Re] 16 heads)
+    value: str = "paper"  # "paper": V^(h) = X; "standard": per-head projection X W_val^(h) ([Re] 16 heads)
 
     def __post_init__(self):
         for name in ("layers", "hidden", "mlp", "heads", "max_pos", "downsample"):
@@ -130,9 +131,8 @@ class AttentionClassifier(nn.Module):
                 content=cfg.content,
                 head_dim=cfg.hidden,  # both codes: per-head size = hidden size
                 attn_dropout=cfg.attn_dropout,
-                value=cfg.value,
+                values=VALUES[cfg.value],
                 qkv_bias=official,
-                bilinear=True,  # d_h = D: scores through A_h = W_qryᵀW_key (D x D), no k projection
             )
             return EncoderBlock(
                 attn,

@@ -8,7 +8,7 @@ Choices, checked against the [Re] code:
 
 - Attention: content only (no relative encoding); q, k, v = Linear(D, heads·D, bias=False), i.e. the
   per-head size equals the hidden size (that is how 9 heads work with D = 400), score q·k/√D, then
-  ``Linear(heads·D, D)``. Same layer as the paper model (``value="standard"``), no second implementation.
+  ``Linear(heads·D, D)``. Same layer as the paper model (``values="projected"``), no second implementation.
 - Stem: ``stem="resnet"`` is the [Re] config (``resnet_pooling: True``, ``resnet_blocks: 1``): a 3x3
   conv(3→64) + BN + ReLU and ResNet18's first stage (two BasicBlocks), patches then taken from its
   64 x 32 x 32 output. ``stem="none"`` patches the raw image.
@@ -97,7 +97,7 @@ class ViT(nn.Module):
                 content=True,
                 head_dim=cfg.hidden,
                 attn_dropout=cfg.attn_dropout,
-                value="standard",
+                values="projected",
                 qkv_bias=False,
             )
             return EncoderBlock(attn, cfg.hidden, cfg.mlp, cfg.dropout, norm="pre", eps=1e-5)
