@@ -320,6 +320,12 @@ def seed_accuracies(experiment: str, params: Params, seeds=range(10)) -> list[fl
 
 
 #: How the book words a verdict of ``attnlib.compare.Welch`` for an HA variant against its model.
+VERDICT_SHORT = {  # for tables; VERDICTS says why
+    "higher": "HA ahead",
+    "lower": "HA behind",
+    "inconclusive": "inconclusive",
+    "no interval": "no interval",
+}
 VERDICTS = {
     "higher": "HA ahead (the 95% interval excludes 0)",
     "lower": "HA behind (the 95% interval excludes 0)",
@@ -380,7 +386,7 @@ def _time_phrase(variant: str, params: Params) -> str:
 
 def ha_effects(bases, params: Params, seeds=range(10)):
     """One row per model of ``bases``: the seeds saved of the model and of its HA variant, their test
-    accuracy (mean ± sd), HA − model in points with its 95% Welch interval, degrees of freedom and p, the
+    accuracy (mean ± sd), HA − model in points with its 95% Welch interval, degrees of freedom ν and p, the
     verdict of ``attnlib.compare`` ("inconclusive" whenever the interval holds 0), the seeds per side the
     project's standard asks for, and the [Re] run-log difference where known (never trains)."""
     import pandas as pd
@@ -393,36 +399,29 @@ def ha_effects(bases, params: Params, seeds=range(10)):
         re_gain = (
             reference_value(base + "_ha", RE, "test_accuracy") - reference_value(base, RE, "test_accuracy")
         ) * 100
-        row = {"model": title(base), "seeds (model / HA)": f"{len(acc_a)} / {len(acc_b)}"}
+        row = {
+            "model": title(base),
+            "seeds (model / HA)": f"{len(acc_a)} / {len(acc_b)}",
+            "model acc.": compare.mean_sd(acc_a) if acc_a else fmt(None),
+            "HA acc.": compare.mean_sd(acc_b) if acc_b else fmt(None),
+        }
         w = compare.welch(acc_a, acc_b) if acc_a and acc_b else None
         if w is None:
-            row.update(
-                {
-                    "model acc.": fmt(None),
-                    "HA acc.": fmt(None),
-                    "HA − model": "—",
-                    "95% interval (Welch)": "—",
-                    "p": "—",
-                    "verdict": MISSING,
-                    "seeds asked": f"{compare.MIN_SEEDS} per side",
-                }
-            )
+            row.update({"HA − model [95% Welch interval]": "—", "ν": "—", "p": "—", "verdict": MISSING})
+            row["seeds asked"] = f"{compare.MIN_SEEDS} per side"
         else:
             ci = w.interval
+            interval = "" if ci is None else f" [{ci[0]:+.1f}, {ci[1]:+.1f}]"
             row.update(
                 {
-                    "model acc.": compare.mean_sd(acc_a),
-                    "HA acc.": compare.mean_sd(acc_b),
-                    "HA − model": f"{w.points:+.1f} points",
-                    "95% interval (Welch)": "—"
-                    if ci is None
-                    else f"{ci[0]:+.1f} to {ci[1]:+.1f} points (ν = {w.df:.1f})",
+                    "HA − model [95% Welch interval]": f"{w.points:+.1f}{interval}",
+                    "ν": "—" if w.df is None else f"{w.df:.1f}",
                     "p": "—" if w.p is None else f"{w.p:.2f}",
-                    "verdict": VERDICTS[w.verdict],
+                    "verdict": VERDICT_SHORT[w.verdict],
                     "seeds asked": "met" if w.seeds_wanted == 0 else f"{w.seeds_wanted} per side",
                 }
             )
-        row["[Re] HA − model (run logs)"] = "not found" if math.isnan(re_gain) else f"{re_gain:+.1f} points"
+        row["[Re] HA − model (run logs)"] = "not found" if math.isnan(re_gain) else f"{re_gain:+.1f}"
         if w is None or math.isnan(re_gain):
             row["same direction as [Re]"] = "—"
         else:

@@ -35,14 +35,16 @@ def test_ha_effects_is_welch_over_every_saved_seed(params, seeds):
     assert len(a) == len(b) == 2
     w = compare.welch(a, b)
     vit = effects.loc["ViT"]
-    assert vit["seeds (model / HA)"] == "2 / 2" and vit["HA − model"] == f"{w.points:+.1f} points"
+    assert vit["seeds (model / HA)"] == "2 / 2"
+    assert vit["HA − model [95% Welch interval]"].startswith(f"{w.points:+.1f}")
     if w.interval is not None:
         low, high = w.interval
-        assert vit["95% interval (Welch)"] == f"{low:+.1f} to {high:+.1f} points (ν = {w.df:.1f})"
-        assert vit["p"] == f"{w.p:.2f}"
-    assert vit["verdict"] == book.VERDICTS[w.verdict] and vit["seeds asked"] == "3 per side"
-    san = effects.loc["SAN pairwise"]  # HA variant not trained: no comparison
+        assert vit["HA − model [95% Welch interval]"] == f"{w.points:+.1f} [{low:+.1f}, {high:+.1f}]"
+        assert vit["p"] == f"{w.p:.2f}" and vit["ν"] == f"{w.df:.1f}"
+    assert vit["verdict"] == book.VERDICT_SHORT[w.verdict] and vit["seeds asked"] == "3 per side"
+    san = effects.loc["SAN pairwise"]  # HA variant not trained: no comparison, but the model's seeds show
     assert san["verdict"] == book.MISSING and san["seeds (model / HA)"] == "1 / 0"
+    assert san["model acc."] != book.MISSING and san["HA acc."] == book.MISSING
     assert "standard error" not in " ".join(effects.columns)
 
 
