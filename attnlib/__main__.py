@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from attnlib import experiments
+from attnlib.checks import is_synthetic
 from attnlib.errors import ConfigError
 
 PROG = "python -m attnlib"
@@ -51,7 +52,7 @@ def _integer(minimum: int):
 
 
 def _data(value: str) -> str:
-    if value.split(":")[0] == "synthetic" or os.path.isdir(value):
+    if is_synthetic(value) or os.path.isdir(value):
         return value
     raise argparse.ArgumentTypeError(
         f"got {value!r}, which is not an existing folder; allowed: a CIFAR-10 folder, 'synthetic' or "

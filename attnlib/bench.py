@@ -53,7 +53,9 @@ from torch import Tensor, nn
 
 from attnlib.attention import MultiHeadSelfAttention2d
 from attnlib.attention.reference import PlainAttention
+from attnlib.checks import check_choice, check_positive_int
 from attnlib.errors import ConfigError
+from attnlib.util import sync, timed_ms
 
 
 # ------------------------------------------------------------------------------ plain formulation
@@ -77,8 +79,6 @@ MODELS = ("learned_content_9h", "quadratic_iso_9h")  # experiment names (attnlib
 SHAPES = ("paper", "budget")
 DTYPES = ("fp32", "bf16")
 IMPLS = ("attnlib", "plain")
-# `budget` shapes if the registry cannot be read (the engine's preset is the reference)
-_BUDGET_PLACEHOLDER = dict(layers=4, hidden=128, mlp=256, downsample=4)
 _QUICK = dict(layers=1, hidden=16, mlp=16, heads=2, downsample=4)  # --quick: a smoke test of the bench
 
 
@@ -100,8 +100,7 @@ def cases(
     """The cases to time. ``layers`` (paper shapes) times fewer layers than the model has."""
     out = []
     for shape in shapes:
-        if shape not in SHAPES:
-            raise ConfigError("shapes", shape, list(SHAPES))
+        check_choice("shapes", shape, SHAPES)
         for name in names:
             model, b, source = _resolve(name, shape)
             full = model.get("layers", 6)
@@ -115,27 +114,14 @@ def cases(
 
 def _resolve(name: str, shape: str) -> tuple[dict, int, str]:
     """(PaperConfig fields, batch, where they come from) of experiment ``name`` at preset ``shape``."""
-    if name not in MODELS:
-        raise ConfigError("models", name, list(MODELS))
-    try:
-        from attnlib import experiments
+    check_choice("models", name, MODELS)
+    from attnlib import experiments
 
-        rc = experiments.resolve(name, shape)
-        return dict(rc.model), rc.train.batch_size, f"attnlib.experiments.resolve({name!r}, {shape!r})"
-    except (ImportError, AttributeError, KeyError, ConfigError) as err:  # registry not there yet
-        encoding = "learned" if name.startswith("learned") else "quadratic_iso"
-        model = dict(encoding=encoding, heads=9, content="content" in name)
-        if shape == "budget":
-            model.update(_BUDGET_PLACEHOLDER)
-        return model, 100, f"placeholder ({type(err).__name__}: registry unavailable)"
+    rc = experiments.resolve(name, shape)
+    return dict(rc.model), rc.train.batch_size, f"attnlib.experiments.resolve({name!r}, {shape!r})"
 
 
 # -------------------------------------------------------------------------------------- measuring
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _timed(fn: Callable[[], None], device: torch.device) -> float:
     """Seconds of one call: CUDA events on a GPU, wall clock on the CPU."""
     if device.type == "cuda":
@@ -145,9 +131,7 @@ def _timed(fn: Callable[[], None], device: torch.device) -> float:
         end.record()
         torch.cuda.synchronize(device)
         return start.elapsed_time(end) / 1e3
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+    return timed_ms(fn, device) / 1e3
 
 
 def _proc_status_kib(field: str) -> int | None:
@@ -309,8 +293,7 @@ def peak(
     """The matmul peak alone (``--peak-only``), by the same protocol as the benchmark's: the report holds the
     machine, ``matmul_peak`` {dtype: {"best", "n", "by_size"}} and ``load`` (``core_sharing``)."""
     for value in dtypes:
-        if value not in DTYPES:
-            raise ConfigError("dtypes", value, list(DTYPES))
+        check_choice("dtypes", value, DTYPES)
     dev = _device(device)
     previous = torch.get_num_threads()
     if threads is not None:
@@ -370,7 +353,7 @@ def measure(
         counter = FlopCounterMode(display=False)
         with counter:
             step()
-        _sync(device)
+        sync(device)
         rows[impl] = dict(
             peak_mem_mb=peak_memory_mb(step, device),
             gflop_per_image=counter.get_total_flops() / batch / 1e9,
@@ -427,7 +410,7 @@ def profile_step(model: nn.Module, batch: int, device: torch.device, dtype: str,
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=activities, record_shapes=True) as prof:
         train_step(model, x, y, device, dtype)
-        _sync(device)
+        sync(device)
     attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     events = [e for e in prof.key_averages(group_by_input_shape=True) if e.key.startswith("aten::")]
     by_category: dict[str, float] = {}
@@ -506,8 +489,7 @@ def run(*args, threads: int | None = None, **kwargs) -> dict:
     default), restoring the previous setting afterwards. Returns the JSON-ready report."""
     previous = torch.get_num_threads()
     if threads is not None:
-        if threads < 1:
-            raise ConfigError("threads", threads, "an integer >= 1")
+        check_positive_int("threads", threads)
         torch.set_num_threads(threads)
     try:
         return _run(*args, **kwargs)
@@ -538,8 +520,7 @@ def _run(
 
     for name, values, allowed in (("dtypes", dtypes, DTYPES), ("impls", impls, IMPLS)):
         for value in values:
-            if value not in allowed:
-                raise ConfigError(name, value, list(allowed))
+            check_choice(name, value, allowed)
     dev = _device(device)
     todo = cases(shapes, models, batch, layers, quick)  # validates before any work
     settings = dict(repeats=repeats, quick=quick, layers=layers, threads=torch.get_num_threads())
@@ -718,10 +699,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     for name in ("batch", "repeats"):
         value = getattr(args, name)
-        if value is not None and value < 1:
-            raise ConfigError(name, value, "an integer >= 1")
-    if args.layers < 0:
-        raise ConfigError("layers", args.layers, "an integer >= 0 (0: all of the model's layers)")
+        if value is not None:
+            check_positive_int(name, value)
+    check_positive_int("layers", args.layers, 0, "an integer >= 0 (0: all of the model's layers)")
     if args.peak_only:
         report = peak(
             tuple(args.dtypes), args.device, threads=args.threads or 1, quick=args.quick, force=args.force

@@ -23,11 +23,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnlib.checks import is_synthetic, synthetic_sizes
+from attnlib.env import DATA_ENV, RESULTS_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 
-TRAIN_MISSING_ENV = "ATTNLIB_TRAIN_MISSING"
-DATA_ENV = "ATTNLIB_DATA"
-RESULTS_ENV = "ATTNLIB_RESULTS"
 HEADS = (9, 16)
 MISSING = "not yet trained"
 #: How tables name a saved result that is not used: damaged files, or another configuration's result.
@@ -153,10 +152,11 @@ def _check_data(data, preset, train_missing: bool) -> str | None:
         return folder
     if not isinstance(data, str):
         raise ParameterError("data", data, allowed)
-    if data.split(":")[0] == "synthetic":
-        parts = data.split(":")[1:]
-        if parts and (len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts)):
-            raise ParameterError("data", data, allowed)
+    if is_synthetic(data):
+        try:
+            synthetic_sizes(data)
+        except ConfigError:
+            raise ParameterError("data", data, allowed) from None
         return data
     if not Path(data).expanduser().is_dir():
         raise ParameterError("data", data, allowed + " (no such folder)")

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from attnlib.env import CHROMIUM_ENV
+
 #: How to get Chromium where it is missing (Debian / Ubuntu).
 INSTALL_HINT = "install it with `apt-get install chromium` (Debian) or set ATTNLIB_CHROMIUM to its path"
-CHROMIUM_ENV = "ATTNLIB_CHROMIUM"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 LOCAL_SCHEMES = ("", "file", "data", "blob", "about")  # "": a relative link
 #: The window the pages are opened in: a laptop screen.

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from scipy import stats
 
+from attnlib.checks import check_fraction
+
 #: The project's standard for a comparison of two models (DEVELOPERS.md, issue 16): at least MIN_SEEDS seeds
 #: per side, MORE_SEEDS where the difference is still inconclusive after MIN_SEEDS.
 MIN_SEEDS, MORE_SEEDS = 3, 5
@@ -118,8 +120,7 @@ def welch(base, variant, level: float = LEVEL) -> Welch:
     for name, values in (("base", base), ("variant", variant)):
         if not values:
             raise ValueError(f"{name}: no accuracies given (need at least one seed)")
-    if not 0 < level < 1:
-        raise ValueError(f"level: got {level!r}; allowed: a number strictly between 0 and 1")
+    check_fraction("level", level)
     return Welch(base, variant, level)
 
 

@@ -26,7 +26,7 @@ import io
 import logging
 import os
 import pickle
-import tempfile
+import threading
 import warnings
 import zlib
 from collections.abc import Iterator
@@ -38,7 +38,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attnlib.checks import SYNTHETIC_SIZES, check_positive_int, is_synthetic, synthetic_sizes
+from attnlib.env import CACHE_ENV, DATA_ENV
 from attnlib.errors import ConfigError
+from attnlib.util import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +50,6 @@ MEAN = (0.4914, 0.4822, 0.4465)  # per-channel mean of the training images (the 
 STD = (0.2023, 0.1994, 0.2010)  # per-channel std used by the papers' code
 PAD = 4  # zero padding of the random crop
 
-DATA_ENV = "ATTNLIB_DATA"
-CACHE_ENV = "ATTNLIB_CACHE"
 PICKLE_DIR = "cifar-10-batches-py"
 PICKLE_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
 PICKLE_TEST = "test_batch"
@@ -153,15 +154,16 @@ def load_cifar10(root=None, cache_dir=None, download: bool = False) -> CIFAR10Da
     return _load_folder(root, cache, parameter)
 
 
-def synthetic_cifar10(n_train: int = 512, n_test: int = 256, seed: int = 0) -> CIFAR10Data:
+def synthetic_cifar10(
+    n_train: int = SYNTHETIC_SIZES[0], n_test: int = SYNTHETIC_SIZES[1], seed: int = 0
+) -> CIFAR10Data:
     """A deterministic stand-in for CIFAR-10 with the same shapes and dtypes, and learnable classes.
 
     Class c has a mean colour mu_c and stripes at angle theta_c = pi c / 10; each image is
     x = mu_c + 48 sin(k (cos theta_c i + sin theta_c j) + phase) + noise, with a random phase per image.
     """
     for name, n in (("n_train", n_train), ("n_test", n_test)):
-        if not isinstance(n, int) or n < 1:
-            raise ConfigError(name, n, "a positive integer")
+        check_positive_int(name, n, allowed="a positive integer")
     g = torch.Generator().manual_seed(seed)
     colours = 40 + 175 * torch.rand(len(CLASSES), 3, generator=g)  # mu_c, (10, 3)
     theta = torch.arange(len(CLASSES)) * torch.pi / len(CLASSES)
@@ -185,17 +187,8 @@ def load_dataset(spec, cache_dir=None) -> CIFAR10Data:
     allowed = f"'synthetic', 'synthetic:N_TRAIN:N_TEST', or an existing folder holding {LAYOUTS}"
     if spec is None:
         return load_cifar10(None, cache_dir)
-    if isinstance(spec, str) and spec.split(":")[0] == "synthetic":
-        parts = spec.split(":")[1:]
-        if not parts:
-            return synthetic_cifar10()
-        try:
-            n_train, n_test = (int(p) for p in parts)
-        except ValueError:
-            raise ConfigError("data", spec, allowed) from None
-        if n_train < 1 or n_test < 1:
-            raise ConfigError("data", spec, "'synthetic:N_TRAIN:N_TEST' with positive sizes")
-        return synthetic_cifar10(n_train, n_test)
+    if is_synthetic(spec):
+        return synthetic_cifar10(*synthetic_sizes(spec, allowed))
     if not isinstance(spec, str | os.PathLike):
         raise ConfigError("data", spec, allowed)
     path = Path(spec).expanduser()
@@ -578,30 +571,21 @@ def _write_cache(path: Path, key: str, data: CIFAR10Data) -> None:
         "test_labels": data.test.labels,
         "crc32": _checksum(data),
     }
-    tmp = None
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}{CACHE_TMP_SUFFIX}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=CACHE_TMP_SUFFIX)
-        with os.fdopen(fd, "wb") as f:
+        buf = io.BytesIO()
+        torch.save(blob, buf)  # serialised in memory: a failed write is a plain OSError (ENOSPC...)
+        with atomic_write(path, tmp=tmp) as f:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-            buf = io.BytesIO()
-            torch.save(blob, buf)  # serialised in memory: a failed write is a plain OSError (ENOSPC...)
             f.write(buf.getbuffer())
-            f.flush()
-            os.fsync(f.fileno())
-            os.fchmod(f.fileno(), 0o644)  # mkstemp makes it 0600; the cache may be shared
-            os.replace(tmp, path)
-        tmp = None
+            os.fchmod(f.fileno(), 0o644)  # the cache may be shared
     except Exception as err:  # noqa: BLE001 -- whatever failed, the data in memory is good
         if isinstance(err, OSError) and err.strerror:
-            reason = err.strerror + (f" ({err.filename})" if err.filename else "")
+            named = err.filename and err.filename != str(path)  # another file than the cache named above
+            reason = err.strerror + (f" ({err.filename})" if named else "")
         else:
             reason = f"{type(err).__name__}: {err}"
         log.warning("could not write the data cache %s: %s; training from memory", path, reason)
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
 
 
 def _sweep_stale(folder: Path) -> None:
@@ -702,10 +686,8 @@ class Batches:
         world_size: int = 1,
         drop_last: bool | None = None,
     ):
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ConfigError("batch_size", batch_size, "a positive integer")
-        if not isinstance(world_size, int) or world_size < 1:
-            raise ConfigError("world_size", world_size, "a positive integer")
+        check_positive_int("batch_size", batch_size, allowed="a positive integer")
+        check_positive_int("world_size", world_size, allowed="a positive integer")
         if batch_size % world_size:
             raise ConfigError("batch_size", batch_size, f"a multiple of world_size={world_size}")
         if not isinstance(rank, int) or not 0 <= rank < world_size:

@@ -9,12 +9,6 @@ class ConfigError(ValueError):
         super().__init__(f"{parameter}: got {value!r}; allowed: {allowed}")
 
 
-def check_positive_int(name: str, value, minimum: int = 1) -> None:
-    """Raise ConfigError unless ``value`` is an int (not a bool) >= ``minimum``."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(name, value, f"an integer >= {minimum}")
-
-
 def with_path(err: OSError, path) -> OSError:
     """``err`` (a failed write: full disk, read-only folder) as the same OSError subclass naming ``path``,
     the file the caller meant to write, rather than a temporary file or nothing."""

@@ -18,7 +18,6 @@ old file or the new one, never a part.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import functools
@@ -34,7 +33,6 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,13 +40,15 @@ import numpy as np
 import torch
 
 from attnlib import experiments
-from attnlib.errors import ConfigError, with_path
+from attnlib.checks import SYNTHETIC, check_positive_int, is_synthetic, synthetic_sizes
+from attnlib.env import TRAIN_MISSING_ENV
+from attnlib.errors import ConfigError
+from attnlib.util import sync, timed_ms, write_bytes
 
 log = logging.getLogger("attnlib")
 
 RESULT_FILES = ("config.json", "history.csv", "attention.npz")
 METRICS_KEYS = ("test_accuracy", "params", "wall_time_ms", "provenance", "fingerprint", "files")
-TRAIN_MISSING_ENV = "ATTNLIB_TRAIN_MISSING"
 QUERY_FRACTIONS = ((0.5, 0.5), (0.25, 0.25), (0.25, 0.75), (0.75, 0.5))  # fixed query pixels (row, col)
 
 
@@ -85,24 +85,7 @@ class ResultExists(RuntimeError):
         self.detail = detail
 
 
-# ------------------------------------------------------------------------------------------ atomic writes
-@contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success fsync and rename it onto `path`, on error delete it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        yield tmp
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as err:  # a full disk or a read-only folder: name the file meant, not the temporary one
-        raise with_path(err, path) from err
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
+# ---------------------------------------------------------------------------------------- writable folders
 def check_writable(folder: str | Path) -> None:
     """Raise an OSError naming the path and the reason unless `folder` is, or can be made, a writable
     folder: the nearest existing ancestor must be a folder (not a file) that this process may write to, on
@@ -127,11 +110,6 @@ def check_writable(folder: str | Path) -> None:
         )
         where = "" if probe == folder else f" (the results go to {folder})"
         raise OSError(code, f"{reason}: cannot write results here{where}", str(probe))
-
-
-def write_bytes(path: str | Path, data: bytes) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
 
 
 def write_json(path: str | Path, obj) -> None:
@@ -278,17 +256,10 @@ def inference_wall_time(
     device = torch.device(device)
     model = model.to(device).eval()
     x = torch.randn(1, 3, 32, 32, device=device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for _ in range(warmup):
         model(x)
-    sync()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        model(x)
-        sync()
-        times.append((time.perf_counter() - t) * 1e3)
-    t = np.asarray(times)
+    sync(device)
+    t = np.asarray([timed_ms(lambda: model(x), device) for _ in range(reps)])
     return {
         "wall_time_ms": float(t.mean()),
         "wall_time_std_ms": float(t.std()),
@@ -386,9 +357,10 @@ def data_key(data) -> str:
         return "cifar10"
     if isinstance(data, str | os.PathLike):
         spec = str(data)
-        if spec == "synthetic":
-            return "synthetic:512:256"
-        return spec if spec.startswith("synthetic") else "cifar10"
+        if not is_synthetic(spec):
+            return "cifar10"
+        n_train, n_test = synthetic_sizes(spec)  # validates the sizes
+        return spec if spec != SYNTHETIC else f"{SYNTHETIC}:{n_train}:{n_test}"
     source = getattr(data, "source", "")
     if source.startswith("synthetic"):
         return f"{source}:{len(data.train)}:{len(data.test)}"
@@ -397,10 +369,9 @@ def data_key(data) -> str:
 
 def run_config(experiment: str, preset: str, *, seed: int = 0, data=None, epochs: int | None = None) -> dict:
     """The configuration recorded in config.json (and hashed into the fingerprint). Validates everything."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ConfigError("seed", seed, "an integer >= 0")
-    if epochs is not None and (not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1):
-        raise ConfigError("epochs", epochs, "an integer >= 1")
+    check_positive_int("seed", seed, 0)
+    if epochs is not None:
+        check_positive_int("epochs", epochs)
     rc = experiments.resolve(experiment, preset, epochs=epochs)
     cfg = {**rc.to_dict(), "seed": seed, "data": data_key(data if data is not None else rc.data)}
     cfg.pop("reason")

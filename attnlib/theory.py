@@ -23,7 +23,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib.attention import MultiHeadSelfAttention2d, QuadraticEncoding
-from attnlib.errors import ConfigError, check_positive_int
+from attnlib.checks import check_positive_int
+from attnlib.errors import ConfigError
 
 
 class ConvAttention(nn.Module):

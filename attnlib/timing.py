@@ -30,7 +30,9 @@ import torch
 
 from attnlib import experiments
 from attnlib.bench import MachineBusy, core_sharing
-from attnlib.errors import ConfigError, check_positive_int
+from attnlib.checks import check_positive_int
+from attnlib.errors import ConfigError
+from attnlib.util import sync, timed_ms
 
 WARMUP, REPS, ROUNDS = 10, 300, 30  # [Re] protocol (warm-up and timed passes); rounds of interleaving
 QUICK = dict(warmup=2, reps=10, rounds=2)  # --quick: a smoke test of the command, not a measurement
@@ -44,11 +46,6 @@ def timing_path(results_dir: str | Path, preset: str, quick: bool = False) -> Pa
 
 def _jsonable(model_config: dict) -> dict:
     return json.loads(json.dumps(model_config, default=list))
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _running_others() -> int | None:
@@ -87,17 +84,13 @@ def interleaved(
             models[name].to(device).eval()
             for _ in range(warmup):
                 models[name](x)
-            _sync(device)
+            sync(device)
         for r, k in enumerate(per_round):
             if (sample := _running_others()) is not None:
                 busy.append(sample)
             for name in names[r % len(names) :] + names[: r % len(names)]:
-                model, got = models[name], []
-                for _ in range(k):
-                    t = time.perf_counter()
-                    model(x)
-                    _sync(device)
-                    got.append((time.perf_counter() - t) * 1e3)
+                model = models[name]
+                got = [timed_ms(lambda: model(x), device) for _ in range(k)]  # noqa: B023 -- called at once
                 times[name] += got
                 round_medians[name].append(statistics.median(got))
             if log:
@@ -165,8 +158,7 @@ def measure(
         experiments.get(name)  # ConfigError naming the experiment and the allowed ones
     if len(set(names)) != len(names):
         raise ConfigError("experiments", names, "each experiment at most once")
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        raise ConfigError("threads", threads, "an integer >= 1")
+    check_positive_int("threads", threads)
     dev = bench._device(device)
     protocol = dict(QUICK) if quick else dict(warmup=WARMUP, reps=REPS, rounds=ROUNDS)
     for name, value in (("warmup", warmup), ("reps", reps), ("rounds", rounds)):

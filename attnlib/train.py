@@ -35,7 +35,10 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from attnlib.errors import ConfigError, with_path
+from attnlib.checks import check_choice, check_positive_int
+from attnlib.env import CHECKPOINT_SECONDS_ENV
+from attnlib.errors import ConfigError
+from attnlib.util import atomic_write, temp_name
 
 log = logging.getLogger("attnlib")
 
@@ -46,7 +49,6 @@ CHECKPOINT_FORMAT = 1
 # since the last checkpoint, so that a run killed without a signal (SIGKILL, a notebook kernel whose parent
 # died) loses at most that much. Not part of a run's configuration: it changes no result.
 CHECKPOINT_SECONDS = 120.0
-CHECKPOINT_SECONDS_ENV = "ATTNLIB_CHECKPOINT_SECONDS"
 # Speed-up of 2 threads over 1 on the reference machine (2 cores, AMD EPYC): measured 1.54-1.81 across the
 # budget models, so multi-core throughput ~ per-core throughput x cores x 0.75 (the low end).
 CPU_PARALLEL_EFFICIENCY = 0.75
@@ -89,21 +91,11 @@ class TrainConfig:
     plateau: float | None = None
 
     def __post_init__(self):
-        _check(
-            isinstance(self.epochs, int) and not isinstance(self.epochs, bool) and self.epochs >= 1,
-            "epochs",
-            self.epochs,
-            "an integer >= 1",
-        )
-        _check(
-            isinstance(self.batch_size, int) and self.batch_size >= 1,
-            "batch_size",
-            self.batch_size,
-            "an integer >= 1",
-        )
+        check_positive_int("epochs", self.epochs)
+        check_positive_int("batch_size", self.batch_size)
         _check(self.lr > 0, "lr", self.lr, "a number > 0")
         _check(0 <= self.warmup < 1, "warmup", self.warmup, "a fraction in [0, 1)")
-        _check(self.schedule in SCHEDULES, "schedule", self.schedule, list(SCHEDULES))
+        check_choice("schedule", self.schedule, SCHEDULES)
         _check(0 <= self.label_smoothing < 1, "label_smoothing", self.label_smoothing, "a number in [0, 1)")
         _check(
             self.grad_clip is None or (isinstance(self.grad_clip, int | float) and self.grad_clip > 0),
@@ -313,29 +305,24 @@ class Checkpoints:
     def save(self, state: dict) -> None:
         """Write `state` as last.pt and keep the old last.pt as previous.pt. At every instant last.pt is
         a complete checkpoint (the old one, then the new one), even if the process is killed in between."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.folder / f".last.pt.tmp{os.getpid()}"
-        link = self.folder / f".previous.pt.tmp{os.getpid()}"
         buf = io.BytesIO()  # serialised in memory first: a failed write is an OSError naming the file
         torch.save({**state, "format": CHECKPOINT_FORMAT, "fingerprint": self.fingerprint}, buf)
+        with atomic_write(self.last, before_replace=self._keep_previous) as f:
+            f.write(buf.getbuffer())
+
+    def _keep_previous(self) -> None:
+        """previous.pt becomes a second name of the current last.pt, atomically (a hard link renamed onto
+        it); without hard links on this file system, a rename (a short window without last.pt)."""
+        if not self.last.exists():
+            return
+        link = temp_name(self.previous)
+        link.unlink(missing_ok=True)
         try:
-            try:
-                with open(tmp, "wb") as f:
-                    f.write(buf.getbuffer())
-                    f.flush()
-                    os.fsync(f.fileno())
-            except OSError as err:  # full disk, read-only folder: say which checkpoint
-                raise with_path(err, self.last) from err
-            if self.last.exists():
-                link.unlink(missing_ok=True)
-                try:  # previous.pt becomes a second name of the old last.pt, atomically
-                    os.link(self.last, link)
-                    os.replace(link, self.previous)
-                except OSError:  # no hard links on this file system: a short window without last.pt
-                    os.replace(self.last, self.previous)
-            os.replace(tmp, self.last)
+            os.link(self.last, link)
+            os.replace(link, self.previous)
+        except OSError:
+            os.replace(self.last, self.previous)
         finally:
-            tmp.unlink(missing_ok=True)
             link.unlink(missing_ok=True)
 
     def load(self, map_location="cpu") -> tuple[dict | None, str | None]:

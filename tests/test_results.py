@@ -34,6 +34,7 @@ from attnlib.results import (
     write_json,
     write_npz,
 )
+from attnlib.util import atomic_write
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +68,8 @@ def test_atomic_write_keeps_old_file_on_error(tmp_path):
     with pytest.raises(ValueError):
         write_npz(tmp_path / "x.npz", {"a": np.zeros(2), "b": object()})  # pickling refused
     with pytest.raises(OSError):
-        with results.atomic_path(tmp_path / "y.bin") as tmp:
-            tmp.write_bytes(b"partial")
+        with atomic_write(tmp_path / "y.bin") as f:
+            f.write(b"partial")
             raise OSError("disk full")
     assert not (tmp_path / "x.npz").exists() and not (tmp_path / "y.bin").exists()
     assert leftovers(tmp_path) == []

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlib.checks import check_choice, check_positive_int
 from attnlib.errors import ConfigError
 
 
@@ -138,8 +139,7 @@ class QuadraticEncoding(RelativeEncoding):
 
     def __init__(self, heads: int, isotropic: bool = True, center_std: float = 2.0, spread_std: float = 0.01):
         super().__init__()
-        if heads < 1:
-            raise ConfigError("heads", heads, "an integer >= 1")
+        check_positive_int("heads", heads)
         self.heads, self.isotropic = heads, isotropic
         self.centers = nn.Parameter(torch.randn(heads, 2) * center_std)
         if isotropic:
@@ -233,12 +233,9 @@ class Learned2DEncoding(RelativeEncoding):
         key_bias: bool = False,
     ):
         super().__init__()
-        if heads < 1:
-            raise ConfigError("heads", heads, "an integer >= 1")
-        if max_pos < 1:
-            raise ConfigError("max_pos", max_pos, "an integer >= 1")
-        if form not in LEARNED_FORMS:
-            raise ConfigError("form", form, list(LEARNED_FORMS))
+        check_positive_int("heads", heads)
+        check_positive_int("max_pos", max_pos)
+        check_choice("form", form, LEARNED_FORMS)
         if form == "re" and pos_dim is None and dim % 2:
             raise ConfigError("dim", dim, "an even integer (form 're' splits the query in halves)")
         if pos_dim is None:

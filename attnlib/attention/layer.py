@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from attnlib.checks import check_choice, check_probability
 from attnlib.errors import ConfigError
 
 from . import ops
@@ -69,8 +70,7 @@ class MultiHeadSelfAttention2d(nn.Module):
         qkv_bias: bool = True,
     ):
         super().__init__()
-        if values not in VALUES:
-            raise ConfigError("values", values, list(VALUES))
+        check_choice("values", values, VALUES)
         if encoding is not None and not isinstance(encoding, RelativeEncoding):
             raise ConfigError("encoding", type(encoding).__name__, "a RelativeEncoding or None")
         if not content and encoding is None:
@@ -79,8 +79,7 @@ class MultiHeadSelfAttention2d(nn.Module):
             raise ConfigError("content", content, f"True ({encoding!r} scores only with the queries)")
         if encoding is not None and encoding.heads != heads:
             raise ConfigError("encoding.heads", encoding.heads, f"equal to heads={heads}")
-        if not 0.0 <= attn_dropout < 1.0:
-            raise ConfigError("attn_dropout", attn_dropout, "a float in [0, 1)")
+        check_probability("attn_dropout", attn_dropout)
         self.dim, self.heads, self.content, self.values = dim, heads, content, values
         self.head_dim = dim if head_dim is None else head_dim
         self.out_dim = dim if out_dim is None else out_dim

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from torch import Tensor, nn
 
-from attnlib.errors import ConfigError
+from attnlib.checks import check_choice, check_positive_int, check_probability
 
 from .layer import MultiHeadSelfAttention2d
 from .ops import Dropout
@@ -53,12 +53,9 @@ class EncoderBlock(nn.Module):
         activation: str = "gelu",
     ):
         super().__init__()
-        if norm not in NORMS:
-            raise ConfigError("norm", norm, list(NORMS))
-        if activation not in ACTIVATIONS:
-            raise ConfigError("activation", activation, list(ACTIVATIONS))
-        if not 0.0 <= dropout < 1.0:
-            raise ConfigError("dropout", dropout, "a float in [0, 1)")
+        check_choice("norm", norm, NORMS)
+        check_choice("activation", activation, ACTIVATIONS)
+        check_probability("dropout", dropout)
         self.norm = norm
         self.attn = attn
         self.attn_dense = nn.Linear(dim, dim) if attn_dense else nn.Identity()
@@ -98,8 +95,7 @@ class Encoder(nn.Module):
 
     def __init__(self, block_factory: Callable[[], EncoderBlock], layers: int, hierarchical: bool = False):
         super().__init__()
-        if layers < 1:
-            raise ConfigError("layers", layers, "an integer >= 1")
+        check_positive_int("layers", layers)
         self.layers, self.hierarchical = layers, hierarchical
         if hierarchical:
             self.block = block_factory()

@@ -37,17 +37,13 @@ from attnlib.attention import (
     QuadraticEncoding,
 )
 from attnlib.attention.encodings import LEARNED_FORMS
-from attnlib.errors import ConfigError, check_positive_int
+from attnlib.checks import check_choice, check_positive_int, check_probability
+from attnlib.errors import ConfigError
 
 ENCODINGS = ("quadratic_iso", "quadratic_aniso", "learned")
 BLOCKS = ("official", "re")  # whose encoder block: Cordonnier et al.'s official code or the [Re] code
 # PaperConfig.value -> what V^(h) is (the layer's ``values``): the input X, or X W_val^(h)
 VALUES = {"paper": "input", "standard": "projected"}
-
-
-def _probability(name: str, value) -> None:
-    if not isinstance(value, int | float) or not 0.0 <= value < 1.0:
-        raise ConfigError(name, value, "a float in [0, 1)")
 
 
 @dataclass
@@ -74,11 +70,9 @@ class PaperConfig:
         for name in ("layers", "hidden", "mlp", "heads", "max_pos", "downsample"):
             check_positive_int(name, getattr(self, name))
         check_positive_int("num_classes", self.num_classes, 2)
-        if self.encoding not in ENCODINGS:
-            raise ConfigError("encoding", self.encoding, list(ENCODINGS))
+        check_choice("encoding", self.encoding, ENCODINGS)
         for name, allowed in (("block", BLOCKS), ("learned_form", LEARNED_FORMS), ("value", VALUES)):
-            if getattr(self, name) not in allowed:
-                raise ConfigError(name, getattr(self, name), list(allowed))
+            check_choice(name, getattr(self, name), allowed)
         if self.encoding == "learned" and self.learned_form == "re":
             if not self.content:
                 raise ConfigError("content", self.content, "True (learned_form 're' scores with the queries)")
@@ -89,8 +83,8 @@ class PaperConfig:
         for name in ("content", "hierarchical"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, getattr(self, name), "True or False")
-        _probability("dropout", self.dropout)
-        _probability("attn_dropout", self.attn_dropout)
+        check_probability("dropout", self.dropout)
+        check_probability("attn_dropout", self.attn_dropout)
 
 
 def make_encoding(cfg: PaperConfig) -> nn.Module:

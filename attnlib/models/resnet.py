@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 from torchvision.models.resnet import BasicBlock, conv1x1
 
+from attnlib.checks import check_positive_int
 from attnlib.errors import ConfigError
 
 
@@ -18,12 +19,10 @@ class ResNetConfig:
 
     def __post_init__(self):
         self.blocks = tuple(self.blocks)  # accept a list (e.g. from JSON / YAML)
-        if not isinstance(self.width, int) or self.width < 1:
-            raise ConfigError("width", self.width, "an integer >= 1")
+        check_positive_int("width", self.width)
         if len(self.blocks) < 1 or any(not isinstance(b, int) or b < 1 for b in self.blocks):
             raise ConfigError("blocks", self.blocks, "a non-empty tuple of integers >= 1")
-        if not isinstance(self.num_classes, int) or self.num_classes < 2:
-            raise ConfigError("num_classes", self.num_classes, "an integer >= 2")
+        check_positive_int("num_classes", self.num_classes, 2)
 
 
 def _stage(in_ch: int, out_ch: int, blocks: int, stride: int) -> nn.Sequential:

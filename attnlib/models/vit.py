@@ -33,9 +33,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib.attention import Encoder, EncoderBlock, MultiHeadSelfAttention2d
-from attnlib.errors import ConfigError, check_positive_int
+from attnlib.checks import check_choice, check_positive_int, check_probability
+from attnlib.errors import ConfigError
 
-from .paper import _probability, init_bert_weights
+from .paper import init_bert_weights
 from .resnet import _stage
 
 STEMS = ("resnet", "none")
@@ -61,12 +62,11 @@ class ViTConfig:
         check_positive_int("num_classes", self.num_classes, 2)
         if self.image_size % self.patch:
             raise ConfigError("patch", self.patch, f"a divisor of image_size={self.image_size}")
-        if self.stem not in STEMS:
-            raise ConfigError("stem", self.stem, list(STEMS))
+        check_choice("stem", self.stem, STEMS)
         if not isinstance(self.hierarchical, bool):
             raise ConfigError("hierarchical", self.hierarchical, "True or False")
-        _probability("dropout", self.dropout)
-        _probability("attn_dropout", self.attn_dropout)
+        check_probability("dropout", self.dropout)
+        check_probability("attn_dropout", self.attn_dropout)
 
 
 class ViT(nn.Module):

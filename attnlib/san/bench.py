@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 from functools import partial
 
@@ -24,6 +23,7 @@ import torch
 from attnlib.errors import ConfigError
 from attnlib.san import ops
 from attnlib.san.model import SANConfig
+from attnlib.util import sync, timed_ms
 
 MiB = 2**20
 
@@ -55,11 +55,6 @@ def stage_cases(cfg: SANConfig, batch: int):
         )
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _cpu_peak(fn: Callable[[], None]) -> float:
     """Peak bytes allocated by fn above the level at its start, from the profiler's allocation events."""
     from torch.profiler import ProfilerActivity, profile
@@ -80,18 +75,13 @@ def measure(fn: Callable[[], None], device: torch.device, repeats: int) -> tuple
     """(median milliseconds, peak MiB) of fn after two warm-up calls (Triton compiles at the first)."""
     for _ in range(2):
         fn()
-    _sync(device)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append((time.perf_counter() - start) * 1e3)
+    sync(device)
+    times = [timed_ms(fn, device) for _ in range(repeats)]
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
         fn()
-        _sync(device)
+        sync(device)
         peak = torch.cuda.max_memory_allocated(device) - base
     else:
         peak = _cpu_peak(fn)

@@ -36,7 +36,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attnlib.errors import ConfigError, check_positive_int
+from attnlib.checks import check_positive_int
+from attnlib.errors import ConfigError
 from attnlib.san.model import SA_TYPES, Bottleneck, conv1x1
 
 

@@ -1,0 +1,68 @@
+"""Two small tools the package shares: the atomic file write and the wall-clock timer of one call."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import torch
+
+from attnlib.errors import with_path
+
+
+# ------------------------------------------------------------------------------------------ atomic writes
+def temp_name(path: str | Path) -> Path:
+    """The default temporary file of `atomic_write`: ``.NAME.tmpPID`` beside `path`."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
+@contextlib.contextmanager
+def atomic_write(
+    path: str | Path, *, tmp: str | Path | None = None, before_replace: Callable[[], None] | None = None
+) -> Iterator[BinaryIO]:
+    """Yield a temporary file beside `path` (``tmp``, else `temp_name`), open for binary writing; on
+    success flush and fsync it, call ``before_replace`` and rename it onto `path` while it is still open
+    (an flock the caller took on it holds until then); on any error delete it. A reader sees the old file
+    or the new one, never a part. A failed write (a full disk, a read-only folder) is raised as the same
+    OSError naming `path`, the file meant, not the temporary one."""
+    path = Path(path)
+    tmp = Path(tmp) if tmp is not None else temp_name(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+            if before_replace is not None:
+                before_replace()
+            os.replace(tmp, path)
+    except OSError as err:
+        raise with_path(err, path) from err
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_bytes(path: str | Path, data: bytes) -> None:
+    """Write `data` to `path` atomically (`atomic_write`)."""
+    with atomic_write(path) as f:
+        f.write(data)
+
+
+# ------------------------------------------------------------------------------------------------ timing
+def sync(device: torch.device) -> None:
+    """Wait for the work queued on `device` (a no-op on the CPU), so that a clock read after it counts it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed_ms(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall-clock milliseconds of one call of `fn`, synchronising with `device` after it."""
+    start = time.perf_counter()
+    fn()
+    sync(device)
+    return (time.perf_counter() - start) * 1e3
