@@ -407,25 +407,25 @@ def ha_effects(bases, params: Params, seeds=range(10)):
         }
         w = compare.welch(acc_a, acc_b) if acc_a and acc_b else None
         if w is None:
-            row.update({"HA − model [95% Welch interval]": "—", "ν": "—", "p": "—", "verdict": MISSING})
+            row.update({"HA − model [95% CI]": "—", "ν": "—", "p": "—", "verdict": MISSING})
             row["seeds asked"] = f"{compare.MIN_SEEDS} per side"
         else:
             ci = w.interval
             interval = "" if ci is None else f" [{ci[0]:+.1f}, {ci[1]:+.1f}]"
             row.update(
                 {
-                    "HA − model [95% Welch interval]": f"{w.points:+.1f}{interval}",
+                    "HA − model [95% CI]": f"{w.points:+.1f}{interval}",
                     "ν": "—" if w.df is None else f"{w.df:.1f}",
                     "p": "—" if w.p is None else f"{w.p:.2f}",
                     "verdict": VERDICT_SHORT[w.verdict],
                     "seeds asked": "met" if w.seeds_wanted == 0 else f"{w.seeds_wanted} per side",
                 }
             )
-        row["[Re] HA − model (run logs)"] = "not found" if math.isnan(re_gain) else f"{re_gain:+.1f}"
+        row["[Re] log"] = "—" if math.isnan(re_gain) else f"{re_gain:+.1f}"
         if w is None or math.isnan(re_gain):
-            row["same direction as [Re]"] = "—"
+            row["same sign as [Re]"] = "—"
         else:
-            row["same direction as [Re]"] = "yes" if (w.points > 0) == (re_gain > 0) else "no"
+            row["same sign as [Re]"] = "yes" if (w.points > 0) == (re_gain > 0) else "no"
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -461,11 +461,8 @@ def ha_sentence(pairs) -> str:
         return f"No model is saved together with its HA variant yet ({MISSING})."
     above, below = int((pairs["gain"].round(1) > 0).sum()), int((pairs["gain"].round(1) < 0).sum())
     level = len(pairs) - above - below
-    size = (
-        f"{pairs['size'].min():.0%}–{pairs['size'].max():.0%}"
-        if len(pairs) > 1
-        else f"{pairs['size'].iloc[0]:.0%}"
-    )
+    low, high = f"{pairs['size'].min():.0%}", f"{pairs['size'].max():.0%}"
+    size = low if low == high else f"{low}–{high}"
     if len(pairs) == 1:  # one pair saved: its difference, not a count
         gain = pairs["gain"].iloc[0]
         where = (

@@ -166,8 +166,8 @@ effects = book.ha_effects(
 book.show_table(
     effects,
     caption=f"HA against its model over seeds at preset {params.preset}: test accuracy as mean ± sd (%), "
-    "HA − model in points with its 95% Welch interval, ν degrees of freedom, two-sided p.",
-    compact=True,
+    "HA − model in points with its 95% Welch confidence interval (CI), ν degrees of freedom, two-sided p; "
+    "[Re] log: their run-log difference in points.",
 )
 book.glue_str("ha_verdicts", book.verdict_summary(effects))
 book.glue_str("ha_epochs", book.epoch_range(params.preset))
@@ -178,7 +178,7 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 # **What this says about the [Re] claim, and what it cannot.** In the report's own words, HA gives "at
 # least 5% gain in each case" with "almost 1/5th of the parameters"; for the learned-2D model with content
 # and {glue:text}`ha_heads` heads their run logs give {glue:text}`ha_re_gain` with {glue:text}`ha_re_size`
-# of its parameters. The table answers for our budget, pair by pair: "same direction as [Re]" compares the
+# of its parameters. The table answers for our budget, pair by pair: "same sign as [Re]" compares the
 # sign of our difference with theirs, and the verdict says whether it is larger than our run-to-run noise.
 # Three limits keep us from reading more into it:
 #

@@ -36,10 +36,10 @@ def test_ha_effects_is_welch_over_every_saved_seed(params, seeds):
     w = compare.welch(a, b)
     vit = effects.loc["ViT"]
     assert vit["seeds (model / HA)"] == "2 / 2"
-    assert vit["HA − model [95% Welch interval]"].startswith(f"{w.points:+.1f}")
+    assert vit["HA − model [95% CI]"].startswith(f"{w.points:+.1f}")
     if w.interval is not None:
         low, high = w.interval
-        assert vit["HA − model [95% Welch interval]"] == f"{w.points:+.1f} [{low:+.1f}, {high:+.1f}]"
+        assert vit["HA − model [95% CI]"] == f"{w.points:+.1f} [{low:+.1f}, {high:+.1f}]"
         assert vit["p"] == f"{w.p:.2f}" and vit["ν"] == f"{w.df:.1f}"
     assert vit["verdict"] == book.VERDICT_SHORT[w.verdict] and vit["seeds asked"] == "3 per side"
     san = effects.loc["SAN pairwise"]  # HA variant not trained: no comparison, but the model's seeds show
