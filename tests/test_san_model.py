@@ -22,6 +22,19 @@ def n_params(model):
     return sum(p.numel() for p in model.parameters())
 
 
+def _fit_batch(model, x, y, steps: int = 10) -> list[float]:
+    """Training losses of `steps` SGD steps (lr 0.05, momentum 0.9) on one fixed batch."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for _ in range(steps):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 @pytest.mark.parametrize("cfg", VARIANTS, ids=IDS)
 def test_forward_shapes_and_attention_maps(cfg):
     torch.manual_seed(0)
@@ -85,14 +98,7 @@ def test_a_few_sgd_steps_reduce_the_loss(cfg):
     torch.manual_seed(0)
     model = SAN(cfg)
     x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))  # one fixed synthetic batch
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    losses = []
-    for _ in range(10):
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = _fit_batch(model, x, y)
     assert all(torch.isfinite(torch.tensor(losses)))
     assert min(losses[-3:]) < 0.85 * losses[0], losses
 
@@ -194,14 +200,7 @@ def test_hierarchical_san_downsample_and_training():
     x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
     _, maps = model(x, return_attention=True)
     assert [tuple(m.shape) for m in maps] == [(8, 2, 9, 16, 16)] * 8
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    losses = []
-    for _ in range(10):
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    losses = _fit_batch(model, x, y)
     assert min(losses[-3:]) < 0.85 * losses[0], losses
     with pytest.raises(ConfigError, match="downsample"):
         HierarchicalSAN(replace(HIER_TINY, downsample=3))(x)
