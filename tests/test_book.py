@@ -272,7 +272,11 @@ def test_chapter_runs_at_smoke(chapter, results_dir, tmp_path):
     ("chapter", "parameters", "message"),
     [
         ("04_hierarchical", {"heads": 7}, "heads: got 7; allowed: 9, 16"),
-        ("04_hierarchical", {"preset": "huge"}, "preset: got 'huge'; allowed: paper, budget, smoke, converge"),
+        (
+            "04_hierarchical",
+            {"preset": "huge"},
+            "preset: got 'huge'; allowed: paper, budget, smoke, converge",
+        ),
         (
             "04_hierarchical",
             {"data": "/no/such/folder"},

@@ -194,6 +194,45 @@ def test_hierarchical_san_raw_input_is_the_re_code_form():
     assert not torch.allclose(outs[False], outs[True])
 
 
+@pytest.mark.parametrize("per_pass", [True, False])
+def test_hierarchical_san_batch_norm_statistics_per_pass_or_shared(per_pass):
+    """pass_statistics=True: every batch norm of the shared layer keeps one row of running statistics per
+    pass, pass t's row updated by pass t's input only (compared with a BatchNorm2d fed that input), and
+    evaluation normalises pass t with row t; the parameters are those of the [Re] form (False: plain
+    BatchNorm2d, one set of statistics moved by all four passes)."""
+    torch.manual_seed(0)
+    cfg = replace(HIER_TINY, pass_statistics=per_pass)
+    model = HierarchicalSAN(cfg).train()
+    bn = model.layer[0].bn1
+    seen = []
+    bn.register_forward_pre_hook(lambda m, args: seen.append(args[0].detach().clone()))
+    model(torch.randn(6, 3, 32, 32))
+    assert len(seen) == cfg.passes
+    if not per_pass:
+        assert isinstance(bn, torch.nn.BatchNorm2d) and bn.running_mean.shape == (16,)
+        assert bn.num_batches_tracked == cfg.passes  # one set of statistics, moved four times
+        return
+    assert bn.running_mean.shape == bn.running_var.shape == (cfg.passes, 16)
+    for t, x in enumerate(seen):  # row t: one update by pass t's input, as a fresh BatchNorm2d would make
+        ref = torch.nn.BatchNorm2d(16).train()
+        ref(x)
+        torch.testing.assert_close(bn.running_mean[t], ref.running_mean)
+        torch.testing.assert_close(bn.running_var[t], ref.running_var)
+    model.eval()  # evaluation: pass t normalised with row t
+    for t, x in enumerate(list(seen)):
+        bn.index = t
+        ref = torch.nn.BatchNorm2d(16).eval()
+        ref.load_state_dict({"weight": bn.weight, "bias": bn.bias, "running_mean": bn.running_mean[t],
+                             "running_var": bn.running_var[t]}, strict=False)  # fmt: skip
+        torch.testing.assert_close(bn(x), ref(x))
+    shared = HierarchicalSAN(replace(cfg, pass_statistics=False))
+    assert [(n, p.shape) for n, p in model.named_parameters()] == [
+        (n, p.shape) for n, p in shared.named_parameters()
+    ]
+    with pytest.raises(ConfigError, match="pass_statistics"):
+        replace(cfg, pass_statistics=1)
+
+
 def test_hierarchical_san_downsample_and_training():
     torch.manual_seed(0)
     model = HierarchicalSAN(replace(HIER_TINY, downsample=2))

@@ -22,6 +22,13 @@ discarding the normalised tensor (the official SAN attends to relu(bn1(x))): an 
 default) is the network as intended; True is the [Re] code's form (bn1 then takes no part, and its
 parameters, too, get no gradient).
 
+``pass_statistics``: the [Re] shared layer's batch norms (bn1, bn2 and the two in each γ) normalise four
+different distributions, one per pass, but keep one set of running statistics, their average: in evaluation
+every pass is normalised with the wrong mean and variance. True (the default) keeps running statistics per
+pass, their weights shared (`PassBatchNorm`: buffers, no parameter added); False is the [Re] code's form.
+On the budget seed-0 pairwise run trained with shared statistics, 2,000 test images scored 25.8% with the
+running statistics and 53.9% normalised with their own batch statistics.
+
 Parameters at the [Re] configuration: 352,750 (pairwise) and 356,282 (patchwise), equal to the modules that
 the [Re] ``Encoder`` uses in hierarchical mode. That ``Encoder`` also builds four stages
 (``layer0``..``layer3``) that its hierarchical forward never calls: 691,582 / 709,242 parameters in all.
@@ -58,6 +65,7 @@ class HierarchicalSANConfig:
     )
     raw_input: bool = False  # True: the [Re] code's form, attention applied to x instead of relu(bn1(x))
     patchwise_softmax: bool = False  # official / [Re] patchwise SAN does not normalise its weights
+    pass_statistics: bool = True  # BN running statistics per pass in the shared layer; False: the [Re] form
     num_classes: int = 10
 
     def __post_init__(self):
@@ -88,9 +96,42 @@ class HierarchicalSANConfig:
                 self.width,
                 f"a multiple of mid_reduction*share_planes = {step} and of rel_reduction = {self.rel_reduction}",
             )
-        for name in ("raw_input", "patchwise_softmax"):
+        for name in ("raw_input", "patchwise_softmax", "pass_statistics"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(name, getattr(self, name), "True or False")
+
+
+class PassBatchNorm(nn.Module):
+    """A BatchNorm2d whose weight and bias are shared by every pass, with running statistics per pass.
+
+    The network sets ``index`` (0..passes-1) before each pass; training updates only that pass's statistics
+    and evaluation normalises with them. Same parameters (names and shapes) as the BatchNorm2d it replaces."""
+
+    def __init__(self, bn: nn.BatchNorm2d, passes: int):
+        super().__init__()
+        self.eps, self.momentum, self.index = bn.eps, bn.momentum, 0
+        self.weight, self.bias = bn.weight, bn.bias
+        self.register_buffer("running_mean", bn.running_mean.repeat(passes, 1))  # (passes, C)
+        self.register_buffer("running_var", bn.running_var.repeat(passes, 1))
+
+    def forward(self, x):
+        i = self.index  # the rows are views: F.batch_norm updates this pass's statistics in place
+        return F.batch_norm(
+            x, self.running_mean[i], self.running_var[i], self.weight, self.bias, self.training,
+            self.momentum, self.eps,
+        )  # fmt: skip
+
+
+def _per_pass(module: nn.Module, passes: int) -> list[PassBatchNorm]:
+    """Replace every BatchNorm2d inside `module` by a PassBatchNorm; return them."""
+    norms = []
+    for name, child in module.named_children():
+        if isinstance(child, nn.BatchNorm2d):
+            norms.append(PassBatchNorm(child, passes))
+            setattr(module, name, norms[-1])
+        else:
+            norms += _per_pass(child, passes)
+    return norms
 
 
 class HierarchicalSAN(nn.Module):
@@ -104,6 +145,7 @@ class HierarchicalSAN(nn.Module):
         c = cfg.width
         self.stem = nn.Sequential(conv1x1(3 * cfg.downsample**2, c), nn.BatchNorm2d(c), nn.ReLU(inplace=True))
         self.layer = nn.ModuleList(Bottleneck(cfg, c, cfg.kernel, cfg.raw_input) for _ in range(cfg.blocks))
+        self._pass_norms = _per_pass(self.layer, cfg.passes) if cfg.pass_statistics else []
         self.transitions = nn.ModuleList(conv1x1(c, c) for _ in range(cfg.passes))  # [Re] conv0..conv3
         self.norms = nn.ModuleList(nn.BatchNorm2d(c) for _ in range(cfg.passes))  # [Re] bn0..bn3
         self.fc = nn.Linear(c, cfg.num_classes)
@@ -116,7 +158,9 @@ class HierarchicalSAN(nn.Module):
             )
         x = self.stem(F.pixel_unshuffle(x, self.cfg.downsample))  # r = 1: the image itself
         keys = None  # ψ of the first bottleneck's first input, then reused by every application
-        for transition, norm in zip(self.transitions, self.norms, strict=True):
+        for t, (transition, norm) in enumerate(zip(self.transitions, self.norms, strict=True)):
+            for bn in self._pass_norms:
+                bn.index = t
             x = transition(x)
             for block in self.layer:
                 x, alpha, keys = block(x, keys)
