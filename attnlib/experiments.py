@@ -143,7 +143,9 @@ def _registry() -> dict[str, Experiment]:
         rows += [
             Experiment(f"san_{kind}", "san", {"sa_type": kind, "hierarchical": False}, f"san_{kind}",
                        f"SAN {kind}", source=f"{_RE} (SAN/configs/san_{kind}.yaml)", overrides=_SAN_WIDTHS),
-            Experiment(f"san_{kind}_ha", "san_hier", {"sa_type": kind}, f"san_{kind}", f"SAN {kind}, HA",
+            # pass_statistics named (it is the default) so that runs with the [Re] shared statistics are stale
+            Experiment(f"san_{kind}_ha", "san_hier", {"sa_type": kind, "pass_statistics": True}, f"san_{kind}",
+                       f"SAN {kind}, HA",
                        f"san_{kind}", f"{_RE} (SAN/configs/san_{kind}_hier.yaml, SAN/models/networks.py Encoder)",
                        overrides=_SAN_HIER_WIDTH),
         ]
