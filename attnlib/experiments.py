@@ -126,7 +126,7 @@ def _registry() -> dict[str, Experiment]:
         Experiment("learned_9h", "paper", paper("learned", 9), "learned",
                    "SA learned 2D, 9 heads", source=f"{_PAPER_A} (runs/learned)"),
         Experiment("learned_16h", "paper", paper("learned", 16, **_HEADS16, **_RE_BLOCK, **_RE_VALUES[16]),
-                   "learned", "SA learned 2D, 16 heads", source=f"{_RE} (learned2d_nocontent_16heads.yaml)",
+                   "learned_16h", "SA learned 2D, 16 heads", source=f"{_RE} (learned2d_nocontent_16heads.yaml)",
                    overrides=narrow16),
     ]
     for heads in (9, 16):
@@ -171,6 +171,7 @@ def _paper_presets() -> dict[str, Preset | None]:
             "batch 100, 300 epochs, cosine with 5% linear warm-up per step",
         ),
         "learned": None,  # = "attention" (_with_defaults)
+        "learned_16h": None,
         "learned_content": None,
         "resnet": Preset(
             TrainConfig(
@@ -270,6 +271,15 @@ def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in 
             "near-uniform attention (embeddings and head keys drawn from N(0, 0.02²)), and at 4 epochs "
             "learned_9h reached only 36.7% test accuracy (results of 2026-11-29, below the 40% bar).",
         ),
+        "learned_16h": dataclasses.replace(
+            attention,
+            train=dataclasses.replace(attention.train, epochs=8, lr=0.06, grad_clip=1.0),
+            reason="As learned_9h (8 epochs), but lr 0.06 (not 0.1) and the gradient norm clipped to 1, as the "
+            "learned models with content: the [Re] 16-head network (value projection D -> 16 D and output "
+            "projection, issue 15) diverged at lr 0.1 (2026-11-30, seed 0: training loss 2.04 after epoch 1, "
+            "2.38 after 3, 3.05 after 4, gradient norms 0.7 -> 5.6; stopped after epoch 5). The earlier "
+            "form without the value projection had trained at lr 0.1 to 41.8%.",
+        ),
         "learned_content": dataclasses.replace(
             attention,
             train=dataclasses.replace(attention.train, lr=0.06, epochs=12, warmup=1 / 12, grad_clip=1.0),
@@ -343,6 +353,7 @@ def _smoke_presets() -> dict[str, Preset | None]:
             TrainConfig(**tiny), model=dict(layers=2, hidden=16, mlp=16, downsample=4), **small
         ),
         "learned": None,  # = "attention"
+        "learned_16h": None,
         "learned_content": None,
         "resnet": Preset(TrainConfig(**tiny), model=dict(width=4, blocks=(1, 1)), **small),
         "san_pairwise": Preset(TrainConfig(**tiny, label_smoothing=0.1), **small),  # widths: _SAN_WIDTHS
