@@ -18,7 +18,6 @@ global batch from `Batches(..., rank, world_size)`; only rank 0 writes checkpoin
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import logging
 import math
@@ -35,23 +34,20 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from attnlib.checks import check_choice, check_positive_int
+from attnlib.checks import check
+from attnlib.config import SCHEDULES, TrainConfig  # noqa: F401  (re-exported: attnlib.train.TrainConfig)
 from attnlib.env import CHECKPOINT_SECONDS_ENV
 from attnlib.errors import ConfigError
 from attnlib.util import atomic_write, temp_name
 
 log = logging.getLogger("attnlib")
 
-SCHEDULES = ("cosine", "multistep", "constant")
 NO_DECAY_SUFFIXES = (".centers", ".spreads")  # quadratic encodings: no weight decay (paper, App. A)
 CHECKPOINT_FORMAT = 1
 # Besides the end of every epoch, `fit` checkpoints mid-epoch once this many seconds of training have passed
 # since the last checkpoint, so that a run killed without a signal (SIGKILL, a notebook kernel whose parent
 # died) loses at most that much. Not part of a run's configuration: it changes no result.
 CHECKPOINT_SECONDS = 120.0
-# Speed-up of 2 threads over 1 on the reference machine (2 cores, AMD EPYC): measured 1.54-1.81 across the
-# budget models, so multi-core throughput ~ per-core throughput x cores x 0.75 (the low end).
-CPU_PARALLEL_EFFICIENCY = 0.75
 
 
 class TrainingDiverged(RuntimeError):
@@ -63,57 +59,6 @@ class Interrupted(RuntimeError):
 
 
 # --------------------------------------------------------------------------------------------- config
-@dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation protocol of one run (everything `fit` needs, nothing else).
-
-    warmup: fraction of all optimisation steps spent in the linear warm-up (per step).
-    milestones: for `schedule="multistep"`, fractions of the epochs at which the lr is divided by 10.
-    bf16: autocast matmuls to bfloat16 (fp32 master weights); None = where the hardware has fast bf16.
-    grad_clip: clip the global gradient norm to this value before each update (None: no clipping).
-    plateau: end the run before `epochs` (then a cap) once the best test accuracy gained less than this
-        (a fraction: 0.005 = half a point) over the last PLATEAU_WINDOW of the epochs run (`converged`);
-        None: always train `epochs`. The schedule spans the cap either way.
-    """
-
-    epochs: int
-    batch_size: int
-    lr: float
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
-    nesterov: bool = False
-    warmup: float = 0.05
-    schedule: str = "cosine"
-    milestones: tuple[float, ...] = ()
-    label_smoothing: float = 0.0
-    bf16: bool | None = None
-    grad_clip: float | None = None
-    plateau: float | None = None
-
-    def __post_init__(self):
-        check_positive_int("epochs", self.epochs)
-        check_positive_int("batch_size", self.batch_size)
-        _check(self.lr > 0, "lr", self.lr, "a number > 0")
-        _check(0 <= self.warmup < 1, "warmup", self.warmup, "a fraction in [0, 1)")
-        check_choice("schedule", self.schedule, SCHEDULES)
-        _check(0 <= self.label_smoothing < 1, "label_smoothing", self.label_smoothing, "a number in [0, 1)")
-        _check(
-            self.grad_clip is None or (isinstance(self.grad_clip, int | float) and self.grad_clip > 0),
-            "grad_clip",
-            self.grad_clip,
-            "None or a number > 0",
-        )
-        _check(
-            self.plateau is None or (isinstance(self.plateau, int | float) and 0 < self.plateau < 1),
-            "plateau",
-            self.plateau,
-            "None or a fraction of accuracy in (0, 1)",
-        )
-
-    def replace(self, **changes) -> TrainConfig:
-        return dataclasses.replace(self, **changes)
-
-
 PLATEAU_WINDOW, PLATEAU_MIN_EPOCHS = 0.2, 10
 
 
@@ -127,11 +72,6 @@ def converged(history: list[dict], plateau: float) -> bool:
     k = math.ceil(PLATEAU_WINDOW * n)
     acc = [row["test_acc"] for row in history]
     return max(acc) - max(acc[: n - k]) < plateau
-
-
-def _check(ok: bool, parameter: str, value, allowed) -> None:
-    if not ok:
-        raise ConfigError(parameter, value, allowed)
 
 
 @dataclass
@@ -398,7 +338,7 @@ def checkpoint_interval(seconds: float | None = None) -> float:
     if seconds is None:
         return CHECKPOINT_SECONDS
     ok = isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0
-    _check(ok and not math.isnan(seconds), parameter, seconds, "a number of seconds >= 0")
+    check(ok and not math.isnan(seconds), parameter, seconds, "a number of seconds >= 0")
     return float(seconds)
 
 
@@ -459,7 +399,8 @@ def measure_throughput(
     """(train, eval) images/s of `fit`'s step and of evaluation, on random batches of `cfg.batch_size`.
 
     On the CPU: per core, i.e. one thread, timed by this process's CPU time, which other processes sharing
-    the machine barely disturb (multi-threaded CPU time is not: waiting threads spin). `CPU_PARALLEL_EFFICIENCY`
+    the machine barely disturb (multi-threaded CPU time is not: waiting threads spin).
+    `attnlib.experiments.CPU_PARALLEL_EFFICIENCY`
     turns it into a multi-core estimate. On CUDA: wall time after synchronising. Updates the model's weights."""
     device = resolve_device(device)
     bf16 = fast_bf16(device) if cfg.bf16 is None else bool(cfg.bf16)

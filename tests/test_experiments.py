@@ -51,6 +51,30 @@ def test_names_and_presets():
             assert p.reason, f"{preset}: every preset states its reasons"
 
 
+def test_history_file_names_only_known_protocols_and_continues_their_reasons():
+    constants = {("budget", "grid"), ("converge", "clip"), ("converge", "clip_detail")}
+    protocols = {e.protocol for e in EXPERIMENTS.values()}
+    entries = experiments._history_file()["history"]
+    assert entries, "protocol_history.yaml holds the dated history"
+    for preset, by_protocol in entries.items():
+        for protocol, text in by_protocol.items():
+            assert (preset, protocol) in constants or protocol in protocols, (preset, protocol)
+            assert text.strip() == text and "\n" not in text and "  " not in text
+            if protocol in protocols:
+                assert PRESET_TABLE[preset][protocol].reason.endswith(" " + text)
+    assert experiments.history("converge", "clip") in PRESET_TABLE["converge"]["attention"].reason
+    assert set(experiments.THROUGHPUT["budget"]) == set(EXPERIMENTS)
+
+
+def test_registry_imports_no_training_code():
+    import subprocess
+    import sys
+
+    code = "import sys, attnlib.experiments; print('attnlib.train' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
 @pytest.mark.parametrize("base,ha", HA_PAIRS)
 @pytest.mark.parametrize("preset", PRESETS)
 def test_ha_variant_trains_like_its_baseline(base, ha, preset):
