@@ -38,11 +38,11 @@ from attnlib.checks import check
 from attnlib.config import SCHEDULES, TrainConfig  # noqa: F401  (re-exported: attnlib.train.TrainConfig)
 from attnlib.env import CHECKPOINT_SECONDS_ENV
 from attnlib.errors import ConfigError
+from attnlib.models import logged_state, no_weight_decay
 from attnlib.util import atomic_write, temp_name
 
 log = logging.getLogger("attnlib")
 
-NO_DECAY_SUFFIXES = (".centers", ".spreads")  # quadratic encodings: no weight decay (paper, App. A)
 CHECKPOINT_FORMAT = 1
 # Besides the end of every epoch, `fit` checkpoints mid-epoch once this many seconds of training have passed
 # since the last checkpoint, so that a run killed without a signal (SIGKILL, a notebook kernel whose parent
@@ -107,13 +107,13 @@ class Schedule:
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.SGD:
-    """SGD with two parameter groups: weight decay for all but `*.centers` / `*.spreads`."""
+    """SGD with two parameter groups: weight decay for all but the parameters that the model's modules
+    declare (`attnlib.models.no_weight_decay`: the quadratic encodings' centres and spreads)."""
+    exempt = no_weight_decay(model)
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
-            (
-                no_decay if name.endswith(NO_DECAY_SUFFIXES) or name in ("centers", "spreads") else decay
-            ).append(p)
+            (no_decay if name in exempt else decay).append(p)
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}]
     if no_decay:
         groups.append({"params": no_decay, "weight_decay": 0.0})
@@ -203,28 +203,13 @@ def _all_reduce(t: torch.Tensor, info: DistInfo, op=None) -> torch.Tensor:
 
 
 # -------------------------------------------------------------------------------------------- history
-def quadratic_state(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """Centres (layers, heads, 2) and inverse covariances Σ⁻¹ (layers, heads, 2, 2) of every quadratic
-    encoding in `model`, in module order; None when the model has none."""
-    encodings = [
-        m
-        for m in model.modules()
-        if hasattr(m, "centers") and callable(getattr(m, "inverse_covariance", None))
-    ]
-    if not encodings:
-        return None
-    with torch.no_grad():
-        centers = torch.stack([m.centers.detach().float().cpu() for m in encodings])
-        inv_cov = torch.stack([m.inverse_covariance().detach().float().cpu() for m in encodings])
-    return centers, inv_cov
-
-
 @dataclass
 class FitResult:
     """history: one dict per epoch (epoch, train_loss, train_acc, test_loss, test_acc, lr, seconds,
-    images_per_s, grad_norm: mean global gradient norm before clipping). quadratic: None or
-    {"epoch": (E+1,), "centers": (E+1, layers, heads, 2), "inverse_covariance": (E+1, layers, heads, 2, 2)},
-    row 0 = initialisation, row e = after epoch e."""
+    images_per_s, grad_norm: mean global gradient norm before clipping). quadratic: None or, for a model
+    whose modules log a state (`attnlib.models.logged_state`: the quadratic encodings), that state over
+    training: {"epoch": (E+1,), "centers": (E+1, layers, heads, 2), "inverse_covariance":
+    (E+1, layers, heads, 2, 2)}, row 0 = initialisation, row e = after epoch e."""
 
     history: list[dict]
     quadratic: dict[str, torch.Tensor] | None
@@ -507,8 +492,8 @@ def fit(
 
     # ---- state: fresh or resumed
     history: list[dict] = []
-    quad = quadratic_state(model)
-    quad_log = None if quad is None else {"centers": [quad[0]], "inverse_covariance": [quad[1]]}
+    quad = logged_state(model)
+    quad_log = None if quad is None else {k: [v] for k, v in quad.items()}
     start_epoch, start_step, partial, train_seconds, resumed = 0, 0, None, 0.0, None
     state, resumed = (ckpt.load() if ckpt is not None else (None, None)) if info.is_main else (None, None)
     if info.enabled:  # rank 0 read the checkpoint; every rank gets the same state
@@ -665,9 +650,8 @@ def fit(
                 row.update(probe(model))
             history.append(row)
             if quad_log is not None:
-                c, ic = quadratic_state(model)
-                quad_log["centers"].append(c)
-                quad_log["inverse_covariance"].append(ic)
+                for k, v in logged_state(model).items():
+                    quad_log[k].append(v)
             if info.is_main:
                 log.info(
                     "%s epoch %d/%d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.0f img/s | ‖g‖ %.2f",
@@ -690,9 +674,8 @@ def fit(
     quadratic = None
     if quad_log is not None:
         quadratic = {
-            "epoch": torch.arange(len(quad_log["centers"])),
-            "centers": torch.stack(quad_log["centers"]),
-            "inverse_covariance": torch.stack(quad_log["inverse_covariance"]),
+            "epoch": torch.arange(len(next(iter(quad_log.values())))),
+            **{k: torch.stack(v) for k, v in quad_log.items()},
         }
     model.eval()
     return FitResult(history, quadratic, train_seconds, resumed)

@@ -42,7 +42,8 @@ CFG = TrainConfig(epochs=3, batch_size=16, lr=0.05, warmup=0.2, bf16=False)
 
 
 class FakeQuadratic(nn.Module):
-    """Stands for QuadraticEncoding: `centers` (heads, 2), `spreads`, `inverse_covariance()` (heads, 2, 2)."""
+    """Stands for QuadraticEncoding: `centers` (heads, 2), `spreads`, `inverse_covariance()` (heads, 2, 2),
+    and what it declares to the trainer (no weight decay on both; its logged state)."""
 
     def __init__(self, heads: int = 3):
         super().__init__()
@@ -51,6 +52,12 @@ class FakeQuadratic(nn.Module):
 
     def inverse_covariance(self):
         return self.spreads @ self.spreads.transpose(-1, -2)
+
+    def no_weight_decay(self):
+        return {"centers", "spreads"}
+
+    def logged_state(self):
+        return {"centers": self.centers, "inverse_covariance": self.inverse_covariance()}
 
 
 class Tiny(nn.Module):
