@@ -43,7 +43,7 @@ NAMES = [
 HA_PAIRS = [(n.removesuffix("_ha"), n) for n in NAMES if n.endswith("_ha")]
 
 
-def test_names_and_presets():
+def test_every_preset_covers_every_protocol_with_a_reason():
     assert sorted(EXPERIMENTS) == sorted(NAMES) and PRESETS == ("paper", "budget", "smoke", "converge")
     for preset in PRESETS:
         assert set(PRESET_TABLE[preset]) == {e.protocol for e in EXPERIMENTS.values()}
@@ -87,7 +87,7 @@ def test_ha_variant_trains_like_its_baseline(base, ha, preset):
         assert {**a.model, "hierarchical": True} == b.model and a.model["hierarchical"] is False
 
 
-def test_paper_protocol():
+def test_paper_preset_has_the_published_optimisers():
     paper = {n: resolve(n, "paper") for n in NAMES}
     for n in NAMES:
         t = paper[n].train
@@ -171,7 +171,7 @@ def test_budget_grid_fits_its_ceiling():
     assert slow == pytest.approx(epochs * (500 + 10) + experiments.RUN_OVERHEAD_S)
 
 
-def test_configs_serialise():
+def test_budget_configs_serialise_to_dicts():
     for n in NAMES:
         d = resolve(n, "budget").to_dict()
         assert d["train"]["epochs"] >= 1 and isinstance(d["model"], dict)

@@ -155,7 +155,7 @@ def test_no_weight_decay_on_centers_and_spreads():
         ("plateau", 1.5),
     ],
 )
-def test_bad_train_config(field, value):
+def test_bad_train_config_raises_config_error_naming_the_field(field, value):
     kwargs = dict(epochs=1, batch_size=1, lr=0.1) | {field: value}
     with pytest.raises(ConfigError, match=field):
         TrainConfig(**kwargs)
@@ -179,7 +179,7 @@ def test_train_step_clips_the_global_gradient_norm(clip):
         torch.testing.assert_close(step.norm(), torch.tensor(clip), rtol=1e-4, atol=0)
 
 
-def test_device_policy():
+def test_device_policy_refuses_unknown_and_unavailable_devices():
     assert resolve_device("cpu") == torch.device("cpu")
     with pytest.raises(ConfigError, match="device"):
         resolve_device("tpu")
@@ -189,7 +189,7 @@ def test_device_policy():
     assert isinstance(fast_bf16(torch.device("cpu")), bool)
 
 
-def test_measure_throughput():
+def test_measure_throughput_is_positive_and_restores_the_thread_count():
     train_ips, eval_ips = measure_throughput(Tiny(), CFG, "cpu", steps=2, warmup=1)
     assert train_ips > 0 and eval_ips > 0 and torch.get_num_threads() == 1
 
