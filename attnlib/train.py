@@ -371,11 +371,9 @@ def train_step(
 
 
 def grad_norm(model: nn.Module) -> torch.Tensor:
-    """‖g‖₂ over every parameter gradient of `model` (0 when there is none); the gradients are untouched."""
-    grads = [p.grad.detach().float() for p in model.parameters() if p.grad is not None]
-    if not grads:
-        return torch.zeros(())
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    """‖g‖₂ over every parameter gradient of `model` (0 when there is none); the gradients are untouched.
+    The norm that `clip_grad_norm_` reports, computed the same way (`get_total_norm`)."""
+    return nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
 
 
 def measure_throughput(

@@ -32,6 +32,7 @@ from attnlib.train import (
     converged,
     fast_bf16,
     fit,
+    grad_norm,
     make_optimizer,
     measure_throughput,
     resolve_device,
@@ -177,6 +178,17 @@ def test_train_step_clips_the_global_gradient_norm(clip):
         assert step.norm() > 10 * 1e-3  # the unclipped update is far larger than the clip below
     else:
         torch.testing.assert_close(step.norm(), torch.tensor(clip), rtol=1e-4, atol=0)
+
+
+def test_grad_norm_is_the_norm_clipping_reports_and_zero_without_gradients():
+    torch.manual_seed(0)
+    model = Tiny()
+    assert grad_norm(model) == 0
+    x, y = next(iter(batches()[0].epoch(0)))
+    nn.functional.cross_entropy(model(x), y).backward()
+    flat = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    torch.testing.assert_close(grad_norm(model), flat.norm(), rtol=1e-6, atol=0)
+    assert torch.equal(grad_norm(model), nn.utils.clip_grad_norm_(model.parameters(), 1e9))
 
 
 def test_device_policy_refuses_unknown_and_unavailable_devices():
