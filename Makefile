@@ -17,7 +17,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # What the built book depends on: `check-book` rebuilds it only when one of these is newer than the build.
 BOOK_STAMP  := _build/html/.attnlib-built
 BOOK_INPUTS := _config.yml $(wildcard book/*.ipynb book/*.md book/*.bib book/*.yml book/_static/*) \
-               $(shell find attnlib results -type f \( -name '*.py' -o -name '*.json' -o -name '*.csv' -o -name '*.npz' \) 2>/dev/null)
+               $(shell find attnlib results -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.json' -o -name '*.csv' -o -name '*.npz' \) 2>/dev/null)
 
 setup: $(STAMP)
 

@@ -9,6 +9,12 @@ SYNTHETIC = "synthetic"
 SYNTHETIC_SIZES = (512, 256)  # (N_TRAIN, N_TEST) of a bare "synthetic" (attnlib.data.synthetic_cifar10)
 
 
+def check(ok: bool, name: str, value, allowed) -> None:
+    """Raise ConfigError(name, value, allowed) unless ``ok`` (a condition the caller computed)."""
+    if not ok:
+        raise ConfigError(name, value, allowed)
+
+
 def check_positive_int(name: str, value, minimum: int = 1, allowed: str | None = None) -> None:
     """Raise ConfigError unless ``value`` is an int (not a bool) >= ``minimum``. ``allowed`` replaces the
     message's "an integer >= MINIMUM" where a caller says more (what 0 means, for instance)."""

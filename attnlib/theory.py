@@ -186,13 +186,7 @@ def learn_convolution(
     paper's construction. Centres start from N(0, center_std²). Uses its own RNG (``seed``).
     """
     k, d = _check_conv(conv)
-    for name, value in (
-        ("steps", steps),
-        ("image_size", image_size),
-        ("batch", batch),
-        ("record_every", record_every),
-    ):
-        check_positive_int(name, value)
+    _check_counts(steps=steps, image_size=image_size, batch=batch, record_every=record_every)
     heads = k * k
     conv = conv.float()
     with torch.random.fork_rng(devices=[]):
@@ -215,22 +209,19 @@ def learn_convolution(
             ],
             lr=lr,
         )
-        rec_steps, rec_loss, rec_centers, rec_alpha = [], [], [], []
-        for step in range(steps + 1):
+
+        def loss() -> Tensor:
             x = torch.randn(batch, image_size, image_size, conv.in_channels)
             with torch.no_grad():
                 target = conv_reference(conv, x)
-            loss = (layer(x) - target).pow(2).sum() / target.pow(2).sum()
-            if step % record_every == 0 or step == steps:
-                rec_steps.append(step)
-                rec_loss.append(loss.item())
-                rec_centers.append(encoding.centers.detach().clone())
-                rec_alpha.append(encoding.alpha().detach().clone())
-            if step == steps:
-                break
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+            return (layer(x) - target).pow(2).sum() / target.pow(2).sum()
+
+        def heads_now() -> tuple[Tensor, Tensor]:
+            return encoding.centers.detach().clone(), encoding.alpha().detach().clone()
+
+        rec_steps, rec_loss, rec_centers, rec_alpha = _optimise(
+            optimizer, loss, heads_now, steps, record_every
+        )
     return ConvImitation(
         torch.tensor(rec_steps),
         torch.tensor(rec_loss),
@@ -239,6 +230,28 @@ def learn_convolution(
         kernel_centers(k, d),
         layer.eval(),
     )
+
+
+def _check_counts(**counts) -> None:
+    for name, value in counts.items():
+        check_positive_int(name, value)
+
+
+def _optimise(optimizer, loss, recorded, steps: int, record_every: int) -> tuple[list, ...]:
+    """`steps` updates of `optimizer` on `loss()` (fresh data at every call). At every `record_every`-th
+    step and after the last update: the step, the loss and the values of `recorded()` (a tuple), returned
+    as columns: (steps, losses, *recorded columns)."""
+    rows = []
+    for step in range(steps + 1):
+        value = loss()
+        if step % record_every == 0 or step == steps:
+            rows.append((step, value.item(), *recorded()))
+        if step == steps:
+            break
+        optimizer.zero_grad()
+        value.backward()
+        optimizer.step()
+    return tuple(list(column) for column in zip(*rows, strict=True))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -282,14 +295,7 @@ def learn_shift(
 
     if init not in INITS:
         raise ConfigError("init", init, list(INITS))
-    for name, value in (
-        ("steps", steps),
-        ("size", size),
-        ("dim", dim),
-        ("batch", batch),
-        ("record_every", record_every),
-    ):
-        check_positive_int(name, value)
+    _check_counts(steps=steps, size=size, dim=dim, batch=batch, record_every=record_every)
     if len(shift) != 2 or not all(isinstance(s, int) and abs(s) < size for s in shift):
         raise ConfigError("shift", shift, f"two integers (row, column) in -{size - 1}..{size - 1}")
     d1, d2 = shift
@@ -304,20 +310,16 @@ def learn_shift(
         if init == "paper":
             layer.apply(init_bert_weights)
         optimizer = torch.optim.SGD(layer.parameters(), lr=lr, momentum=momentum)
-        rec_steps, rec_loss, rec_target = [], [], []
-        for step in range(steps + 1):
+
+        def loss() -> Tensor:
             x = torch.randn(batch, size, size, dim)
             target = x[:, source_rows, source_cols]
             out = layer(x)[:, rows, cols]  # out[i, j] ≈ x[i + δ₁, j + δ₂]
-            loss = (out - target).pow(2).sum() / target.pow(2).sum()
-            if step % record_every == 0 or step == steps:
-                rec_steps.append(step)
-                rec_loss.append(loss.item())
-                with torch.no_grad():
-                    rec_target.append(encoding.scores(size, size).softmax(-1)[0, query, key].item())
-            if step == steps:
-                break
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+            return (out - target).pow(2).sum() / target.pow(2).sum()
+
+        @torch.no_grad()
+        def target_probability() -> tuple[float]:
+            return (encoding.scores(size, size).softmax(-1)[0, query, key].item(),)
+
+        rec_steps, rec_loss, rec_target = _optimise(optimizer, loss, target_probability, steps, record_every)
     return ShiftLearning(torch.tensor(rec_steps), torch.tensor(rec_loss), torch.tensor(rec_target))

@@ -18,7 +18,6 @@ global batch from `Batches(..., rank, world_size)`; only rank 0 writes checkpoin
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import logging
 import math
@@ -27,7 +26,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -35,23 +34,20 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from attnlib.checks import check_choice, check_positive_int
+from attnlib.checks import check
+from attnlib.config import SCHEDULES, TrainConfig  # noqa: F401  (re-exported: attnlib.train.TrainConfig)
 from attnlib.env import CHECKPOINT_SECONDS_ENV
 from attnlib.errors import ConfigError
+from attnlib.models import logged_state, no_weight_decay
 from attnlib.util import atomic_write, temp_name
 
 log = logging.getLogger("attnlib")
 
-SCHEDULES = ("cosine", "multistep", "constant")
-NO_DECAY_SUFFIXES = (".centers", ".spreads")  # quadratic encodings: no weight decay (paper, App. A)
 CHECKPOINT_FORMAT = 1
 # Besides the end of every epoch, `fit` checkpoints mid-epoch once this many seconds of training have passed
 # since the last checkpoint, so that a run killed without a signal (SIGKILL, a notebook kernel whose parent
 # died) loses at most that much. Not part of a run's configuration: it changes no result.
 CHECKPOINT_SECONDS = 120.0
-# Speed-up of 2 threads over 1 on the reference machine (2 cores, AMD EPYC): measured 1.54-1.81 across the
-# budget models, so multi-core throughput ~ per-core throughput x cores x 0.75 (the low end).
-CPU_PARALLEL_EFFICIENCY = 0.75
 
 
 class TrainingDiverged(RuntimeError):
@@ -63,57 +59,6 @@ class Interrupted(RuntimeError):
 
 
 # --------------------------------------------------------------------------------------------- config
-@dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation protocol of one run (everything `fit` needs, nothing else).
-
-    warmup: fraction of all optimisation steps spent in the linear warm-up (per step).
-    milestones: for `schedule="multistep"`, fractions of the epochs at which the lr is divided by 10.
-    bf16: autocast matmuls to bfloat16 (fp32 master weights); None = where the hardware has fast bf16.
-    grad_clip: clip the global gradient norm to this value before each update (None: no clipping).
-    plateau: end the run before `epochs` (then a cap) once the best test accuracy gained less than this
-        (a fraction: 0.005 = half a point) over the last PLATEAU_WINDOW of the epochs run (`converged`);
-        None: always train `epochs`. The schedule spans the cap either way.
-    """
-
-    epochs: int
-    batch_size: int
-    lr: float
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
-    nesterov: bool = False
-    warmup: float = 0.05
-    schedule: str = "cosine"
-    milestones: tuple[float, ...] = ()
-    label_smoothing: float = 0.0
-    bf16: bool | None = None
-    grad_clip: float | None = None
-    plateau: float | None = None
-
-    def __post_init__(self):
-        check_positive_int("epochs", self.epochs)
-        check_positive_int("batch_size", self.batch_size)
-        _check(self.lr > 0, "lr", self.lr, "a number > 0")
-        _check(0 <= self.warmup < 1, "warmup", self.warmup, "a fraction in [0, 1)")
-        check_choice("schedule", self.schedule, SCHEDULES)
-        _check(0 <= self.label_smoothing < 1, "label_smoothing", self.label_smoothing, "a number in [0, 1)")
-        _check(
-            self.grad_clip is None or (isinstance(self.grad_clip, int | float) and self.grad_clip > 0),
-            "grad_clip",
-            self.grad_clip,
-            "None or a number > 0",
-        )
-        _check(
-            self.plateau is None or (isinstance(self.plateau, int | float) and 0 < self.plateau < 1),
-            "plateau",
-            self.plateau,
-            "None or a fraction of accuracy in (0, 1)",
-        )
-
-    def replace(self, **changes) -> TrainConfig:
-        return dataclasses.replace(self, **changes)
-
-
 PLATEAU_WINDOW, PLATEAU_MIN_EPOCHS = 0.2, 10
 
 
@@ -127,11 +72,6 @@ def converged(history: list[dict], plateau: float) -> bool:
     k = math.ceil(PLATEAU_WINDOW * n)
     acc = [row["test_acc"] for row in history]
     return max(acc) - max(acc[: n - k]) < plateau
-
-
-def _check(ok: bool, parameter: str, value, allowed) -> None:
-    if not ok:
-        raise ConfigError(parameter, value, allowed)
 
 
 @dataclass
@@ -167,13 +107,13 @@ class Schedule:
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.SGD:
-    """SGD with two parameter groups: weight decay for all but `*.centers` / `*.spreads`."""
+    """SGD with two parameter groups: weight decay for all but the parameters that the model's modules
+    declare (`attnlib.models.no_weight_decay`: the quadratic encodings' centres and spreads)."""
+    exempt = no_weight_decay(model)
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
-            (
-                no_decay if name.endswith(NO_DECAY_SUFFIXES) or name in ("centers", "spreads") else decay
-            ).append(p)
+            (no_decay if name in exempt else decay).append(p)
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}]
     if no_decay:
         groups.append({"params": no_decay, "weight_decay": 0.0})
@@ -263,28 +203,13 @@ def _all_reduce(t: torch.Tensor, info: DistInfo, op=None) -> torch.Tensor:
 
 
 # -------------------------------------------------------------------------------------------- history
-def quadratic_state(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """Centres (layers, heads, 2) and inverse covariances Σ⁻¹ (layers, heads, 2, 2) of every quadratic
-    encoding in `model`, in module order; None when the model has none."""
-    encodings = [
-        m
-        for m in model.modules()
-        if hasattr(m, "centers") and callable(getattr(m, "inverse_covariance", None))
-    ]
-    if not encodings:
-        return None
-    with torch.no_grad():
-        centers = torch.stack([m.centers.detach().float().cpu() for m in encodings])
-        inv_cov = torch.stack([m.inverse_covariance().detach().float().cpu() for m in encodings])
-    return centers, inv_cov
-
-
 @dataclass
 class FitResult:
     """history: one dict per epoch (epoch, train_loss, train_acc, test_loss, test_acc, lr, seconds,
-    images_per_s, grad_norm: mean global gradient norm before clipping). quadratic: None or
-    {"epoch": (E+1,), "centers": (E+1, layers, heads, 2), "inverse_covariance": (E+1, layers, heads, 2, 2)},
-    row 0 = initialisation, row e = after epoch e."""
+    images_per_s, grad_norm: mean global gradient norm before clipping). quadratic: None or, for a model
+    whose modules log a state (`attnlib.models.logged_state`: the quadratic encodings), that state over
+    training: {"epoch": (E+1,), "centers": (E+1, layers, heads, 2), "inverse_covariance":
+    (E+1, layers, heads, 2, 2)}, row 0 = initialisation, row e = after epoch e."""
 
     history: list[dict]
     quadratic: dict[str, torch.Tensor] | None
@@ -398,7 +323,7 @@ def checkpoint_interval(seconds: float | None = None) -> float:
     if seconds is None:
         return CHECKPOINT_SECONDS
     ok = isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0
-    _check(ok and not math.isnan(seconds), parameter, seconds, "a number of seconds >= 0")
+    check(ok and not math.isnan(seconds), parameter, seconds, "a number of seconds >= 0")
     return float(seconds)
 
 
@@ -446,11 +371,9 @@ def train_step(
 
 
 def grad_norm(model: nn.Module) -> torch.Tensor:
-    """‖g‖₂ over every parameter gradient of `model` (0 when there is none); the gradients are untouched."""
-    grads = [p.grad.detach().float() for p in model.parameters() if p.grad is not None]
-    if not grads:
-        return torch.zeros(())
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    """‖g‖₂ over every parameter gradient of `model` (0 when there is none); the gradients are untouched.
+    The norm that `clip_grad_norm_` reports, computed the same way (`get_total_norm`)."""
+    return nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
 
 
 def measure_throughput(
@@ -459,7 +382,8 @@ def measure_throughput(
     """(train, eval) images/s of `fit`'s step and of evaluation, on random batches of `cfg.batch_size`.
 
     On the CPU: per core, i.e. one thread, timed by this process's CPU time, which other processes sharing
-    the machine barely disturb (multi-threaded CPU time is not: waiting threads spin). `CPU_PARALLEL_EFFICIENCY`
+    the machine barely disturb (multi-threaded CPU time is not: waiting threads spin).
+    `attnlib.experiments.CPU_PARALLEL_EFFICIENCY`
     turns it into a multi-core estimate. On CUDA: wall time after synchronising. Updates the model's weights."""
     device = resolve_device(device)
     bf16 = fast_bf16(device) if cfg.bf16 is None else bool(cfg.bf16)
@@ -549,212 +473,278 @@ def fit(
     `converged(history, cfg.plateau)`. Raises TrainingDiverged on a non-finite loss and Interrupted after SIGINT/SIGTERM (both
     leave the last good checkpoint in place).
     """
-    device = resolve_device(device)
-    info = current_dist()
-    bf16 = fast_bf16(device) if cfg.bf16 is None else bool(cfg.bf16)
     if progress is None:
         progress = bool(getattr(sys.stderr, "isatty", lambda: False)())
-    model.to(device)
-    steps_per_epoch = len(train_batches)
-    if steps_per_epoch < 1:
-        raise ConfigError("batch_size", cfg.batch_size, "at most the number of training images")
-    optimizer = make_optimizer(model, cfg)
-    schedule = Schedule.from_config(cfg, steps_per_epoch)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    run = _Run(model, train_batches, cfg, resolve_device(device), desc, progress, on_step)
     ckpt = Checkpoints(checkpoint_dir, fingerprint) if checkpoint_dir is not None else None
     interval = checkpoint_interval(checkpoint_every) if ckpt is not None else math.inf
-
-    # ---- state: fresh or resumed
-    history: list[dict] = []
-    quad = quadratic_state(model)
-    quad_log = None if quad is None else {"centers": [quad[0]], "inverse_covariance": [quad[1]]}
-    start_epoch, start_step, partial, train_seconds, resumed = 0, 0, None, 0.0, None
-    state, resumed = (ckpt.load() if ckpt is not None else (None, None)) if info.is_main else (None, None)
-    if info.enabled:  # rank 0 read the checkpoint; every rank gets the same state
-        box = [state, resumed]
-        dist.broadcast_object_list(box, src=0)
-        state, resumed = box
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        history, start_epoch, start_step = list(state["history"]), state["epoch"], state["step"]
-        train_seconds = state.get("train_seconds", 0.0)
-        if quad_log is not None and state.get("quadratic"):
-            quad_log = {k: list(v) for k, v in state["quadratic"].items()}
-        ranks = state.get("ranks") or []
-        if start_step and len(ranks) == info.world_size:  # mid-epoch: this rank's RNG and running sums
-            _set_rng_state(ranks[info.rank]["rng"])
-            partial = ranks[info.rank]["partial"]
-        elif start_step:  # saved with another number of processes: redo that epoch from its start
-            log.warning(
-                "%s: checkpoint saved mid-epoch by %d processes; restarting epoch %d",
-                desc,
-                len(ranks),
-                start_epoch + 1,
-            )
-            start_step = 0
-        log.info("%s: resuming from %s", desc, resumed)
-    ddp_model = model
-    if info.enabled:
-        ddp_model = nn.parallel.DistributedDataParallel(
-            model,
-            device_ids=[device.index] if device.type == "cuda" else None,
-            # a model with parameters its forward never uses says so (the hierarchical SAN)
-            find_unused_parameters=getattr(model, "find_unused_parameters", False),
-        )
-
-    def snapshot(epoch: int, step: int, partial_stats) -> dict:
-        mine = {"rng": _rng_state(), "partial": partial_stats}
-        if info.enabled:
-            ranks = [None] * info.world_size
-            dist.all_gather_object(ranks, mine)
-        else:
-            ranks = [mine]
-        return {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "epoch": epoch,
-            "step": step,
-            "history": history,
-            "train_seconds": train_seconds,
-            "quadratic": quad_log,
-            "ranks": ranks,
-            "world_size": info.world_size,
-        }
-
-    def save(epoch: int, step: int, partial_stats=None) -> None:
-        snap = snapshot(epoch, step, partial_stats)  # collective under DDP: every rank takes part
-        if ckpt is not None and info.is_main:
-            ckpt.save(snap)
-
-    check_every = 1 if device.type == "cpu" else 20
-    last_saved = time.monotonic()
+    state = run.restore(ckpt)
+    state.last_saved = time.monotonic()
     with _StopRequest() as stop:
-        for epoch in range(start_epoch, cfg.epochs):
-            if cfg.plateau is not None and converged(history, cfg.plateau):
-                log.info("%s: converged after %d epochs (cap %d)", desc, len(history), cfg.epochs)
+        for epoch in range(state.epoch, cfg.epochs):
+            if cfg.plateau is not None and converged(state.history, cfg.plateau):
+                log.info("%s: converged after %d epochs (cap %d)", desc, len(state.history), cfg.epochs)
                 break
-            first_step = start_step if epoch == start_epoch else 0
-            if first_step == 0:
-                _seed_epoch(seed, epoch, info.rank)
-            ddp_model.train()
-            t_epoch = time.perf_counter()
-            # loss sum, correct, count, gradient-norm sum (all weighted by batch size); seconds spent
-            # before a mid-epoch resume. Checkpoints written before the gradient norm was logged hold 3.
-            stats = torch.zeros(4, dtype=torch.float64, device=device)
-            prior_seconds = 0.0
-            if first_step and partial is not None:
-                saved = torch.tensor(partial["stats"], dtype=torch.float64, device=device)
-                stats[: len(saved)] += saved
-                if len(saved) < len(stats):
-                    stats[3] = math.nan  # the norms of the steps before the resume are unknown
-                prior_seconds = partial["seconds"]
-            bar = _progress(
-                range(steps_per_epoch), progress and info.is_main, f"{desc} {epoch + 1}/{cfg.epochs}"
-            )
-            batches = _skip(train_batches.epoch(epoch), first_step)
-            for step, (x, y) in zip(range(first_step, steps_per_epoch), batches, strict=False):
-                if on_step is not None:
-                    on_step(epoch, step, x, y)
-                loss, logits, norm = train_step(
-                    ddp_model, optimizer, x, y, cfg.label_smoothing, bf16, cfg.grad_clip
-                )
-                scheduler.step()
-                stats += torch.stack(
-                    [
-                        loss.double() * y.numel(),
-                        (logits.argmax(1) == y).sum().double(),
-                        y.new_tensor(y.numel()).double(),
-                        norm.double().to(device) * y.numel(),
-                    ]
-                )
-                bar.update(1)
-                if (step + 1) % check_every == 0 or step + 1 == steps_per_epoch:
-                    due = step + 1 < steps_per_epoch and time.monotonic() - last_saved >= interval
-                    flags = torch.tensor(
-                        [
-                            float(not math.isfinite(loss.item())),
-                            float(stop.signum is not None),
-                            float(due and info.is_main),  # rank 0's clock decides for every rank
-                        ],
-                        device=device,
-                    )
-                    _all_reduce(flags, info, dist.ReduceOp.MAX if info.enabled else None)
-                    if flags[0]:
-                        bar.close()
-                        where = f" ({ckpt.last})" if ckpt is not None and ckpt.last.exists() else ""
-                        raise TrainingDiverged(
-                            f"{desc}: the training loss became {loss.item()} at epoch {epoch + 1}, step "
-                            f"{step + 1}; the last good checkpoint is kept{where}. Try a lower lr."
-                        )
-                    if flags[1]:
-                        bar.close()
-                        seconds = prior_seconds + time.perf_counter() - t_epoch
-                        save(epoch, step + 1, {"stats": stats.tolist(), "seconds": seconds})
-                        where = f" in {ckpt.last}" if ckpt is not None else ""
-                        raise Interrupted(
-                            f"{desc}: interrupted at epoch {epoch + 1}, step {step + 1}; checkpoint saved{where}; "
-                            "rerun the same command to resume"
-                        )
-                    if flags[2]:  # time-based: a kill without a signal loses at most `interval` seconds
-                        seconds = prior_seconds + time.perf_counter() - t_epoch
-                        save(epoch, step + 1, {"stats": stats.tolist(), "seconds": seconds})
-                        last_saved = time.monotonic()
-            bar.close()
-            train_time = prior_seconds + time.perf_counter() - t_epoch
-            _all_reduce(stats, info)
-            loss_sum, correct, count, norm_sum = stats.tolist()
-            test_loss, test_acc = evaluate(model, test_batches, device, bf16, info)
-            seconds = prior_seconds + time.perf_counter() - t_epoch
-            train_seconds += seconds
-            row = {
-                "epoch": epoch + 1,
-                "train_loss": loss_sum / count,
-                "train_acc": correct / count,
-                "test_loss": test_loss,
-                "test_acc": test_acc,
-                "lr": cfg.lr * schedule((epoch + 1) * steps_per_epoch - 1),  # lr of the epoch's last step
-                "seconds": seconds,
-                "images_per_s": count / train_time,
-                "grad_norm": norm_sum / count,  # mean ‖g‖₂ before clipping over the epoch's steps
-            }
-            if probe is not None:
-                row.update(probe(model))
-            history.append(row)
-            if quad_log is not None:
-                c, ic = quadratic_state(model)
-                quad_log["centers"].append(c)
-                quad_log["inverse_covariance"].append(ic)
-            if info.is_main:
-                log.info(
-                    "%s epoch %d/%d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.0f img/s | ‖g‖ %.2f",
-                    desc,
-                    epoch + 1,
-                    cfg.epochs,
-                    row["train_loss"],
-                    row["train_acc"],
-                    test_loss,
-                    test_acc,
-                    row["images_per_s"],
-                    row["grad_norm"],
-                )
-            save(epoch + 1, 0)
-            last_saved = time.monotonic()
+            stats, clock = run.train_epoch(epoch, state, ckpt, stop, interval, seed)
+            row = run.record(epoch, state, stats, clock, test_batches, probe)
+            run.log_row(row)
+            run.save(ckpt, state, epoch + 1, 0)
+            state.last_saved = time.monotonic()
             if stop.signum is not None:  # signal during evaluation: the epoch checkpoint is already saved
                 raise Interrupted(
                     f"{desc}: interrupted after epoch {epoch + 1}; checkpoint saved; rerun to resume"
                 )
-    quadratic = None
-    if quad_log is not None:
-        quadratic = {
-            "epoch": torch.arange(len(quad_log["centers"])),
-            "centers": torch.stack(quad_log["centers"]),
-            "inverse_covariance": torch.stack(quad_log["inverse_covariance"]),
-        }
     model.eval()
-    return FitResult(history, quadratic, train_seconds, resumed)
+    return FitResult(state.history, state.logged_over_epochs(), state.train_seconds, state.resumed)
+
+
+@dataclass
+class _State:
+    """What a checkpoint carries across epochs: the history so far, where to start (epoch, and step within
+    it for a mid-epoch checkpoint with this rank's running sums in `partial`), the training time, the
+    logged model state per epoch (`attnlib.models.logged_state`), and the checkpoint resumed from."""
+
+    history: list[dict] = field(default_factory=list)
+    epoch: int = 0
+    step: int = 0
+    partial: dict | None = None
+    train_seconds: float = 0.0
+    logged: dict[str, list[torch.Tensor]] | None = None
+    resumed: str | None = None
+    last_saved: float = 0.0  # time.monotonic() of the last checkpoint
+
+    def logged_over_epochs(self) -> dict[str, torch.Tensor] | None:
+        if self.logged is None:
+            return None
+        epochs = len(next(iter(self.logged.values())))
+        return {"epoch": torch.arange(epochs), **{k: torch.stack(v) for k, v in self.logged.items()}}
+
+
+class _EpochClock:
+    """Seconds of one epoch so far, counting those spent before a mid-epoch resume (`prior`)."""
+
+    def __init__(self, prior: float = 0.0):
+        self.prior, self.start = prior, time.perf_counter()
+        self.train = 0.0  # seconds of training, without the evaluation (set at the end of the steps)
+
+    def __call__(self) -> float:
+        return self.prior + time.perf_counter() - self.start
+
+
+class _Run:
+    """The pieces of one `fit`: the model (and its DDP wrapper), optimizer, schedule, device and dtype
+    policy, and the steps of the loop: restore, train an epoch, record its row, save."""
+
+    def __init__(self, model, train_batches, cfg: TrainConfig, device, desc: str, progress: bool, on_step):
+        self.model, self.train_batches, self.cfg, self.device = model.to(device), train_batches, cfg, device
+        self.desc, self.progress, self.on_step = desc, progress, on_step
+        self.info = current_dist()
+        self.bf16 = fast_bf16(device) if cfg.bf16 is None else bool(cfg.bf16)
+        self.steps = len(train_batches)
+        if self.steps < 1:
+            raise ConfigError("batch_size", cfg.batch_size, "at most the number of training images")
+        self.optimizer = make_optimizer(model, cfg)
+        self.schedule = Schedule.from_config(cfg, self.steps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.schedule)
+        self.ddp_model = model
+        self.check_every = 1 if device.type == "cpu" else 20  # steps between checks of the flags
+
+    # ---- restore
+    def restore(self, ckpt: Checkpoints | None) -> _State:
+        """A fresh state, or the newest usable checkpoint's (read by rank 0, broadcast to every rank),
+        loaded into the model, optimizer and schedule; then the DDP wrapper."""
+        info = self.info
+        first = logged_state(self.model)
+        state = _State(logged=None if first is None else {k: [v] for k, v in first.items()})
+        saved, resumed = (ckpt.load() if ckpt is not None else (None, None)) if info.is_main else (None, None)
+        if info.enabled:  # rank 0 read the checkpoint; every rank gets the same state
+            box = [saved, resumed]
+            dist.broadcast_object_list(box, src=0)
+            saved, resumed = box
+        if saved is not None:
+            self._load(saved, state, resumed)
+        if info.enabled:
+            self.ddp_model = nn.parallel.DistributedDataParallel(
+                self.model,
+                device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                # a model with parameters its forward never uses says so (the hierarchical SAN)
+                find_unused_parameters=getattr(self.model, "find_unused_parameters", False),
+            )
+        return state
+
+    def _load(self, saved: dict, state: _State, resumed: str) -> None:
+        info = self.info
+        self.model.load_state_dict(saved["model"])
+        self.optimizer.load_state_dict(saved["optimizer"])
+        self.scheduler.load_state_dict(saved["scheduler"])
+        state.history, state.epoch, state.step = list(saved["history"]), saved["epoch"], saved["step"]
+        state.train_seconds, state.resumed = saved.get("train_seconds", 0.0), resumed
+        if state.logged is not None and saved.get("quadratic"):
+            state.logged = {k: list(v) for k, v in saved["quadratic"].items()}
+        ranks = saved.get("ranks") or []
+        if state.step and len(ranks) == info.world_size:  # mid-epoch: this rank's RNG and running sums
+            _set_rng_state(ranks[info.rank]["rng"])
+            state.partial = ranks[info.rank]["partial"]
+        elif state.step:  # saved with another number of processes: redo that epoch from its start
+            log.warning(
+                "%s: checkpoint saved mid-epoch by %d processes; restarting epoch %d",
+                self.desc,
+                len(ranks),
+                state.epoch + 1,
+            )
+            state.step = 0
+        log.info("%s: resuming from %s", self.desc, resumed)
+
+    # ---- save
+    def save(self, ckpt: Checkpoints | None, state: _State, epoch: int, step: int, partial=None) -> None:
+        """Checkpoint at (epoch, step); collective under DDP (every rank sends its RNG state and running
+        sums), written by rank 0."""
+        mine = {"rng": _rng_state(), "partial": partial}
+        if self.info.enabled:
+            ranks = [None] * self.info.world_size
+            dist.all_gather_object(ranks, mine)
+        else:
+            ranks = [mine]
+        if ckpt is not None and self.info.is_main:
+            ckpt.save(
+                {
+                    "model": self.model.state_dict(),
+                    "optimizer": self.optimizer.state_dict(),
+                    "scheduler": self.scheduler.state_dict(),
+                    "epoch": epoch,
+                    "step": step,
+                    "history": state.history,
+                    "train_seconds": state.train_seconds,
+                    "quadratic": state.logged,
+                    "ranks": ranks,
+                    "world_size": self.info.world_size,
+                }
+            )
+
+    # ---- one epoch
+    def train_epoch(self, epoch: int, state: _State, ckpt, stop: _StopRequest, interval: float, seed: int):
+        """Train one epoch from its first step (or the resumed one); checks every `check_every` steps for
+        a non-finite loss, a stop signal, or a due time-based checkpoint (rank 0's clock decides).
+        -> (summed stats over every rank: loss, correct, count, gradient norm, all weighted by batch size;
+        the epoch's clock)."""
+        cfg, info, device, steps = self.cfg, self.info, self.device, self.steps
+        first_step = state.step if epoch == state.epoch else 0
+        if first_step == 0:
+            _seed_epoch(seed, epoch, info.rank)
+        self.ddp_model.train()
+        stats, prior_seconds = self._running_sums(first_step, state.partial)
+        clock = _EpochClock(prior_seconds)
+        bar = _progress(range(steps), self.progress and info.is_main, f"{self.desc} {epoch + 1}/{cfg.epochs}")
+        batches = _skip(self.train_batches.epoch(epoch), first_step)
+        for step, (x, y) in zip(range(first_step, steps), batches, strict=False):
+            if self.on_step is not None:
+                self.on_step(epoch, step, x, y)
+            loss, logits, norm = train_step(
+                self.ddp_model, self.optimizer, x, y, cfg.label_smoothing, self.bf16, cfg.grad_clip
+            )
+            self.scheduler.step()
+            stats += torch.stack(
+                [
+                    loss.double() * y.numel(),
+                    (logits.argmax(1) == y).sum().double(),
+                    y.new_tensor(y.numel()).double(),
+                    norm.double().to(device) * y.numel(),
+                ]
+            )
+            bar.update(1)
+            if (step + 1) % self.check_every == 0 or step + 1 == steps:
+                due = step + 1 < steps and time.monotonic() - state.last_saved >= interval
+                self._check_flags(loss, stop, due, bar, ckpt, state, epoch, step, stats, clock)
+        bar.close()
+        clock.train = clock()
+        _all_reduce(stats, info)
+        return stats.tolist(), clock
+
+    def _running_sums(self, first_step: int, partial: dict | None) -> tuple[torch.Tensor, float]:
+        """(loss sum, correct, count, gradient-norm sum) and the seconds spent before a mid-epoch resume.
+        Checkpoints written before the gradient norm was logged hold 3 sums."""
+        stats = torch.zeros(4, dtype=torch.float64, device=self.device)
+        if not (first_step and partial is not None):
+            return stats, 0.0
+        saved = torch.tensor(partial["stats"], dtype=torch.float64, device=self.device)
+        stats[: len(saved)] += saved
+        if len(saved) < len(stats):
+            stats[3] = math.nan  # the norms of the steps before the resume are unknown
+        return stats, partial["seconds"]
+
+    def _check_flags(self, loss, stop, due: bool, bar, ckpt, state: _State, epoch, step, stats, clock):
+        """Agree across ranks on a non-finite loss (raise TrainingDiverged), a stop signal (checkpoint,
+        raise Interrupted) and a due time-based checkpoint (a kill without a signal loses at most
+        `interval` seconds)."""
+        flags = torch.tensor(
+            [
+                float(not math.isfinite(loss.item())),
+                float(stop.signum is not None),
+                float(due and self.info.is_main),  # rank 0's clock decides for every rank
+            ],
+            device=self.device,
+        )
+        _all_reduce(flags, self.info, dist.ReduceOp.MAX if self.info.enabled else None)
+        desc = self.desc
+        if flags[0]:
+            bar.close()
+            where = f" ({ckpt.last})" if ckpt is not None and ckpt.last.exists() else ""
+            raise TrainingDiverged(
+                f"{desc}: the training loss became {loss.item()} at epoch {epoch + 1}, step "
+                f"{step + 1}; the last good checkpoint is kept{where}. Try a lower lr."
+            )
+        if flags[1]:
+            bar.close()
+            self.save(ckpt, state, epoch, step + 1, {"stats": stats.tolist(), "seconds": clock()})
+            where = f" in {ckpt.last}" if ckpt is not None else ""
+            raise Interrupted(
+                f"{desc}: interrupted at epoch {epoch + 1}, step {step + 1}; checkpoint saved{where}; "
+                "rerun the same command to resume"
+            )
+        if flags[2]:
+            self.save(ckpt, state, epoch, step + 1, {"stats": stats.tolist(), "seconds": clock()})
+            state.last_saved = time.monotonic()
+
+    # ---- the epoch's row
+    def record(self, epoch: int, state: _State, stats, clock: _EpochClock, test_batches, probe) -> dict:
+        """Evaluate, append the epoch's history row (and the probe's columns, the logged model state)."""
+        loss_sum, correct, count, norm_sum = stats
+        test_loss, test_acc = evaluate(self.model, test_batches, self.device, self.bf16, self.info)
+        epoch_seconds = clock()
+        state.train_seconds += epoch_seconds
+        row = {
+            "epoch": epoch + 1,
+            "train_loss": loss_sum / count,
+            "train_acc": correct / count,
+            "test_loss": test_loss,
+            "test_acc": test_acc,
+            "lr": self.cfg.lr * self.schedule((epoch + 1) * self.steps - 1),  # lr of the epoch's last step
+            "seconds": epoch_seconds,
+            "images_per_s": count / clock.train,
+            "grad_norm": norm_sum / count,  # mean ‖g‖₂ before clipping over the epoch's steps
+        }
+        if probe is not None:
+            row.update(probe(self.model))
+        state.history.append(row)
+        if state.logged is not None:
+            for k, v in logged_state(self.model).items():
+                state.logged[k].append(v)
+        return row
+
+    def log_row(self, row: dict) -> None:
+        if self.info.is_main:
+            log.info(
+                "%s epoch %d/%d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.0f img/s | ‖g‖ %.2f",
+                self.desc,
+                row["epoch"],
+                self.cfg.epochs,
+                row["train_loss"],
+                row["train_acc"],
+                row["test_loss"],
+                row["test_acc"],
+                row["images_per_s"],
+                row["grad_norm"],
+            )
 
 
 def _skip(it: Iterator, n: int) -> Iterator:

@@ -113,6 +113,16 @@ def _colorbar(fig, image, axes, label: str, uniform: float | None = None):
 
 
 # ----------------------------------------------------------------------------- attention grids
+def _panel_grid(n: int, cols: int, figsize) -> tuple[Figure, np.ndarray, list]:
+    """A figure of ``n`` panels in rows of ``cols`` (constrained layout), the spare axes of the last row
+    hidden. figsize(cols, rows) -> (width, height) in inches. -> (figure, the axes grid, the n axes)."""
+    rows = int(np.ceil(n / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=figsize(cols, rows), squeeze=False, layout="constrained")
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, axes, list(axes.flat[:n])
+
+
 def attention_grid(
     rows,
     grid: tuple[int, int],
@@ -262,15 +272,9 @@ def window_maps(
     """
     layers = [_as_numpy(w) for w in weights]
     n = len(layers)
-    cols = min(n, SAN_COLUMNS)
-    rows = int(np.ceil(n / cols))
-    size = min(1.9, (GRID_WIDTH - 1.2) / cols)
-    fig, axes = plt.subplots(
-        rows,
-        cols,
-        figsize=(size * cols + 1.2, (size + 0.45) * rows + 0.6),
-        squeeze=False,
-        layout="constrained",
+    size = min(1.9, (GRID_WIDTH - 1.2) / min(n, SAN_COLUMNS))
+    fig, axes, shown = _panel_grid(
+        n, min(n, SAN_COLUMNS), lambda cols, rows: (size * cols + 1.2, (size + 0.45) * rows + 0.6)
     )
     panels = []
     for layer in layers:
@@ -280,12 +284,9 @@ def window_maps(
         panels.append((layer[:, i, j].reshape(k, k), k, h, w, i, j))
     colours = shared_scale([p[0] for p in panels])
     image = None
-    for li in range(rows * cols):
-        ax = axes.flat[li]
+    for ax in axes.flat:
         _clean(ax)
-        if li >= n:
-            ax.set_visible(False)
-            continue
+    for li, ax in enumerate(shown):
         p, k, h, w, i, j = panels[li]
         image = ax.imshow(p, **colours)
         _mark_query(ax, k // 2, k // 2)
@@ -428,17 +429,9 @@ def quadratic_centres(
     invs = [_as_numpy(s) for s in inverse_covariances] if inverse_covariances is not None else None
     radius = radius or max(3.0, float(np.ceil(max(np.abs(c).max() for c in centres) + 1)))
     n = len(centres)
-    cols = _layer_columns(n)
-    rows = int(np.ceil(n / cols))
-    fig, axes = plt.subplots(
-        rows, cols, figsize=(2.7 * cols, 2.8 * rows + 0.4), squeeze=False, layout="constrained"
-    )
+    fig, _, shown = _panel_grid(n, _layer_columns(n), lambda cols, rows: (2.7 * cols, 2.8 * rows + 0.4))
     palette = plt.get_cmap("tab20")
-    for li in range(rows * cols):
-        ax = axes.flat[li]
-        if li >= n:
-            ax.set_visible(False)
-            continue
+    for li, ax in enumerate(shown):
         _shift_axes(ax, radius)
         for h, c in enumerate(centres[li]):
             color = palette(h % 20)
@@ -477,17 +470,10 @@ def centre_trajectories(
     x_values = np.arange(steps) if x_values is None else _as_numpy(x_values)
     radius = max(3.0, float(np.ceil(np.abs(t).max() + 0.5)))
     cols = _layer_columns(n_layers)
-    rows = int(np.ceil(n_layers / cols))
     size = 4.2 if n_layers == 1 else (3.3 if cols < 4 else 2.7)
-    fig, axes = plt.subplots(
-        rows, cols, figsize=(size * cols + 0.3, size * rows + 0.4), squeeze=False, layout="constrained"
-    )
+    fig, _, shown = _panel_grid(n_layers, cols, lambda cols, rows: (size * cols + 0.3, size * rows + 0.4))
     palette = plt.get_cmap("tab20")
-    for li in range(rows * cols):
-        ax = axes.flat[li]
-        if li >= n_layers:
-            ax.set_visible(False)
-            continue
+    for li, ax in enumerate(shown):
         _shift_axes(ax, radius)
         if targets is not None:
             tg = _as_numpy(targets)
@@ -595,16 +581,9 @@ def training_curves(histories: Mapping[str, object], *, title: str | None = None
     """
     names = list(histories)
     cols = max(1, min(cols, len(names)))
-    rows = int(np.ceil(len(names) / cols))
-    fig, axes = plt.subplots(
-        rows, cols, figsize=(PAGE_WIDTH, 2.5 * rows + 0.8), squeeze=False, layout="constrained"
-    )
+    fig, _, shown = _panel_grid(len(names), cols, lambda cols, rows: (PAGE_WIDTH, 2.5 * rows + 0.8))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i in range(rows * cols):
-        ax = axes.flat[i]
-        if i >= len(names):
-            ax.set_visible(False)
-            continue
+    for i, ax in enumerate(shown):
         h = histories[names[i]]
         epoch = h["epoch"] if "epoch" in h else np.arange(1, len(h) + 1)
         for key, style in (("train_acc", "--"), ("test_acc", "-")):

@@ -17,18 +17,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import TINY_PAPER
 
 from attnlib.data import Batches, synthetic_cifar10
 from attnlib.models import make
 from attnlib.train import TrainConfig, fit
 
 CFG = TrainConfig(epochs=2, batch_size=16, lr=0.05, warmup=0.1, bf16=False)
-MODEL = dict(layers=2, hidden=16, mlp=16, downsample=4, heads=4, dropout=0.0, attn_dropout=0.0)
 
 
 def train_small(rank: int = 0, world_size: int = 1, record=None):
     torch.manual_seed(0)
-    model = make("paper", **MODEL)
+    model = make("paper", **TINY_PAPER)
     data = synthetic_cifar10(64, 32, seed=3)
     kw = dict(seed=0, device="cpu", rank=rank, world_size=world_size)
     out = fit(
@@ -57,7 +57,7 @@ def worker(out_dir: Path) -> None:
 
 
 @pytest.mark.slow
-def test_two_process_gloo(tmp_path):
+def test_two_gloo_processes_train_like_one_on_the_global_batches(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "ATTNLIB_DDP_OUT": str(tmp_path)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", __file__]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)

@@ -43,12 +43,36 @@ NAMES = [
 HA_PAIRS = [(n.removesuffix("_ha"), n) for n in NAMES if n.endswith("_ha")]
 
 
-def test_names_and_presets():
+def test_every_preset_covers_every_protocol_with_a_reason():
     assert sorted(EXPERIMENTS) == sorted(NAMES) and PRESETS == ("paper", "budget", "smoke", "converge")
     for preset in PRESETS:
         assert set(PRESET_TABLE[preset]) == {e.protocol for e in EXPERIMENTS.values()}
         for p in PRESET_TABLE[preset].values():
             assert p.reason, f"{preset}: every preset states its reasons"
+
+
+def test_history_file_names_only_known_protocols_and_continues_their_reasons():
+    constants = {("budget", "grid"), ("converge", "clip"), ("converge", "clip_detail")}
+    protocols = {e.protocol for e in EXPERIMENTS.values()}
+    entries = experiments._history_file()["history"]
+    assert entries, "protocol_history.yaml holds the dated history"
+    for preset, by_protocol in entries.items():
+        for protocol, text in by_protocol.items():
+            assert (preset, protocol) in constants or protocol in protocols, (preset, protocol)
+            assert text.strip() == text and "\n" not in text and "  " not in text
+            if protocol in protocols:
+                assert PRESET_TABLE[preset][protocol].reason.endswith(" " + text)
+    assert experiments.history("converge", "clip") in PRESET_TABLE["converge"]["attention"].reason
+    assert set(experiments.THROUGHPUT["budget"]) == set(EXPERIMENTS)
+
+
+def test_registry_imports_no_training_code():
+    import subprocess
+    import sys
+
+    code = "import sys, attnlib.experiments; print('attnlib.train' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
 
 
 @pytest.mark.parametrize("base,ha", HA_PAIRS)
@@ -63,7 +87,7 @@ def test_ha_variant_trains_like_its_baseline(base, ha, preset):
         assert {**a.model, "hierarchical": True} == b.model and a.model["hierarchical"] is False
 
 
-def test_paper_protocol():
+def test_paper_preset_has_the_published_optimisers():
     paper = {n: resolve(n, "paper") for n in NAMES}
     for n in NAMES:
         t = paper[n].train
@@ -147,7 +171,7 @@ def test_budget_grid_fits_its_ceiling():
     assert slow == pytest.approx(epochs * (500 + 10) + experiments.RUN_OVERHEAD_S)
 
 
-def test_configs_serialise():
+def test_budget_configs_serialise_to_dicts():
     for n in NAMES:
         d = resolve(n, "budget").to_dict()
         assert d["train"]["epochs"] >= 1 and isinstance(d["model"], dict)

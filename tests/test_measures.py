@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from helpers import TINY_PAPER
 
 from attnlib import measures
 from attnlib.models import make
@@ -63,10 +64,9 @@ def test_bad_shapes_are_refused():
 
 def test_probe_does_not_depend_on_the_chunk_size_and_sees_content():
     torch.manual_seed(0)
-    small = dict(layers=2, hidden=16, mlp=16, downsample=4, heads=4, dropout=0.0, attn_dropout=0.0)
     images = torch.randn(6, 3, 16, 16)
-    positional = make("paper", encoding="quadratic_aniso", content=False, **small).double().train()
-    with_content = make("paper", encoding="learned", content=True, **small).double()
+    positional = make("paper", encoding="quadratic_aniso", content=False, **TINY_PAPER).double().train()
+    with_content = make("paper", encoding="learned", content=True, **TINY_PAPER).double()
     for p in with_content.parameters():
         p.data.add_(0.3 * torch.randn_like(p))
     a = measures.probe(positional, images.double(), batch=6)

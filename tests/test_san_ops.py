@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import assert_same_values_and_grads
 
 from attnlib.errors import ConfigError
 from attnlib.san import ops, reference
@@ -88,16 +89,6 @@ def inputs(K, s, p, d, C, Cw, dtype=torch.float64, B=2, H=6, W=5, seed=0):
     return x1, x2, w
 
 
-def assert_same_values_and_grads(f, g, args):
-    a, b = f(*args), g(*args)
-    torch.testing.assert_close(a, b)
-    upstream = torch.randn_like(a)
-    ga = torch.autograd.grad(a, args, upstream)
-    gb = torch.autograd.grad(b, args, upstream)
-    for u, v in zip(ga, gb, strict=True):
-        torch.testing.assert_close(u, v)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -139,7 +130,7 @@ def test_subtraction_centre_is_official_for_same_padding():
 
 
 @pytest.mark.parametrize("mode", ["zeros", "reflect"])
-def test_reference_gradcheck(mode):
+def test_reference_passes_gradcheck_in_float64(mode):
     K, s, p, d, C, Cw = 3, 2, 2, 2, 2, 1
     x1, x2, w = inputs(K, s, p, d, C, Cw, B=1, H=5, W=4)
     window = dict(kernel_size=K, stride=s, padding=p, dilation=d, pad_mode=mode)
@@ -200,7 +191,7 @@ def test_aggregation_errors_name_parameter_and_allowed(kwargs, parameter, allowe
     assert message.startswith(f"{parameter}: got ") and allowed in message
 
 
-def test_subtraction_errors():
+def test_subtraction_refuses_mismatched_shapes_pad_modes_and_integer_inputs():
     x = torch.randn(1, 2, 5, 5)
     with pytest.raises(ConfigError, match=r"^x2: got \(1, 3, 5, 5\); allowed: the shape of x1"):
         ops.subtraction2(x, torch.randn(1, 3, 5, 5), 3, padding=1)
@@ -221,7 +212,7 @@ def test_triton_backend_on_cpu_without_interpreter_is_a_clear_error():
 
 
 @pytest.mark.slow
-def test_import_needs_no_triton():
+def test_san_imports_and_runs_without_triton():
     """`import attnlib.san` does not import triton; without triton, 'auto' works and 'triton' is a ConfigError."""
     code = """
 import sys

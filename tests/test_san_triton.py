@@ -32,6 +32,8 @@ if not INTERPRETED:
         assert " passed" in result.stdout and " skipped" not in result.stdout, result.stdout[-3000:]
 
 else:
+    from helpers import assert_same_values_and_grads
+
     from attnlib.san import kernels, ops, reference
     from attnlib.san.reference import output_size
 
@@ -64,16 +66,13 @@ else:
         window = (K, s, p, d, mode)
         tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=1e-12, rtol=1e-12)
         for op, args in ((ops.aggregation, (x1, w)), (ops.subtraction, (x1,)), (ops.subtraction2, (x1, x2))):
-            out = op(*args, *window, backend="triton")
-            ref_args = [a.detach().double().requires_grad_() for a in args]
-            expected = op(*ref_args, *window, backend="torch")
-            torch.testing.assert_close(out.double(), expected, **tol)
-            upstream = torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-            grads = torch.autograd.grad(out, args, upstream.to(dtype))
-            expected_grads = torch.autograd.grad(expected, ref_args, upstream)
-            for got, want in zip(grads, expected_grads, strict=True):
-                assert got.dtype == dtype
-                torch.testing.assert_close(got.double(), want, **tol)
+            assert_same_values_and_grads(
+                lambda *a, op=op: op(*a, *window, backend="triton"),
+                lambda *a, op=op: op(*a, *window, backend="torch"),
+                args,
+                reference_dtype=torch.float64,
+                **tol,
+            )
 
     def test_triton_half_precision_and_only_needed_gradients():
         """float16 inputs (float32 accumulation); a gradient for the weights alone; non-contiguous inputs."""

@@ -32,6 +32,7 @@ from attnlib.train import (
     converged,
     fast_bf16,
     fit,
+    grad_norm,
     make_optimizer,
     measure_throughput,
     resolve_device,
@@ -42,7 +43,8 @@ CFG = TrainConfig(epochs=3, batch_size=16, lr=0.05, warmup=0.2, bf16=False)
 
 
 class FakeQuadratic(nn.Module):
-    """Stands for QuadraticEncoding: `centers` (heads, 2), `spreads`, `inverse_covariance()` (heads, 2, 2)."""
+    """Stands for QuadraticEncoding: `centers` (heads, 2), `spreads`, `inverse_covariance()` (heads, 2, 2),
+    and what it declares to the trainer (no weight decay on both; its logged state)."""
 
     def __init__(self, heads: int = 3):
         super().__init__()
@@ -51,6 +53,12 @@ class FakeQuadratic(nn.Module):
 
     def inverse_covariance(self):
         return self.spreads @ self.spreads.transpose(-1, -2)
+
+    def no_weight_decay(self):
+        return {"centers", "spreads"}
+
+    def logged_state(self):
+        return {"centers": self.centers, "inverse_covariance": self.inverse_covariance()}
 
 
 class Tiny(nn.Module):
@@ -148,7 +156,7 @@ def test_no_weight_decay_on_centers_and_spreads():
         ("plateau", 1.5),
     ],
 )
-def test_bad_train_config(field, value):
+def test_bad_train_config_raises_config_error_naming_the_field(field, value):
     kwargs = dict(epochs=1, batch_size=1, lr=0.1) | {field: value}
     with pytest.raises(ConfigError, match=field):
         TrainConfig(**kwargs)
@@ -172,7 +180,18 @@ def test_train_step_clips_the_global_gradient_norm(clip):
         torch.testing.assert_close(step.norm(), torch.tensor(clip), rtol=1e-4, atol=0)
 
 
-def test_device_policy():
+def test_grad_norm_is_the_norm_clipping_reports_and_zero_without_gradients():
+    torch.manual_seed(0)
+    model = Tiny()
+    assert grad_norm(model) == 0
+    x, y = next(iter(batches()[0].epoch(0)))
+    nn.functional.cross_entropy(model(x), y).backward()
+    flat = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+    torch.testing.assert_close(grad_norm(model), flat.norm(), rtol=1e-6, atol=0)
+    assert torch.equal(grad_norm(model), nn.utils.clip_grad_norm_(model.parameters(), 1e9))
+
+
+def test_device_policy_refuses_unknown_and_unavailable_devices():
     assert resolve_device("cpu") == torch.device("cpu")
     with pytest.raises(ConfigError, match="device"):
         resolve_device("tpu")
@@ -182,7 +201,7 @@ def test_device_policy():
     assert isinstance(fast_bf16(torch.device("cpu")), bool)
 
 
-def test_measure_throughput():
+def test_measure_throughput_is_positive_and_restores_the_thread_count():
     train_ips, eval_ips = measure_throughput(Tiny(), CFG, "cpu", steps=2, warmup=1)
     assert train_ips > 0 and eval_ips > 0 and torch.get_num_threads() == 1
 

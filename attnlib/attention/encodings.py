@@ -73,6 +73,15 @@ class RelativeEncoding(nn.Module):
     has_scores: bool = True
     has_query_scores: bool = False
 
+    def no_weight_decay(self) -> set[str]:
+        """Names of this encoding's parameters that take no weight decay (timm's method; `make_optimizer`
+        collects it from every module of a model)."""
+        return set()
+
+    def logged_state(self) -> dict[str, Tensor]:
+        """Tensors that training logs after every epoch (`attnlib.models.logged_state`); none by default."""
+        return {}
+
     def scores(self, height: int, width: int) -> Tensor:
         """Input-independent scores s^(h)(δ): (heads, N, N), N = height * width."""
         raise NotImplementedError(f"{type(self).__name__} has no input-independent scores")
@@ -122,7 +131,7 @@ class QuadraticEncoding(RelativeEncoding):
 
         A^(h)_{q,k} = −½ (δ − Δ^(h))ᵀ Σ^(h)−1 (δ − Δ^(h))
 
-    Parameters (the names the trainer excludes from weight decay):
+    Parameters (both without weight decay, paper App. A: ``no_weight_decay``):
 
     - ``centers`` (heads, 2): Δ^(h) = (row shift, column shift); init N(0, 2²) (``gaussian_init_mu_std``).
     - ``spreads``: the official ``attention_spreads``.
@@ -154,6 +163,14 @@ class QuadraticEncoding(RelativeEncoding):
             eye = torch.eye(2, device=self.spreads.device, dtype=self.spreads.dtype)
             return self.spreads.pow(2)[:, None, None] * eye  # Σ−1 = s² I
         return torch.einsum("hij,hkj->hik", self.spreads, self.spreads)  # Σ−1 = S Sᵀ
+
+    def no_weight_decay(self) -> set[str]:
+        return {"centers", "spreads"}
+
+    def logged_state(self) -> dict[str, Tensor]:
+        """The centres Δ (heads, 2) and inverse covariances Σ−1 (heads, 2, 2), whose evolution the trainer
+        logs (centers.npz of a run)."""
+        return {"centers": self.centers, "inverse_covariance": self.inverse_covariance()}
 
     def alpha(self) -> Tensor:
         """Isotropic width α_h = s_h² / 2 of the paper's score −α‖δ − Δ‖²: (heads,)."""

@@ -56,6 +56,14 @@ def dropout_mask(shape: torch.Size | tuple[int, ...], p: float, device=None) -> 
     return (r < round(p * 2**32) - 2**31).view(shape)
 
 
+def _drop(probs: Tensor, p: float) -> tuple[Tensor, float]:
+    """Attention dropout as (probabilities with the dropped entries zeroed, 1/(1 − p)): the caller folds the
+    rescaling into its next product."""
+    if p <= 0:
+        return probs, 1.0
+    return probs.masked_fill(dropout_mask(probs.shape, p, probs.device), 0.0), 1.0 / (1.0 - p)
+
+
 def dropout(x: Tensor, p: float) -> Tensor:
     """Training-mode dropout with ``dropout_mask``: zero with probability p, scale the rest by 1/(1−p)."""
     if p == 0:
@@ -131,10 +139,7 @@ def explicit(
         bias = bias.expand(b, h, n, n).reshape(b * h, n, n)
         scores = torch.baddbmm(bias, qf, kf.transpose(1, 2), alpha=dh**-0.5)  # bias + q·k/√d_h
     probs = torch.softmax(scores, dim=-1)  # (B·heads, N, N)
-    dropped, keep_scale = probs, 1.0
-    if dropout_p > 0:
-        dropped = probs.masked_fill(dropout_mask(probs.shape, dropout_p, probs.device), 0.0)
-        keep_scale = 1.0 / (1.0 - dropout_p)
+    dropped, keep_scale = _drop(probs, dropout_p)
     if v.dim() == 3:
         pt = dropped.view(b, h, n, n).transpose(1, 2).reshape(b, n * h, n)  # rows (query, head)
         ctx = torch.baddbmm(zero, pt, v.to(pt.dtype), beta=0, alpha=keep_scale)  # (B, N·heads, D)
@@ -208,10 +213,7 @@ def bilinear(
     else:
         scores = torch.baddbmm(bias, z, xc.transpose(1, 2))  # (B, N·heads, N)
     probs = torch.softmax(scores, dim=-1)
-    dropped, keep_scale = probs, 1.0
-    if dropout_p > 0:
-        dropped = probs.masked_fill(dropout_mask(probs.shape, dropout_p, probs.device), 0.0)
-        keep_scale = 1.0 / (1.0 - dropout_p)
+    dropped, keep_scale = _drop(probs, dropout_p)
     ctx = torch.baddbmm(zero, dropped, xc, beta=0, alpha=keep_scale)  # (B, N·heads, D) = concat_h
     maps = probs.view(b, n, h, n).transpose(1, 2) if return_attention else None
     return ctx.view(b, n, h * d), maps

@@ -3,6 +3,11 @@
 >>> from attnlib.models import FAMILIES, make
 >>> Config, Model = FAMILIES["paper"]
 >>> model = make("vit", layers=2, hierarchical=True)
+
+A model's quirks are declared by its modules, not guessed by the trainer: a module's `no_weight_decay()`
+names its own parameters that take no weight decay (timm's method), and its `logged_state()` gives the
+tensors that training logs after every epoch (the quadratic encodings: centres and inverse covariances).
+`no_weight_decay(model)` and `logged_state(model)` collect them over the whole model.
 """
 
 from __future__ import annotations
@@ -10,8 +15,13 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from attnlib.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 # family -> (module, config class name, model class name)
 _SOURCES = {
@@ -59,4 +69,34 @@ def make(family: str, **cfg):
     return FAMILIES[family][1](config)
 
 
-__all__ = ["FAMILIES", "make", "make_config"]
+def no_weight_decay(model: nn.Module) -> set[str]:
+    """Full names of the parameters of `model` that take no weight decay: what each of its modules declares
+    with `no_weight_decay()` (names relative to that module)."""
+    return {
+        f"{prefix}.{name}" if prefix else name
+        for prefix, module in model.named_modules()
+        if callable(getattr(module, "no_weight_decay", None))
+        for name in module.no_weight_decay()
+    }
+
+
+def logged_state(model: nn.Module) -> dict[str, torch.Tensor] | None:
+    """The state that the modules of `model` log (`logged_state()`), each entry stacked over those modules
+    in module order, detached, float32 on the CPU: for the quadratic encodings centers (layers, heads, 2)
+    and inverse_covariance (layers, heads, 2, 2). None when no module logs anything."""
+    states = [
+        state
+        for module in model.modules()
+        if callable(getattr(module, "logged_state", None))
+        for state in [module.logged_state()]
+        if state
+    ]
+    if not states:
+        return None
+    import torch
+
+    with torch.no_grad():
+        return {key: torch.stack([s[key].detach().float().cpu() for s in states]) for key in states[0]}
+
+
+__all__ = ["FAMILIES", "logged_state", "make", "make_config", "no_weight_decay"]
