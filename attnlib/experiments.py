@@ -272,11 +272,12 @@ def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in 
         "learned_16h": dataclasses.replace(
             attention,
             train=dataclasses.replace(attention.train, epochs=8, lr=0.06, grad_clip=1.0),
-            reason="As learned_9h (8 epochs), but lr 0.06 (not 0.1) and the gradient norm clipped to 1, as the "
-            "learned models with content: the [Re] 16-head network (value projection D -> 16 D and output "
-            "projection, issue 15) diverged at lr 0.1 (2026-11-30, seed 0: training loss 2.04 after epoch 1, "
-            "2.38 after 3, 3.05 after 4, gradient norms 0.7 -> 5.6; stopped after epoch 5). The earlier "
-            "form without the value projection had trained at lr 0.1 to 41.8%.",
+            reason=_why(
+                "As learned_9h (8 epochs), but lr 0.06 (not 0.1) and the gradient norm clipped to 1, as the "
+                "learned models with content:",
+                "budget",
+                "learned_16h",
+            ),
         ),
         "learned_content": dataclasses.replace(
             attention,
