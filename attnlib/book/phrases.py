@@ -10,7 +10,7 @@ from attnlib.book.params import Params
 from attnlib.book.runs import seed_accuracies
 from attnlib.literature import RE, reference_value, short
 from attnlib.measures import NEAR_UNIFORM, attention_peaks
-from attnlib.tables import below_target
+from attnlib.tables import below_target, complete
 
 MISSING = "not yet trained"
 
@@ -164,7 +164,7 @@ def learned_protocol_phrase(frame, preset: str) -> str:
     if preset != "budget":
         return phrase
     family = frame["experiment"].map(learned)
-    saved = frame[family & (frame["status"] == "complete")]
+    saved = complete(frame[family])
     low = [title(n) for n, _ in below_target(frame, preset) if learned(n)]
     target = f"{experiments.BUDGET_TARGET:.0%}"
     if low:
@@ -283,7 +283,7 @@ def timing_markdown(params: Params) -> str:
 def provenance_markdown(frame) -> str:
     """One sentence on where our numbers come from: datasets, test images, devices, epochs; and one per
     saved result that is not used (damaged, or of another configuration), saying why."""
-    done = frame[frame["status"] == "complete"]
+    done = complete(frame)
     unused = _unused_markdown(frame)
     if done.empty:
         return "No result of this table is saved at this preset yet." + unused

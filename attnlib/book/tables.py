@@ -20,6 +20,7 @@ from attnlib.book.phrases import (
 )
 from attnlib.book.runs import seed_accuracies
 from attnlib.literature import PAPER, RE, REFERENCES, reference_value, references, short
+from attnlib.tables import collect, complete
 
 NOT_FOUND_CELL = "—"
 
@@ -205,7 +206,7 @@ def ha_pairs(frame):
 
     from attnlib.experiments import get
 
-    done = frame[frame["status"] == "complete"].set_index("experiment")
+    done = complete(frame).set_index("experiment")
     rows = []
     for name in done.index:
         base = get(name).baseline
@@ -271,7 +272,7 @@ def glance_points(frame):
     from attnlib.experiments import get
 
     rows = []
-    for _, r in frame[frame["status"] == "complete"].iterrows():
+    for _, r in complete(frame).iterrows():
         rows.append(
             {
                 "experiment": r["experiment"],
@@ -338,8 +339,6 @@ def training_table(preset: str):
 def training_time(params: Params):
     """(table, total seconds): one row per experiment with the epochs and training time of its saved run at
     ``params`` (from its provenance; never trains), and the sum over the complete runs."""
-    from attnlib.tables import collect
-
     frame = collect(params.results_dir, params.preset, seed=params.seed or 0, data=params.data)
     done = frame["status"] == "complete"
     table = frame[["experiment", "status"]].copy()
