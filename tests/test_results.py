@@ -311,3 +311,15 @@ def test_bad_arguments_write_nothing(tmp_path):
     with pytest.raises(ConfigError, match="preset"):
         run_or_load("vit", "fast", results_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+def test_attnlib_results_reexports_each_name_from_its_module():
+    """``attnlib.results`` (kept for its callers) holds no code of its own: each name is the object of the
+    module whose job it is."""
+    from attnlib import results, runs, snapshots, store, tables
+
+    homes = (runs, snapshots, store, tables)
+    for name in results.__all__:
+        value = getattr(results, name)
+        assert any(getattr(m, name, None) is value for m in homes), name
+        assert getattr(value, "__module__", "attnlib.runs") in {m.__name__ for m in homes}, name
