@@ -161,7 +161,7 @@ def cmd_list(args) -> int:
     import pandas as pd
     import torch
 
-    from attnlib.results import collect
+    from attnlib.tables import collect
     from attnlib.train import measure_throughput
 
     estimate = args.measure or args.preset == "budget"
@@ -219,7 +219,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from attnlib.results import run_or_load
+    from attnlib.runs import run_or_load
 
     if args.threads is not None:
         import torch
@@ -248,7 +248,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_table(args) -> int:
-    from attnlib import results
+    from attnlib import tables
 
     if not Path(args.results_dir).is_dir():
         raise ConfigError(
@@ -257,10 +257,10 @@ def cmd_table(args) -> int:
             f"a folder of saved results ({args.results_dir} does not exist or is not a folder)",
         )
     if args.command == "table1":
-        df = results.table1(args.results_dir, args.preset, args.seed)
+        df = tables.table1(args.results_dir, args.preset, args.seed)
         print(df.drop(columns="detail").to_string(index=False))
     else:
-        df = results.table3(args.results_dir, args.preset)
+        df = tables.table3(args.results_dir, args.preset)
         shown = df.drop(columns="detail").astype(object)
         shown["wall_time_ms"] = [
             "not measured" if v is None or v != v else f"{v:.3f}" for v in df["wall_time_ms"]
@@ -277,14 +277,14 @@ def cmd_table(args) -> int:
 
 def _print_welch(args, df) -> None:
     """Below Table 3: HA against its model over the saved seeds (Welch), and where the wall times come from."""
-    from attnlib import compare, experiments, results, timing
+    from attnlib import compare, experiments, tables, timing
 
     print("\nHA - model over the saved seeds (accuracy points; Welch's t-test, 95% interval):")
     for e in experiments.EXPERIMENTS.values():
         if not e.baseline:
             continue
         acc = [
-            list(results.seed_accuracies(args.results_dir, args.preset, n)[0].values())
+            list(tables.seed_accuracies(args.results_dir, args.preset, n)[0].values())
             for n in (e.baseline, e.name)
         ]
         if not all(acc):
@@ -351,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ.get("RANK", "0"))
     logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(message)s")
     from attnlib.bench import MachineBusy
-    from attnlib.results import MissingResult, ResultExists, RunLocked
+    from attnlib.runs import MissingResult, ResultExists
+    from attnlib.store import RunLocked
     from attnlib.train import Interrupted, TrainingDiverged
 
     outcomes = [
@@ -378,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
 def _one_line(err: BaseException) -> str:
     """The message of `err` on one line; a file-system error as 'PATH: reason'; a refused replacement with
     the flag that allows it."""
-    from attnlib.results import ResultExists
+    from attnlib.runs import ResultExists
 
     if isinstance(err, ResultExists):
         text = f"{err.detail}; it is kept: rerun with --force to replace it, or give another --results-dir"

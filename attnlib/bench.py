@@ -653,8 +653,8 @@ def profile_table(report: dict):
 
 
 def write_json(report: dict, path: str | os.PathLike) -> Path:
-    """Write atomically (``attnlib.results.write_bytes``: a temporary file in the same folder, then a rename)."""
-    from attnlib.results import write_bytes
+    """Write atomically (``attnlib.util.write_bytes``: a temporary file in the same folder, then a rename)."""
+    from attnlib.util import write_bytes
 
     path = Path(path)
     write_bytes(path, (json.dumps(report, indent=2, default=str) + "\n").encode())

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlib import measures
+from attnlib.literature import PAPER, RE
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED = (
     "reproduced",
@@ -26,7 +27,6 @@ REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED = (
     "not measured",
 )
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED)
-PAPER, RE = "Cordonnier et al. (2020)", "[Re] Varma & Prabhu (2021)"
 
 HA_PAIRS = ("learned_content_9h", "learned_content_16h", "san_pairwise", "san_patchwise", "vit")
 LEARNED_POSITIONAL = ("learned_9h", "learned_16h")
@@ -436,7 +436,7 @@ def gather(results_dir: str | Path, preset: str, seeds=range(10), data=None) -> 
     """Evidence from the saved results of `preset` (never trains): seed-0 runs, accuracies of every saved
     seed, paper-preset parameter counts of the HA pairs and the theorem's live check."""
     from attnlib import experiments
-    from attnlib.results import MissingResult, run_or_load
+    from attnlib.runs import MissingResult, run_or_load
 
     ev = Evidence(preset)
     for name in experiments.names():

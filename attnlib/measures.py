@@ -138,3 +138,21 @@ def centre_displacement(centers: torch.Tensor) -> torch.Tensor:
 def centre_spread(centers: torch.Tensor) -> torch.Tensor:
     """Root-mean-square distance of each layer's centres from the layer's mean centre: (..., L, h, 2) -> (..., L)."""
     return (centers - centers.mean(-2, keepdim=True)).norm(dim=-1).pow(2).mean(-1).sqrt()
+
+
+#: A map whose strongest probability is below this multiple of uniform (1/N over N keys) attends to every
+#: key almost alike: the model averages its features over the image, whatever colours its panels show.
+NEAR_UNIFORM = 1.1
+
+
+def attention_peaks(run):
+    """Strongest attention probability of each layer of a saved run (over heads, the saved query pixels and
+    the saved test images) as a multiple of uniform attention 1/N over its N keys: a numpy array (layers,),
+    or None for a run without token attention maps (SAN, or nothing saved)."""
+    import numpy as np
+
+    att = None if run is None else run.attention
+    if not att or "rows" not in att:
+        return None
+    rows = np.asarray(att["rows"])  # (images, layers, heads, queries, N)
+    return rows.max(axis=(0, 2, 3, 4)) * rows.shape[-1]

@@ -241,7 +241,8 @@ def run(
     **kwargs,
 ) -> tuple[dict, Path]:
     """``measure`` and write the report atomically (default ``timing_path``); (report, path)."""
-    from attnlib.results import git_state, write_json
+    from attnlib.runs import git_state
+    from attnlib.store import write_json
 
     report = measure(preset, names, **kwargs)
     report["git"] = git_state()

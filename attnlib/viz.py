@@ -240,7 +240,7 @@ def token_attention(
     image: int | None = 0,
     layer_label: str = "layer",
 ) -> Figure:
-    """``attention_grid`` from a saved ``attention.npz`` (``attnlib.results.attention_summary``).
+    """``attention_grid`` from a saved ``attention.npz`` (``attnlib.snapshots.attention_summary``).
 
     query: index into the saved fixed query pixels; image: index of a saved test image, or None for the
     average over all the averaged test images (``rows_mean``).

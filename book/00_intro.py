@@ -70,7 +70,7 @@
 # pass `-p train_missing False` to only load.
 
 # %% tags=["hide-input"]
-from attnlib import book, experiments, viz
+from attnlib import book, experiments, tables, viz
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke: the preset summarised below
@@ -82,13 +82,13 @@ params = book.check_params(preset=preset, results_dir=results_dir, train_missing
 # %% tags=["hide-input"]
 viz.set_style()
 runs = book.load_all(experiments.names(), params)
-frame = book.results_frame(runs)
-done = frame[frame["status"] == "complete"]
+frame = tables.frame(runs)
+done = tables.complete(frame)
 book.glue_str("intro_preset", params.preset)
 book.glue_text("intro_done", len(done), "{:d}")
 book.glue_text("intro_total", len(frame), "{:d}")
 book.glue_text("intro_hours", done["train_seconds"].dropna().sum() / 3600, "{:.2f} h")
-attention = done[done["experiment"] != "resnet18"]
+attention = tables.attention_rows(frame)
 if len(attention):
     best = attention.loc[attention["accuracy"].idxmax()]
     summary = f"the best attention model is {best['model']}, at {best['accuracy']:.1%} test accuracy"

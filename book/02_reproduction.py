@@ -56,7 +56,7 @@
 # grid, and ends with what agrees with the papers at this budget and what does not.
 
 # %% tags=["hide-input"]
-from attnlib import book, experiments, theory, viz
+from attnlib import book, experiments, tables, theory, viz
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke
@@ -73,13 +73,11 @@ params = book.check_params(
 
 # %% tags=["hide-input"]
 viz.set_style()
-TABLE1 = [
-    name for name, e in experiments.EXPERIMENTS.items() if e.family in ("resnet", "paper") and not e.baseline
-]
+TABLE1 = tables.table1_names()
 runs = book.load_all(TABLE1, params)
-frame = book.results_frame(runs)
+frame = tables.frame(runs)
 book.glue_str("repro_preset", params.preset)
-book.glue_text("repro_done", int((frame["status"] == "complete").sum()), "{:d}")
+book.glue_text("repro_done", len(tables.complete(frame)), "{:d}")
 book.glue_text("repro_total", len(frame), "{:d}")
 
 # %% [markdown]
@@ -110,10 +108,10 @@ book.show_sources(TABLE1)
 book.note_below_target(frame, params.preset)
 missing = [n for n, r in runs.items() if r is None]
 if missing:
-    book.note_missing("Table 1", params.preset, missing)
+    book.note_missing("Table 1", params.preset, missing, runs.status)
 
 # %% tags=["hide-input"]
-attention_rows = frame[(frame["status"] == "complete") & (frame["experiment"] != "resnet18")]
+attention_rows = tables.attention_rows(frame)
 resnet = runs["resnet18"]
 if not len(attention_rows):
     summary = "No attention model of this table is saved at this preset yet, so there is nothing to compare."
@@ -200,7 +198,7 @@ for name in ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h"):
     run = runs[name]
     label = f"fig-centres-{name}"
     if run is None or run.centers is None:
-        book.note_missing(f"Attention centres of {book.title(name)}", params.preset, [name])
+        book.note_missing(f"Attention centres of {book.title(name)}", params.preset, [name], runs.status)
         book.show(
             viz.placeholder(f"{book.title(name)}: {book.MISSING}"),
             label,
@@ -226,7 +224,7 @@ for name in ("quadratic_iso_9h", "quadratic_aniso_9h"):
     run = runs[name]
     label = f"fig-paths-{name}"
     if run is None or run.centers is None:
-        book.note_missing(f"Evolution of the centres of {book.title(name)}", params.preset, [name])
+        book.note_missing(f"Evolution of the centres of {book.title(name)}", params.preset, [name], runs.status)
         book.show(
             viz.placeholder(f"{book.title(name)}: {book.MISSING}"),
             label,
@@ -251,7 +249,7 @@ for name in ("quadratic_iso_9h", "quadratic_aniso_9h"):
 
 # %% tags=["hide-input"]
 for name in ("learned_9h", "learned_content_9h"):
-    book.show_attention(runs[name], name, params, name=f"fig-repro-{name}")
+    book.show_attention(runs[name], name, params, name=f"fig-repro-{name}", status=runs.status)
 
 # %% tags=["hide-input"]
 LEARNED = ("learned_9h", "learned_16h", "learned_content_9h", "learned_content_16h")

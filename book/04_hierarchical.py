@@ -56,7 +56,7 @@
 # results as "not yet trained").
 
 # %% tags=["hide-input"]
-from attnlib import book, experiments, viz
+from attnlib import book, experiments, tables, viz
 
 # %% tags=["parameters"]
 heads = 9  # 9 | 16: heads of the learned-2D models (SAN has none; our ViT runs use 9)
@@ -81,16 +81,7 @@ params = book.check_params(
 # %% tags=["hide-input"]
 viz.set_style()
 learned = f"learned_content_{params.heads}h"
-TABLE3 = [
-    learned,
-    learned + "_ha",
-    "san_pairwise",
-    "san_pairwise_ha",
-    "san_patchwise",
-    "san_patchwise_ha",
-    "vit",
-    "vit_ha",
-]
+TABLE3 = tables.table3_names(params.heads)
 runs = book.load_all(TABLE3, params)
 frame = book.table3_frame(runs, params)
 paper_params = {name: experiments.count_parameters(name, "paper") for name in TABLE3}
@@ -132,11 +123,11 @@ book.show_sources(TABLE3)
 book.note_below_target(frame, params.preset)
 missing = [n for n, r in runs.items() if r is None]
 if missing:
-    book.note_missing("Table 3", params.preset, missing)
+    book.note_missing("Table 3", params.preset, missing, runs.status)
 book.note("\n".join(f"- {line}" for line in book.NOT_FOUND[2:]), "important")
 
 # %% tags=["hide-input"]
-pairs = book.ha_pairs(book.results_frame(runs))  # seed 0; the next section pools the seeds
+pairs = book.ha_pairs(tables.frame(runs))  # seed 0; the next section pools the seeds
 book.glue_str("ha_summary", book.ha_sentence(pairs))
 headline = pairs[pairs["experiment"] == learned]
 book.glue_text("ha_our_gain", headline["gain"].iloc[0] if len(headline) else None, "{:+.1f} points")
@@ -215,7 +206,7 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 # image, then averaged over the saved test images.
 
 # %% tags=["hide-input"]
-book.show_attention(runs[learned + "_ha"], learned + "_ha", params, name="fig-ha-attention")
+book.show_attention(runs[learned + "_ha"], learned + "_ha", params, name="fig-ha-attention", status=runs.status)
 
 # %% [markdown]
 # ## The report's claims on trial

@@ -111,61 +111,61 @@ for family in ("paper", "resnet", "san", "san_hier", "vit"):
 # ### B.1 Learned 2D encoding with content, 9 heads
 
 # %% tags=["hide-input"]
-book.show_attention(runs["learned_content_9h"], "learned_content_9h", params, query)
+book.show_attention(runs["learned_content_9h"], "learned_content_9h", params, query, status=runs.status)
 
 # %% [markdown]
 # ### B.2 Learned 2D encoding without content, 9 heads
 
 # %% tags=["hide-input"]
-book.show_attention(runs["learned_9h"], "learned_9h", params, query)
+book.show_attention(runs["learned_9h"], "learned_9h", params, query, status=runs.status)
 
 # %% [markdown]
 # ### B.3 Hierarchical learned 2D encoding with content, 9 heads
 
 # %% tags=["hide-input"]
-book.show_attention(runs["learned_content_9h_ha"], "learned_content_9h_ha", params, query)
+book.show_attention(runs["learned_content_9h_ha"], "learned_content_9h_ha", params, query, status=runs.status)
 
 # %% [markdown]
 # ### B.4 Learned 2D encoding with content, 16 heads
 
 # %% tags=["hide-input"]
-book.show_attention(runs["learned_content_16h"], "learned_content_16h", params, query)
+book.show_attention(runs["learned_content_16h"], "learned_content_16h", params, query, status=runs.status)
 
 # %% [markdown]
 # ### B.5 Learned 2D encoding without content, 16 heads
 
 # %% tags=["hide-input"]
-book.show_attention(runs["learned_16h"], "learned_16h", params, query)
+book.show_attention(runs["learned_16h"], "learned_16h", params, query, status=runs.status)
 
 # %% [markdown]
 # ### B.6 Hierarchical learned 2D encoding with content, 16 heads
 
 # %% tags=["hide-input"]
-book.show_attention(runs["learned_content_16h_ha"], "learned_content_16h_ha", params, query)
+book.show_attention(runs["learned_content_16h_ha"], "learned_content_16h_ha", params, query, status=runs.status)
 
 # %% [markdown]
 # ### B.7 Hierarchical SAN, pairwise
 
 # %% tags=["hide-input"]
-book.show_attention(runs["san_pairwise_ha"], "san_pairwise_ha", params, query)
+book.show_attention(runs["san_pairwise_ha"], "san_pairwise_ha", params, query, status=runs.status)
 
 # %% [markdown]
 # ### B.8 Hierarchical SAN, patchwise
 
 # %% tags=["hide-input"]
-book.show_attention(runs["san_patchwise_ha"], "san_patchwise_ha", params, query)
+book.show_attention(runs["san_patchwise_ha"], "san_patchwise_ha", params, query, status=runs.status)
 
 # %% [markdown]
 # ### B.9 ViT
 
 # %% tags=["hide-input"]
-book.show_attention(runs["vit"], "vit", params, query)
+book.show_attention(runs["vit"], "vit", params, query, status=runs.status)
 
 # %% [markdown]
 # ### B.10 Hierarchical ViT
 
 # %% tags=["hide-input"]
-book.show_attention(runs["vit_ha"], "vit_ha", params, query)
+book.show_attention(runs["vit_ha"], "vit_ha", params, query, status=runs.status)
 
 # %% [markdown]
 # ## C. Training curves
@@ -192,7 +192,7 @@ else:
     book.show(viz.placeholder(f"no run saved at preset {params.preset}"), "fig-curves", book.MISSING + ".")
 missing = [name for name, run in runs.items() if run is None]
 if missing:
-    book.note_missing("Training curves", params.preset, missing)
+    book.note_missing("Training curves", params.preset, missing, runs.status)
 
 # %% [markdown]
 # ## D. Speed: attnlib against the plain formulation

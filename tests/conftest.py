@@ -45,3 +45,25 @@ def mount_namespace(tmp_path_factory):
     if shutil.which("unshare") is None or run(f"mount -t tmpfs -o size=64k tmpfs {probe}", 30).returncode:
         pytest.skip("no unprivileged user and mount namespaces here (unshare -rm): cannot mount a tmpfs")
     return run
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory):
+    """vit and vit_ha trained at the smoke preset in one results folder, once for the whole suite
+    (read-only: tests that damage results work on a copy)."""
+    from attnlib.runs import train_run
+
+    root = tmp_path_factory.mktemp("results")
+    for name in ("vit", "vit_ha"):
+        train_run(name, "smoke", results_dir=root, progress=False)
+    return root
+
+
+@pytest.fixture
+def copy(trained, tmp_path):
+    """A private copy of the trained results folder (for tests that damage it)."""
+    import shutil
+
+    dst = tmp_path / "results"
+    shutil.copytree(trained, dst)
+    return dst

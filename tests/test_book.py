@@ -431,7 +431,7 @@ def test_attention_peaks_measure_distance_from_uniform():
 
 
 def _saved_hours(preset: str, seed: int) -> tuple[int, float]:
-    from attnlib.results import collect
+    from attnlib.tables import collect
 
     frame = collect(ROOT / "results", preset, seed=seed)
     done = frame[frame["status"] == "complete"]

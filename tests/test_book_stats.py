@@ -10,7 +10,8 @@ import os
 import pytest
 
 from attnlib import book, compare, timing
-from attnlib.results import seed_accuracies, train_run
+from attnlib.runs import train_run
+from attnlib.tables import seed_accuracies
 
 
 @pytest.fixture(scope="module")

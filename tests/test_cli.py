@@ -63,7 +63,8 @@ def test_train_then_tables(cli, tmp_path):
 
 
 def test_locked_run_is_refused(cli, tmp_path):
-    from attnlib.results import RunLock, run_dir
+    from attnlib.runs import run_dir
+    from attnlib.store import RunLock
 
     with RunLock(run_dir(tmp_path, "vit", "smoke")):
         code, _, err = cli(["train", "vit", "--preset", "smoke", "--results-dir", str(tmp_path)])

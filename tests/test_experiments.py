@@ -20,7 +20,7 @@ from attnlib.experiments import (
     grid_seconds,
     resolve,
 )
-from attnlib.results import inspect_run, load_run, train_run
+from attnlib.runs import inspect_run, load_run, train_run
 
 NAMES = [
     "resnet18",

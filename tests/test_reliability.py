@@ -27,19 +27,18 @@ import torch
 from PIL import Image
 
 from attnlib import book
-from attnlib.results import (
+from attnlib.book import display
+from attnlib.runs import (
     DamagedResult,
     MissingResult,
-    collect,
     inspect_run,
     load_run,
     run_config,
     run_dir,
     run_or_load,
-    table1,
-    table3,
     train_run,
 )
+from attnlib.tables import collect, table1, table3
 from attnlib.train import CHECKPOINT_SECONDS_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -283,15 +282,6 @@ def test_checkpoint_rotation_always_leaves_a_last_checkpoint(tmp_path, monkeypat
     assert torch.load(checkpoints.previous, weights_only=True)["epoch"] == 1
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """vit and vit_ha trained at the smoke preset (read-only; tests damage copies)."""
-    root = tmp_path_factory.mktemp("trained")
-    for name in ("vit", "vit_ha"):
-        train_run(name, "smoke", results_dir=root)
-    return root
-
-
 @pytest.fixture
 def damaged(trained, tmp_path):
     """A copy where vit_ha's metrics.json is cut in half and vit holds a result of another configuration
@@ -341,7 +331,7 @@ def test_damaged_and_stale_results_in_the_book(damaged, monkeypatch):
     assert all(runs[n] is None for n in names)
     assert runs.status["vit_ha"][0] == "damaged" and runs.status["vit"][0] == "stale"
     frame = book.results_frame(runs).set_index("experiment")
-    assert list(frame["status"]) == ["stale", "damaged", book.MISSING]
+    assert list(frame["status"]) == ["stale", "damaged", "missing"]
     assert frame.loc[["vit", "vit_ha"], ["accuracy", "params"]].isna().all().all()
     table = book.results_table(frame.reset_index(), "smoke", pairs=True)
     cells = table.set_index(table["model"] + "/" + table["variant"])
@@ -352,8 +342,8 @@ def test_damaged_and_stale_results_in_the_book(damaged, monkeypatch):
     assert "`vit_ha` is damaged" in prose and "`vit` was trained with another configuration" in prose
     assert "train.epochs: 2 saved, 1 now" in prose
     notes = []
-    monkeypatch.setattr(book, "note", lambda text, kind="note": notes.append(text))
-    book.note_missing("Table 3", "smoke", names)
+    monkeypatch.setattr(display, "note", lambda text, kind="note": notes.append(text))
+    book.note_missing("Table 3", "smoke", names, runs.status)
     assert "`vit` (other configuration (not used)), `vit_ha` (damaged (not used)), `resnet18`" in notes[0]
     with pytest.raises(DamagedResult) as err:  # what book.load caught: status and detail for the table
         run_or_load("vit_ha", **params.run_kwargs())

@@ -1,5 +1,5 @@
-"""Results on disk: atomic writes, locks, run_or_load (load vs train, damaged results), attention maps,
-inference timing and Table 3."""
+"""Runs on disk (attnlib.store, attnlib.runs): atomic writes, locks, run_or_load (load vs train, damaged and
+stale results), the writable-folder check and the refusal of bad arguments before anything is written."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import errno
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,43 +14,20 @@ import sys
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
-from attnlib import results
-from attnlib.results import (
+from attnlib.runs import (
     DamagedResult,
     MissingResult,
     ResultExists,
-    RunLock,
-    RunLocked,
-    attention_summary,
-    inference_wall_time,
     inspect_run,
+    run_config,
     run_dir,
     run_or_load,
-    table3,
     train_run,
-    write_json,
-    write_npz,
 )
+from attnlib.store import RunLock, RunLocked, check_writable, write_json, write_npz
+from attnlib.tables import table3
 from attnlib.util import atomic_write
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """vit and vit_ha trained at the smoke preset in one results folder (read-only for the tests)."""
-    root = tmp_path_factory.mktemp("results")
-    for name in ("vit", "vit_ha"):
-        train_run(name, "smoke", results_dir=root, progress=False)
-    return root
-
-
-@pytest.fixture
-def copy(trained, tmp_path):
-    """A private copy of the trained results folder (for tests that damage it)."""
-    dst = tmp_path / "results"
-    shutil.copytree(trained, dst)
-    return dst
 
 
 def leftovers(folder) -> list[str]:
@@ -119,7 +95,7 @@ def test_stale_lock_file_is_taken_over(tmp_path, caplog):
 @pytest.mark.slow
 def test_lock_of_a_killed_process_does_not_block(tmp_path, caplog):
     code = (
-        "import sys, time; from attnlib.results import RunLock; RunLock(sys.argv[1]).acquire(); "
+        "import sys, time; from attnlib.store import RunLock; RunLock(sys.argv[1]).acquire(); "
         "print('locked', flush=True); time.sleep(600)"
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
@@ -187,7 +163,7 @@ def test_other_configuration_is_kept_unless_replace(copy):
         with pytest.raises(ResultExists, match=r"train.epochs: 1 saved, 2 now\); it is kept .*replace=True"):
             call("vit", "smoke", results_dir=copy, epochs=2)
     assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before
-    assert inspect_run(folder, expected=results.run_config("vit", "smoke"))[0] == "complete"
+    assert inspect_run(folder, expected=run_config("vit", "smoke"))[0] == "complete"
     res = run_or_load("vit", "smoke", results_dir=copy, epochs=2, replace=True)
     assert res.trained and len(res.history) == 2
 
@@ -271,16 +247,16 @@ def test_write_on_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path):
 
 def test_check_writable(tmp_path):
     (tmp_path / "file").write_text("x")
-    results.check_writable(tmp_path / "new" / "vit" / "smoke")  # creatable: fine, and nothing created
+    check_writable(tmp_path / "new" / "vit" / "smoke")  # creatable: fine, and nothing created
     assert sorted(os.listdir(tmp_path)) == ["file"]
     with pytest.raises(NotADirectoryError) as err:
-        results.check_writable(tmp_path / "file" / "vit" / "smoke")
+        check_writable(tmp_path / "file" / "vit" / "smoke")
     assert err.value.filename == str(tmp_path / "file") and "is a file, not a folder" in err.value.strerror
     if os.geteuid() != 0:  # root may write anywhere; the read-only file system is tested in test_reliability
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o555)
         with pytest.raises(PermissionError, match="cannot write results here"):
-            results.check_writable(locked / "vit")
+            check_writable(locked / "vit")
 
 
 def test_batch_larger_than_the_data_is_refused_before_anything_is_written(tmp_path):
@@ -321,98 +297,6 @@ def test_damaged_result_is_reported_and_retrained(copy, damage, caplog):
     assert res.trained and "damaged" in caplog.text and inspect_run(folder)[0] == "complete"
 
 
-def test_table3(trained):
-    df = table3(trained, "smoke")
-    assert len(df) == 10 and set(df["variant"]) == {"normal", "HA"}
-    vit = df[df["experiment"].isin(["vit", "vit_ha"])]
-    assert (vit["status"] == "complete").all() and vit["accuracy"].between(0, 1).all()
-    assert (vit["model"] == "ViT").all() and vit["params"].iloc[1] < vit["params"].iloc[
-        0
-    ]  # HA shares weights
-    assert (df[~df["experiment"].isin(["vit", "vit_ha"])]["status"] == "missing").all()
-    assert (vit["seeds"] == 1).all() and vit["accuracy_sd"].isna().all()  # one seed: no spread
-    assert df["wall_time_ms"].isna().all()  # no timing file: not measured (not the training run's timing)
-
-
-def test_table3_pools_every_saved_seed(copy):
-    """Accuracy is the mean over the seeds of the current configuration, with the sample standard deviation
-    and n; a damaged seed folder is named in the detail and left out; seed 0 may be the damaged one."""
-    import json
-    import statistics
-
-    train_run("vit", "smoke", results_dir=copy, seed=2, progress=False)
-    accs = [
-        json.loads((run_dir(copy, "vit", "smoke", s) / "metrics.json").read_text())["test_accuracy"]
-        for s in (0, 2)
-    ]
-    row = table3(copy, "smoke").set_index("experiment").loc["vit"]
-    assert row["seeds"] == 2 and row["accuracy"] == pytest.approx(statistics.mean(accs))
-    assert row["accuracy_sd"] == pytest.approx(statistics.stdev(accs)) and row["detail"] == ""
-    (run_dir(copy, "vit", "smoke", 0) / "metrics.json").write_text("{")
-    row = table3(copy, "smoke").set_index("experiment").loc["vit"]
-    assert row["status"] == "complete" and row["seeds"] == 1 and row["accuracy"] == pytest.approx(accs[1])
-    assert row["detail"].startswith("seed 0: damaged") and row["params"] > 0
-
-
-# --------------------------------------------------------------------------------------- measurements
-class TokenMaps(nn.Module):
-    """Fake model with `layers` positional-only maps over an h x w grid: probabilities (B, heads, N, N)."""
-
-    def __init__(self, layers=2, heads=3, h=4, w=4):
-        super().__init__()
-        n = h * w
-        self.logits = nn.Parameter(torch.randn(layers, heads, n, n) * 3)
-
-    def forward(self, x, return_attention=False):
-        maps = [torch.softmax(s + x.mean() * 0, -1).expand(x.shape[0], -1, -1, -1) for s in self.logits]
-        maps = [m * (1 + 0.1 * x[:, :1, :1, :1]) / (1 + 0.1 * x[:, :1, :1, :1]) for m in maps]
-        return (x.mean((1, 2, 3)), maps) if return_attention else x.mean((1, 2, 3))
-
-
-class WindowMaps(nn.Module):
-    """Fake SAN: aggregation weights (B, G, K², H, W) at two resolutions."""
-
-    def forward(self, x, return_attention=False):
-        b = x.shape[0]
-        maps = [torch.softmax(torch.randn(b, 2, 9, 8, 8), 2), torch.softmax(torch.randn(b, 2, 9, 4, 4), 2)]
-        return x.mean((1, 2, 3)), maps
-
-
-def test_attention_summary_token_maps():
-    model = TokenMaps()
-    x = torch.randn(10, 3, 32, 32)
-    s = attention_summary(model, x, n_show=2, device="cpu")
-    assert s["rows"].shape == (2, 2, 3, 4, 16) and s["rows_mean"].shape == (2, 3, 4, 16)
-    assert s["offset_mean"].shape == (2, 3, 7, 7) and tuple(s["grid"]) == (4, 4)
-    probs = torch.softmax(model.logits.detach(), -1).numpy()
-    np.testing.assert_allclose(s["rows"][0], probs[:, :, s["queries"]], atol=1e-3)
-    np.testing.assert_allclose(s["rows_mean"], probs[:, :, s["queries"]], atol=1e-3)
-    np.testing.assert_allclose(s["offset_mean"].astype(np.float64).sum((-2, -1)), 1.0, atol=1e-2)
-    # offset (0, 0) is the mean self-attention p(q -> q)
-    np.testing.assert_allclose(s["offset_mean"][..., 3, 3], np.diagonal(probs, 0, -2, -1).mean(-1), atol=1e-3)
-    assert s["rows"].dtype == np.float16
-
-
-def test_attention_summary_window_maps():
-    s = attention_summary(WindowMaps(), torch.randn(5, 3, 32, 32), n_show=2, device="cpu")
-    assert s["layer00_weights"].shape == (2, 9, 8, 8) and s["layer01_weights"].shape == (2, 9, 4, 4)
-    assert s["layer00_mean"].shape == (2, 9)
-    np.testing.assert_allclose(s["layer00_mean"].astype(np.float64).sum(-1), 1.0, atol=1e-2)
-
-
-def test_attention_file_of_a_paper_size_model_stays_small(tmp_path):
-    """6 layers, 16 heads, 16x16 tokens, 3 images shown: well under 1 MB even for incompressible maps."""
-    s = attention_summary(TokenMaps(layers=6, heads=16, h=16, w=16), torch.randn(8, 3, 32, 32), 3, "cpu")
-    write_npz(tmp_path / "attention.npz", s)
-    assert (tmp_path / "attention.npz").stat().st_size < 1_000_000
-
-
-def test_inference_wall_time():
-    t = inference_wall_time(nn.Conv2d(3, 4, 3), "cpu", reps=5, warmup=2)
-    assert t["wall_time_ms"] > 0 and t["wall_time_std_ms"] >= 0 and t["wall_time_reps"] == 5
-    assert "threads" in t["wall_time_device"]
-
-
 def test_run_dir_per_seed(tmp_path):
     assert run_dir(tmp_path, "vit", "budget") == tmp_path / "vit" / "budget"
     assert run_dir(tmp_path, "vit", "budget", seed=2) == tmp_path / "vit" / "budget-seed2"
@@ -427,3 +311,15 @@ def test_bad_arguments_write_nothing(tmp_path):
     with pytest.raises(ConfigError, match="preset"):
         run_or_load("vit", "fast", results_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+def test_attnlib_results_reexports_each_name_from_its_module():
+    """``attnlib.results`` (kept for its callers) holds no code of its own: each name is the object of the
+    module whose job it is."""
+    from attnlib import results, runs, snapshots, store, tables
+
+    homes = (runs, snapshots, store, tables)
+    for name in results.__all__:
+        value = getattr(results, name)
+        assert any(getattr(m, name, None) is value for m in homes), name
+        assert getattr(value, "__module__", "attnlib.runs") in {m.__name__ for m in homes}, name

@@ -13,7 +13,7 @@ from torch import nn
 
 from attnlib import bench, timing
 from attnlib.errors import ConfigError
-from attnlib.results import table3, timing_columns
+from attnlib.tables import table3, timing_columns
 
 IDLE, BUSY = (0.1, 0.2, 0.3), (7.5, 7.0, 6.0)
 

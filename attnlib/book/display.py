@@ -1,0 +1,215 @@
+"""What a chapter's cells show: glued numbers, phrases and figures for the prose, tables, notes (a missing
+result, a model below its target) and the attention maps of a saved run. Needs IPython and myst-nb.
+"""
+
+from __future__ import annotations
+
+from attnlib.book.params import Params
+from attnlib.book.phrases import MISSING, NOT_USED, _times, fmt, ledger_markdown, title
+from attnlib.book.tables import ledger_table, sources_markdown
+from attnlib.measures import NEAR_UNIFORM, attention_peaks
+from attnlib.tables import below_target
+
+
+def glue_text(name: str, value, spec: str = "{:.1%}", missing: str = MISSING) -> None:
+    """Glue a number, formatted, for ``{glue:text}`name``` in the prose (missing -> ``missing``)."""
+    from myst_nb import glue
+
+    glue(name, fmt(value, spec, missing), display=False)
+
+
+def glue_str(name: str, text: str) -> None:
+    """Glue a piece of text (a phrase computed from results) for ``{glue:text}`name```."""
+    from myst_nb import glue
+
+    glue(name, text, display=False)
+
+
+def png(figure):
+    """The figure as an IPython PNG image (at the style's ``savefig.dpi``), closed afterwards. Independent
+    of the matplotlib backend (``MPLBACKEND=Agg`` would otherwise show figures as text)."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from IPython.display import Image
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    plt.close(figure)
+    return Image(data=buffer.getvalue(), format="png")
+
+
+def glue_figure(name: str, figure) -> None:
+    """Glue a matplotlib figure for ``{glue:figure}`` (and close it)."""
+    from myst_nb import glue
+
+    glue(name, png(figure), display=False)
+
+
+def note(text: str, kind: str = "note") -> None:
+    """Show a MyST admonition (``note``, ``warning``, ``important``) in the cell output."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(f":::{{{kind}}}\n{text}\n:::"))
+
+
+def note_missing(what: str, preset: str, experiments=(), status: dict | None = None) -> None:
+    """Say plainly that a figure or table cannot be drawn because results are missing at this preset,
+    naming those whose saved result was found damaged or of another configuration (``status``:
+    ``{experiment: (status, detail)}``, the ``Runs.status`` of ``load_all``)."""
+
+    def name(e: str) -> str:
+        found = (status or {}).get(e, ("missing", ""))[0]
+        return f"`{e}`" + (f" ({NOT_USED[found]})" if found in NOT_USED else "")
+
+    names = ", ".join(name(e) for e in experiments)
+    note(
+        f"**{what}: {MISSING} at preset `{preset}`**{' (' + names + ')' if names else ''}. "
+        "The book build only reads saved results; train them with "
+        f"`python -m attnlib train EXPERIMENT --preset {preset}`, or run this chapter with papermill "
+        "(which trains what `results/` lacks).",
+        "warning",
+    )
+
+
+def note_below_target(frame, preset: str) -> None:
+    """At the budget preset, a warning naming every saved attention model below its accuracy target."""
+    from attnlib import experiments
+
+    low = below_target(frame, preset)
+    if low:
+        names = "; ".join(f"{title(n)} {a:.1%}" for n, a in low)
+        note(
+            f"Below the budget preset's target of {experiments.BUDGET_TARGET:.0%} test accuracy: {names}. "
+            "Their protocol is still being tuned (appendix A gives its history); read their rows as "
+            "measured, not as what the preset is meant to deliver.",
+            "warning",
+        )
+
+
+def show(figure, name: str | None = None, caption: str | None = None) -> None:
+    """Display a matplotlib figure in the cell output as a PNG, and close it.
+
+    With ``name`` (e.g. ``"fig-alpha"``) the figure is numbered, with ``caption`` (MyST Markdown) under it,
+    and the prose refers to it as ``{numref}`fig-alpha```: the PNG is glued under ``name`` and shown by a
+    ``glue:figure`` directive in the cell's Markdown output. Names are labels of the whole book: unique.
+    """
+    from IPython.display import Markdown, display
+
+    if name is None:
+        display(png(figure))
+        return
+    from myst_nb import glue
+
+    glue(name, png(figure), display=False)
+    display(Markdown(f"```{{glue:figure}} {name}\n:name: {name}\n\n{caption or ''}\n```"))
+
+
+def show_table(frame, caption: str | None = None, compact: bool = False) -> None:
+    """Display a table without its row index (and with a caption). ``compact``: a table of short cells
+    (names and numbers), kept on one line each (CSS class ``results`` of ``book/_static/attnlib.css``)."""
+    from IPython.display import display
+
+    styler = frame.style.hide(axis="index")
+    if compact:
+        styler = styler.set_table_attributes('class="results"')
+    if caption:
+        styler = styler.set_caption(caption)
+    display(styler)
+
+
+def show_sources(experiments) -> None:
+    """Display ``sources_markdown`` under a table, folded (a reader opens it to check a figure)."""
+    from IPython.display import Markdown, display
+
+    display(
+        Markdown(
+            ":::{dropdown} Where the literature figures come from\n" + sources_markdown(experiments) + "\n:::"
+        )
+    )
+
+
+def show_attention(
+    run, experiment: str, params: Params, query: int = 0, name: str | None = None, status: dict | None = None
+) -> None:
+    """The saved attention maps of one run as two numbered figures, ``{name}-one`` (a fixed query pixel,
+    first saved test image) and ``{name}-mean`` (the same query pixel, averaged over the saved test images);
+    ``name`` defaults to ``fig-<experiment>`` (``-q<query>`` added for another query). A missing run still
+    gets both figure numbers, with a placeholder saying it is not yet trained, so references resolve
+    (``status``, the ``Runs.status`` of ``load_all``, says whether its saved result is damaged or stale).
+
+    Token models (paper models, ViT): layers × heads grids over the key grid. SAN: each layer's K×K
+    window around the query pixel, and the weights averaged over pixels and images per weight group.
+    """
+    from attnlib import viz
+    from attnlib.snapshots import QUERY_FRACTIONS
+
+    label = name or f"fig-{experiment}" + (f"-q{query}" if query else "")
+    model = title(experiment)
+    if run is None:
+        note_missing(f"Attention maps of {model}", params.preset, [experiment], status)
+        for part in ("one", "mean"):
+            show(viz.placeholder(f"{model}: {MISSING}"), f"{label}-{part}", f"{model}: {MISSING}.")
+        return
+    images = run.config.get("attention_mean_images", "the saved")
+    hierarchical = run.config.get("model", {}).get("hierarchical", False)
+    unit = "application of the shared block" if hierarchical else "layer"
+    att = run.attention
+    if "rows" in att:
+        grid = tuple(int(g) for g in att["grid"])
+        pixel = divmod(int(att["queries"][query]), grid[1])
+        layout = (
+            f"One row per {unit}, one column per head, the mean over heads last; one colour scale for every "
+            f"panel, its bar marking uniform attention 1/{grid[0] * grid[1]}."
+        )
+        for image, part, what in (
+            (0, "one", "one test image"),
+            (None, "mean", f"mean over {images} test images"),
+        ):
+            figure = viz.token_attention(att, query=query, image=image, layer_label=unit.split(" ")[0])
+            show(
+                figure,
+                f"{label}-{part}",
+                f"{model}: attention of query pixel {pixel} (outlined), {what}. {layout}",
+            )
+        peaks = attention_peaks(run)
+        listed = ", ".join(f"{_times(p)}×" for p in peaks)
+        flat = (
+            " (near-uniform: on the figures' shared colour scale every panel is flat)"
+            if peaks.max() < NEAR_UNIFORM
+            else ""
+        )
+        note(
+            f"Strongest attention probability per {unit}, over heads, the saved query pixels and "
+            f"{len(att['rows'])} test images: {listed} the uniform 1/{att['rows'].shape[-1]}{flat}."
+        )
+        return
+    weights, means = viz.san_layers(att)
+    fraction = QUERY_FRACTIONS[query]
+    unit = "application" if hierarchical else "layer"
+    names = [f"{unit} {i + 1}" for i in range(len(weights))]
+    show(
+        viz.window_maps([w[0] for w in weights], fraction, layer_names=names),
+        f"{label}-one",
+        f"{model}: aggregation weights of the query pixel at {fraction} of the image over its K×K window "
+        f"(centre outlined), one test image, one panel per {unit}, averaged over weight groups; one colour "
+        "scale for every panel.",
+    )
+    show(
+        viz.window_means(means, layer_names=names),
+        f"{label}-mean",
+        f"{model}: aggregation weights averaged over pixels and {images} test images, one row per weight "
+        f"group (the mean of all groups last), one column per {unit}; one colour scale for every panel.",
+    )
+
+
+def show_ledger(frame, caption: str) -> None:
+    """The ledger table, then its claims in full (words, measure, value, rule) in a fold-out."""
+    from IPython.display import Markdown, display
+
+    show_table(ledger_table(frame), caption=caption, compact=True)
+    display(
+        Markdown(
+            f":::{{dropdown}} The claims in full: words, measure, our value, rule\n{ledger_markdown(frame)}\n:::"
+        )
+    )

@@ -1,0 +1,335 @@
+"""How the book words what the saved results say: the marks of missing and unused results, number formats,
+and the sentences chapters glue into their prose (comparisons, verdicts, ranks, provenance, timing).
+"""
+
+from __future__ import annotations
+
+import math
+
+from attnlib.book.params import Params
+from attnlib.book.runs import seed_accuracies
+from attnlib.literature import RE, reference_value, short
+from attnlib.measures import NEAR_UNIFORM, attention_peaks
+from attnlib.tables import below_target, complete
+
+MISSING = "not yet trained"
+
+#: How tables name a saved result that is not used: damaged files, or another configuration's result.
+NOT_USED = {"damaged": "damaged (not used)", "stale": "other configuration (not used)"}
+
+NOT_MEASURED = "not measured"
+
+
+def title(experiment: str) -> str:
+    """How tables and figures name an experiment (the registry's title)."""
+    from attnlib.experiments import get
+
+    return get(experiment).title
+
+
+def is_missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def fmt(value, spec: str = "{:.1%}", missing: str = MISSING) -> str:
+    """Format a number for prose; a missing value (None or NaN) becomes ``missing``."""
+    return missing if is_missing(value) else spec.format(value)
+
+
+#: How the book words a verdict of ``attnlib.compare.Welch`` for an HA variant against its model.
+VERDICT_SHORT = {  # for tables; VERDICTS says why
+    "higher": "HA ahead",
+    "lower": "HA behind",
+    "inconclusive": "inconclusive",
+    "no interval": "no interval",
+}
+
+VERDICTS = {
+    "higher": "HA ahead (the 95% interval excludes 0)",
+    "lower": "HA behind (the 95% interval excludes 0)",
+    "inconclusive": "inconclusive (the 95% interval holds 0)",
+    "no interval": "no interval (fewer than 2 seeds on a side)",
+}
+
+
+def welch_phrase(w) -> str:
+    """ "95% Welch interval −2.3 to +5.1 points, ν = 1.1, p = 0.14: inconclusive, as the interval holds 0"
+    for a ``compare.Welch`` of an HA variant against its model, or why there is no interval."""
+    if w.interval is None:
+        return "no interval: fewer than 2 seeds on a side"
+    low, high = w.interval
+    verdict = VERDICTS[w.verdict].split(" (")[0]
+    why = "holds 0" if w.verdict == "inconclusive" else "excludes 0"
+    return (
+        f"95% Welch interval {low:+.1f} to {high:+.1f} points, ν = {w.df:.1f}, p = {w.p:.2f}: "
+        f"{verdict}, as the interval {why}"
+    )
+
+
+def compare_phrase(base: str, variant: str, runs: dict, params: Params) -> str:
+    """A sentence fragment comparing ``variant`` with ``base`` from saved results: the difference of their
+    mean test accuracies over every saved seed, its Welch interval and verdict (``attnlib.compare``), and
+    the parameter ratio."""
+    from attnlib import compare
+
+    a, b = runs.get(base), runs.get(variant)
+    if a is None or b is None:
+        return MISSING
+    size = b.metrics["params"] / a.metrics["params"]
+    acc_a = seed_accuracies(base, params) or [a.test_accuracy]
+    acc_b = seed_accuracies(variant, params) or [b.test_accuracy]
+    w = compare.welch(acc_a, acc_b)
+    rounded = round(w.points, 1)
+    where = (
+        "level with" if rounded == 0 else f"{abs(rounded):.1f} points {'above' if rounded > 0 else 'below'}"
+    )
+    return (
+        f"{where} its model on average over {len(acc_b)} and {len(acc_a)} seeds, with {size:.0%} of its "
+        f"parameters{_time_phrase(variant, params)} ({welch_phrase(w)})"
+    )
+
+
+def _time_phrase(variant: str, params: Params) -> str:
+    """ " and 0.92× its inference time" from the timing file (``python -m attnlib time``), or ""."""
+    from attnlib.tables import timing_columns
+    from attnlib.timing import load
+
+    row = timing_columns(params.results_dir, params.preset, [variant]).iloc[0]
+    if is_missing(row["time_ratio"]):
+        return ""
+    shared = (load(params.results_dir, params.preset) or {}).get("load", {}).get("shared")
+    where = ", timed on shared cores" if shared else ""
+    return f" and {row['time_ratio']:.2f}× its inference time{where}"
+
+
+def ha_sentence(pairs) -> str:
+    """What ``ha_pairs`` says in one sentence: the share of parameters HA keeps and how many pairs it ends
+    above or below (one seed each; chapter 4 weighs the differences against the spread over seeds)."""
+    if pairs.empty:
+        return f"No model is saved together with its HA variant yet ({MISSING})."
+    above, below = int((pairs["gain"].round(1) > 0).sum()), int((pairs["gain"].round(1) < 0).sum())
+    level = len(pairs) - above - below
+    low, high = f"{pairs['size'].min():.0%}", f"{pairs['size'].max():.0%}"
+    size = low if low == high else f"{low}–{high}"
+    if len(pairs) == 1:  # one pair saved: its difference, not a count
+        gain = pairs["gain"].iloc[0]
+        where = (
+            "level with"
+            if round(gain, 1) == 0
+            else f"{abs(gain):.1f} points {'above' if gain > 0 else 'below'}"
+        )
+        return (
+            f"HA keeps {size} of its model's parameters; in the one pair saved ({pairs['model'].iloc[0]}) "
+            f"its seed-0 run ends {where} its model."
+        )
+    text = (
+        f"HA keeps {size} of its model's parameters; in the seed-0 runs it ends above its model in {above} of "
+        f"the {len(pairs)} pairs and below in {below}"
+    )
+    if level:
+        text += f", level in {level}"
+    return text + f" (from {pairs['gain'].min():+.1f} to {pairs['gain'].max():+.1f} points)."
+
+
+def verdict_summary(effects) -> str:
+    """One sentence per verdict of an ``ha_effects`` table: which models it applies to."""
+    groups = {}
+    for model, verdict in zip(effects["model"], effects["verdict"], strict=True):
+        groups.setdefault(verdict, []).append(model)
+    return " ".join(
+        f"{verdict[0].upper()}{verdict[1:]}: {'; '.join(models)}." for verdict, models in groups.items()
+    )
+
+
+def learned_protocol_phrase(frame, preset: str) -> str:
+    """How many epochs the learned-2D protocols need against the other paper models at ``preset`` and
+    whether their saved runs reach the budget target, as one clause for chapter 2."""
+    from attnlib import experiments
+
+    def train(name):
+        return experiments.preset_for(name, preset).train
+
+    def learned(name):
+        return experiments.get(name).protocol in ("learned", "learned_content")
+
+    base, pos, content = train("quadratic_iso_9h"), train("learned_9h"), train("learned_content_9h")
+    if pos.epochs == base.epochs == content.epochs:
+        phrase = "train as long as the other models at this preset"
+    else:
+        phrase = (
+            f"needed {pos.epochs} epochs instead of {base.epochs} without content, and with content "
+            f"{content.epochs} epochs at lr {content.lr:g}"
+            + (f" with the gradient norm clipped to {content.grad_clip:g}" if content.grad_clip else "")
+        )
+    if preset != "budget":
+        return phrase
+    family = frame["experiment"].map(learned)
+    saved = complete(frame[family])
+    low = [title(n) for n, _ in below_target(frame, preset) if learned(n)]
+    target = f"{experiments.BUDGET_TARGET:.0%}"
+    if low:
+        verb = "is" if len(low) == 1 else "are"
+        return f"{phrase}; {', '.join(low)} {verb} still below {target} at this budget"
+    if len(saved) < int(family.sum()):
+        return f"{phrase}; every saved one passes {target}, not all are saved yet"
+    return f"{phrase} to pass {target}"
+
+
+def rank_counts(runs: dict, source: str | None = None) -> tuple[int, int]:
+    """(same, total): of the pairs of models saved in ``runs`` that ``source`` (default [Re]) also reports,
+    how many our accuracies order the same way."""
+    same, total, _ = _orders(runs, source or RE)[2]
+    return same, total
+
+
+def flat_models(runs: dict) -> list[str]:
+    """Titles of the runs whose token attention stayed near-uniform (below ``NEAR_UNIFORM`` × uniform) in
+    every layer (runs without token attention maps are left out)."""
+    found = []
+    for name, run in runs.items():
+        peaks = attention_peaks(run)
+        if peaks is not None and peaks.max() < NEAR_UNIFORM:
+            found.append(title(name))
+    return found
+
+
+def _orders(runs: dict, source: str):
+    from attnlib import compare
+
+    ours = {n: r.test_accuracy for n, r in runs.items() if r is not None}
+    theirs = {n: reference_value(n, source, "test_accuracy") for n in ours}
+    theirs = {n: v for n, v in theirs.items() if not math.isnan(v)}
+    return ours, theirs, compare.concordance(ours, theirs)
+
+
+def rank_agreement(runs: dict, source: str | None = None) -> str:
+    """A sentence: over the pairs of models saved in ``runs`` that ``source`` (default: the [Re] report) also
+    reports, how many our accuracies order the same way, how many the other way round (``rank_flips``
+    lists them) and how many are tied."""
+    source = source or RE
+    _, _, (same, total, flipped) = _orders(runs, source)
+    if total == 0:
+        return f"No two saved models have a {source} accuracy to compare their order with."
+    text = (
+        f"Our runs order {same} of the {total} pairs of models that {short(source)} also reports the same way"
+    )
+    ties = total - same - len(flipped)
+    parts = []
+    if flipped:
+        parts.append(f"{len(flipped)} the other way round (the table below)")
+    if ties:
+        parts.append(f"{ties} {'is' if ties == 1 else 'are'} tied in {short(source)} or in ours")
+    if parts:
+        text += "; " + " and ".join(parts)
+    return text + "."
+
+
+def _times(x: float) -> str:
+    return f"{x:.2f}" if x < 10 else f"{x:.0f}"
+
+
+def _peak_range(peaks) -> str:
+    low, high = _times(float(peaks.min())), _times(float(peaks.max()))
+    return f"{low}×" if low == high else f"{low}–{high}×"
+
+
+def uniform_attention_phrase(runs: dict) -> str:
+    """Each run's strongest attention per layer as a multiple of uniform, and which runs kept near-uniform
+    attention (below ``NEAR_UNIFORM``) in every layer, as sentences for the book."""
+    peaks = {name: attention_peaks(run) for name, run in runs.items()}
+    peaks = {name: p for name, p in peaks.items() if p is not None}
+    if not peaks:
+        return f"No attention maps of these models are saved at this preset ({MISSING})."
+    listed = "; ".join(f"{title(n)}: {_peak_range(p)}" for n, p in peaks.items())
+    flat = flat_models(runs)
+    if flat:
+        verdict = (
+            f"{' and '.join(flat)} kept near-uniform attention (below {NEAR_UNIFORM:g}× uniform) in every "
+            "layer: at this budget they did not learn where to look."
+        )
+    else:
+        verdict = f"Every one of them moved beyond {NEAR_UNIFORM:g}× uniform in at least one layer."
+    return f"Strongest attention probability per layer, as a multiple of uniform ({listed}). {verdict}"
+
+
+def epoch_range(preset: str) -> str:
+    """The epochs a preset trains for, as "4–12" (or "300" when every experiment shares one count)."""
+    from attnlib import experiments
+
+    epochs = sorted({p.train.epochs for p in experiments.PRESET_TABLE[preset].values()})
+    return "–".join(dict.fromkeys(str(e) for e in (epochs[0], epochs[-1])))
+
+
+def timing_markdown(params: Params) -> str:
+    """Where Table 3's wall times come from (``attnlib.timing.machine_line``), or how to measure them."""
+    from attnlib import timing
+
+    report = timing.load(params.results_dir, params.preset)
+    if report is None:
+        return (
+            f"**Wall time: {NOT_MEASURED}** at preset `{params.preset}`: run "
+            f"`python -m attnlib time --preset {params.preset}` on an idle machine (it writes "
+            f"`results/timing/{params.preset}.json`)."
+        )
+    stale = [n for n in report.get("models", {}) if n not in timing.wall_times(report, params.preset)]
+    note_stale = (
+        f" Measured with another configuration than the current one, hence not shown: {', '.join(stale)}."
+        if stale
+        else ""
+    )
+    return timing.machine_line(report) + note_stale
+
+
+def provenance_markdown(frame) -> str:
+    """One sentence on where our numbers come from: datasets, test images, devices, epochs; and one per
+    saved result that is not used (damaged, or of another configuration), saying why."""
+    done = complete(frame)
+    unused = _unused_markdown(frame)
+    if done.empty:
+        return "No result of this table is saved at this preset yet." + unused
+    parts = [
+        f"{len(done)} of {len(frame)} runs are saved",
+        "data: " + "; ".join(sorted({str(d) for d in done["dataset"].dropna()})),
+        "test images: " + ", ".join(sorted({f"{int(n):,}" for n in done["test_images"].dropna()})),
+        "epochs: " + ", ".join(sorted({str(int(e)) for e in done["epochs"].dropna()})),
+    ]
+    if done["wall_time_device"].notna().any():
+        parts.append("device: " + "; ".join(sorted({str(d) for d in done["wall_time_device"].dropna()})))
+    return "Our runs: " + "; ".join(parts) + "." + unused
+
+
+def _unused_markdown(frame) -> str:
+    """' **Not used:** `x` is damaged (...).' for the rows whose saved result is damaged or stale."""
+    if "status" not in frame:
+        return ""
+    rows = frame[frame["status"].isin(list(NOT_USED))]
+    if rows.empty:
+        return ""
+    what = {"damaged": "is damaged", "stale": "was trained with another configuration"}
+    items = [f"`{r['experiment']}` {what[r['status']]} ({r.get('detail', '')})" for _, r in rows.iterrows()]
+    return (
+        " **Not used:** "
+        + "; ".join(items)
+        + ". Retrain with `python -m attnlib train EXPERIMENT --preset PRESET` (or run this chapter with "
+        "`train_missing=True`)."
+    )
+
+
+def verdict_phrase(frame) -> str:
+    """ "Of the 11 claims, 2 are reproduced, 4 not reproduced, 3 inconclusive and 2 not measured" """
+    from attnlib import claims
+
+    counts = claims.verdict_counts(frame)
+    parts = [f"{n} {v}" for v, n in counts.items()]
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"Of the {len(frame)} claims, {listed}"
+
+
+def ledger_markdown(frame) -> str:
+    """Each claim of the ledger as a paragraph: its words and source, the measure, our value, the verdict
+    and the rule that gives it."""
+    return "\n".join(
+        f"- **{r.title}** ({short(r.source)}, {r.where}): {r.words} *Measured by* {r.measure}. "
+        f"*Ours:* {r.value}. *Verdict:* {r.verdict}; the rule: {r.rule}."
+        for r in frame.itertuples()
+    )

@@ -1,0 +1,392 @@
+"""The tables chapters show, as strings ready to display: our results laid out as the papers' tables, the
+literature figures beside them, HA against its model over seeds, the registry's protocols and models,
+the points of the introduction's figure and the claims ledger.
+"""
+
+from __future__ import annotations
+
+import math
+
+from attnlib.book.params import Params
+from attnlib.book.phrases import (
+    MISSING,
+    NOT_MEASURED,
+    NOT_USED,
+    VERDICT_SHORT,
+    _orders,
+    fmt,
+    is_missing,
+    title,
+)
+from attnlib.book.runs import seed_accuracies
+from attnlib.literature import PAPER, RE, REFERENCES, reference_value, references, short
+from attnlib.tables import collect, complete
+
+NOT_FOUND_CELL = "—"
+
+#: The mark of each kind of literature figure in a table cell (explained by ``literature_caption``).
+KIND_MARKS = {"printed": "", "claimed": "*", "run-log": "†", "derived": "‡"}
+
+KIND_MEANING = {
+    "printed": "printed in the paper",
+    "claimed": "a benchmark page quoting the paper",
+    "run-log": "the best test accuracy in a run-folder name of the [Re] authors' logs, not their printed table",
+    "derived": "a parameter count derived from the authors' code, not printed",
+}
+
+
+def split_title(experiment: str) -> tuple[str, str]:
+    """(model, heads) of an experiment's title for a table: ("SA learned 2D", "9") from "SA learned 2D,
+    9 heads"; heads is "—" for a model without heads (ResNet18, SAN) or whose title does not give them."""
+    model, *parts = title(experiment).split(", ")
+    heads = next((p.split(" ")[0] for p in parts if p.endswith(" heads")), "—")
+    return model + (", HA" if "HA" in parts else ""), heads
+
+
+def results_table(frame, preset: str, *, pairs: bool = False, paper_params: dict | None = None):
+    """Our results laid out as the report's tables, as strings ready to show.
+
+    frame: rows of ``attnlib.tables.frame`` (``experiment``, ``status``, ``accuracy``, ``params``,
+    ``wall_time_ms``...). ``pairs=False`` (Table 1): model, heads, accuracy, params, wall time.
+    ``pairs=True`` (Table 3): model (the normal model's title), variant (normal / HA), accuracy, params,
+    params at the paper's settings (``paper_params``: {experiment: count}, when given), wall time.
+    A missing result reads "not yet trained"; a damaged or stale one says so (``NOT_USED``).
+    """
+    import pandas as pd
+
+    rows = []
+    for _, r in frame.iterrows():
+        done = r.get("status") == "complete"
+        absent = NOT_USED.get(r.get("status"), MISSING)  # damaged / stale rows say so
+        if pairs:
+            row = {"model": r["pair"], "variant": r["variant"]}
+        else:
+            model, heads = split_title(r["experiment"])
+            row = {"model": model, "heads": heads}
+        row[f"accuracy ({preset})"] = _accuracy_cell(r, done, absent)
+        params = r.get("params") if done else None
+        row[f"params ({preset})"] = absent if is_missing(params) else f"{params / 1e6:.2f} M"
+        if paper_params is not None:
+            row["params (paper settings)"] = f"{paper_params[r['experiment']] / 1e6:.2f} M"
+        if "wall_time_measured" in r:  # measured together (``table3_frame``), trained or not
+            row["wall time"] = fmt(r["wall_time_ms"], "{:.2f} ms", NOT_MEASURED)
+            if "time_ratio" in r:
+                row["HA / model time"] = fmt(r["time_ratio"], "{:.2f}×", "")
+        else:
+            row["wall time"] = fmt(r.get("wall_time_ms") if done else None, "{:.2f} ms", absent)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _accuracy_cell(r, done: bool, absent: str) -> str:
+    """ "47.9 ± 0.1 % (n = 2)" for a row with seed statistics (``table3_frame``), else "47.8%"."""
+    accuracy = r.get("accuracy") if done else None
+    if is_missing(accuracy) or "seeds" not in r:
+        return fmt(accuracy, "{:.1%}", absent)
+    sd = r.get("accuracy_sd")
+    spread = "" if is_missing(sd) else f" ± {sd * 100:.1f}"
+    return f"{accuracy * 100:.1f}{spread} % (n = {int(r['seeds'])})"
+
+
+def _literature_cell(experiment: str, source: str, quantity: str) -> str:
+    found = references(experiment, source, quantity)
+    if not found:
+        return NOT_FOUND_CELL
+    r = found[0]
+    value = f"{r.value:.1%}" if quantity == "test_accuracy" else f"{r.value / 1e6:.2f} M"
+    return value + KIND_MARKS[r.kind]
+
+
+def literature_table(experiments, *, pairs: bool = False, paper: bool = True):
+    """The published and [Re] figures of ``experiments``, a companion to ``results_table``: one row per
+    experiment with at least one figure, one column per (source, quantity) with at least one figure.
+    Cells carry the mark of their kind (``KIND_MARKS``); "—" where none was found."""
+    import pandas as pd
+
+    from attnlib.experiments import get
+
+    columns = [("[Re] accuracy", RE, "test_accuracy"), ("[Re] params", RE, "params")]
+    if paper:
+        columns += [
+            ("Cordonnier et al. accuracy", PAPER, "test_accuracy"),
+            ("official code params", PAPER, "params"),
+        ]
+    rows = []
+    for name in experiments:
+        cells = {column: _literature_cell(name, source, quantity) for column, source, quantity in columns}
+        if all(c == NOT_FOUND_CELL for c in cells.values()):
+            continue
+        exp = get(name)
+        if pairs:
+            key = {"model": title(exp.baseline or name), "variant": "HA" if exp.baseline else "normal"}
+        else:
+            model, heads = split_title(name)
+            key = {"model": model, "heads": heads}
+        rows.append({**key, **cells})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    keep = [
+        c for c in table.columns if c in ("model", "heads", "variant") or (table[c] != NOT_FOUND_CELL).any()
+    ]
+    return table[keep]
+
+
+def literature_caption(experiments, what: str) -> str:
+    """The caption of a ``literature_table``: what it holds and what each mark means (only the kinds used)."""
+    kinds = [k for k in KIND_MARKS if any(r.kind == k for r in REFERENCES if r.experiment in experiments)]
+    marks = "; ".join(
+        f"{KIND_MARKS[k] + ' ' if KIND_MARKS[k] else 'unmarked: '}{k}, {KIND_MEANING[k]}" for k in kinds
+    )
+    return f"{what}. {marks}; — not found. Sources below."
+
+
+def sources_markdown(experiments) -> str:
+    """A Markdown list of the sources of every literature figure used for these experiments."""
+    lines = []
+    for r in REFERENCES:
+        if r.experiment in experiments:
+            value = f"{r.value:.2%}" if r.quantity == "test_accuracy" else f"{int(r.value):,} parameters"
+            note = f"; {r.note}" if r.note else ""
+            lines.append(f"- `{r.experiment}`, {r.source}, {r.kind}: {value}. Source: {r.where}{note}.")
+    return "\n".join(lines)
+
+
+def ha_effects(bases, params: Params, seeds=range(10)):
+    """One row per model of ``bases``: the seeds saved of the model and of its HA variant, their test
+    accuracy (mean ± sd), HA − model in points with its 95% Welch interval, degrees of freedom ν and p, the
+    verdict of ``attnlib.compare`` ("inconclusive" whenever the interval holds 0), the seeds per side the
+    project's standard asks for, and the [Re] run-log difference where known (never trains)."""
+    import pandas as pd
+
+    from attnlib import compare
+
+    rows = []
+    for base in bases:
+        acc_a, acc_b = seed_accuracies(base, params, seeds), seed_accuracies(base + "_ha", params, seeds)
+        re_gain = (
+            reference_value(base + "_ha", RE, "test_accuracy") - reference_value(base, RE, "test_accuracy")
+        ) * 100
+        row = {
+            "model": title(base),
+            "seeds (model / HA)": f"{len(acc_a)} / {len(acc_b)}",
+            "model acc.": compare.mean_sd(acc_a) if acc_a else fmt(None),
+            "HA acc.": compare.mean_sd(acc_b) if acc_b else fmt(None),
+        }
+        w = compare.welch(acc_a, acc_b) if acc_a and acc_b else None
+        if w is None:
+            row.update({"HA − model [95% CI]": "—", "ν": "—", "p": "—", "verdict": MISSING})
+            row["seeds asked"] = f"{compare.MIN_SEEDS} per side"
+        else:
+            ci = w.interval
+            interval = "" if ci is None else f" [{ci[0]:+.1f}, {ci[1]:+.1f}]"
+            row.update(
+                {
+                    "HA − model [95% CI]": f"{w.points:+.1f}{interval}",
+                    "ν": "—" if w.df is None else f"{w.df:.1f}",
+                    "p": "—" if w.p is None else f"{w.p:.2f}",
+                    "verdict": VERDICT_SHORT[w.verdict],
+                    "seeds asked": "met" if w.seeds_wanted == 0 else f"{w.seeds_wanted} per side",
+                }
+            )
+        row["[Re] log"] = "—" if math.isnan(re_gain) else f"{re_gain:+.1f}"
+        if w is None or math.isnan(re_gain):
+            row["same sign as [Re]"] = "—"
+        else:
+            row["same sign as [Re]"] = "yes" if (w.points > 0) == (re_gain > 0) else "no"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def ha_pairs(frame):
+    """One row per model whose HA variant is in ``frame`` (rows of ``attnlib.tables.frame``) with both saved:
+    ``experiment`` (the model), ``model`` (its title), ``gain`` (HA − model, accuracy points) and ``size``
+    (HA parameters / model parameters), at the seed of the frame."""
+    import pandas as pd
+
+    from attnlib.experiments import get
+
+    done = complete(frame).set_index("experiment")
+    rows = []
+    for name in done.index:
+        base = get(name).baseline
+        if base is not None and base in done.index:
+            rows.append(
+                {
+                    "experiment": base,
+                    "model": title(base),
+                    "gain": (done.loc[name, "accuracy"] - done.loc[base, "accuracy"]) * 100,
+                    "size": done.loc[name, "params"] / done.loc[base, "params"],
+                }
+            )
+    return pd.DataFrame(rows, columns=["experiment", "model", "gain", "size"])
+
+
+def rank_flips(runs: dict, source: str | None = None):
+    """One row per pair of models that ``source`` (default [Re]) and our runs order differently: the model
+    ``source`` puts higher, the other one, and the accuracy difference of the two (points) in both."""
+    import pandas as pd
+
+    source = source or RE
+    ours, theirs, (_, _, flipped) = _orders(runs, source)
+    rows = [
+        {
+            f"{short(source)} ranks higher": title(a),
+            "than": title(b),
+            short(source): f"{(theirs[a] - theirs[b]) * 100:+.1f}",
+            "ours": f"{(ours[a] - ours[b]) * 100:+.1f}",
+        }
+        for a, b in flipped
+    ]
+    return pd.DataFrame(rows)
+
+
+def group(experiment: str) -> str:
+    """The family an experiment belongs to in the introduction's figure (one colour each): its model's
+    title without heads, variant or HA ("SA quadratic", "SA learned 2D + content", "SAN pairwise"...)."""
+    import re
+
+    from attnlib.experiments import get
+
+    base = get(experiment).baseline or experiment
+    return re.sub(r" \(.*?\)", "", title(base).split(", ")[0])
+
+
+def short_label(experiment: str) -> str:
+    """What tells an experiment apart within its ``group`` in a figure: "iso 9h", "16h HA", "HA", ""."""
+    words = {"(isotropic)": "iso", "(non-isotropic)": "aniso"}
+    name = title(experiment)
+    found = [words[w] for w in words if w in name]
+    for part in name.split(", ")[1:]:
+        found.append(part.replace(" heads", "h"))
+    return " ".join(found)
+
+
+def glance_points(frame):
+    """The points of the introduction's figure (``viz.accuracy_vs_params``): one row per saved result of
+    ours (rows of ``attnlib.tables.frame``) and per literature accuracy that has a parameter count of the same
+    source, with ``experiment``, ``group``, ``label``, ``source`` ("ours", ``RE`` or ``PAPER``), ``kind``,
+    ``params``, ``accuracy`` and ``baseline`` (the normal model of an HA variant, else None)."""
+    import pandas as pd
+
+    from attnlib.experiments import get
+
+    rows = []
+    for _, r in complete(frame).iterrows():
+        rows.append(
+            {
+                "experiment": r["experiment"],
+                "source": "ours",
+                "kind": "measured",
+                "params": float(r["params"]),
+                "accuracy": float(r["accuracy"]),
+            }
+        )
+    for ref in references(quantity="test_accuracy"):
+        size = reference_value(ref.experiment, ref.source, "params")
+        if not math.isnan(size):
+            rows.append(
+                {
+                    "experiment": ref.experiment,
+                    "source": ref.source,
+                    "kind": ref.kind,
+                    "params": size,
+                    "accuracy": ref.value,
+                }
+            )
+    points = pd.DataFrame(rows, columns=["experiment", "source", "kind", "params", "accuracy"])
+    points.insert(1, "group", [group(n) for n in points["experiment"]])
+    points.insert(2, "label", [short_label(n) for n in points["experiment"]])
+    points["baseline"] = [get(n).baseline for n in points["experiment"]]
+    return points
+
+
+def training_table(preset: str):
+    """One row per training protocol at ``preset`` (from the registry): the optimiser and schedule."""
+    import pandas as pd
+
+    from attnlib import experiments
+
+    rows = []
+    for protocol, p in experiments.PRESET_TABLE[preset].items():
+        t = p.train
+        users = [e.name for e in experiments.EXPERIMENTS.values() if e.protocol == protocol]
+        rows.append(
+            {
+                "protocol": protocol,
+                "experiments": ", ".join(users),
+                "epochs": t.epochs,
+                "batch": t.batch_size,
+                "lr": t.lr,
+                "schedule": t.schedule
+                + (
+                    f" (÷10 at {', '.join(f'{m:.0%}' for m in t.milestones)} of training)"
+                    if t.milestones
+                    else ""
+                ),
+                "warm-up": f"{t.warmup:.1%} of steps",
+                "gradient clipping": f"norm {t.grad_clip:g}" if t.grad_clip else "none",
+                "momentum": f"{t.momentum}" + (" (Nesterov)" if t.nesterov else ""),
+                "weight decay": t.weight_decay,
+                "label smoothing": t.label_smoothing,
+                "data": p.data or "CIFAR-10",
+                "why": p.reason,
+            }
+        )
+    return pd.DataFrame(rows).set_index("protocol")
+
+
+def training_time(params: Params):
+    """(table, total seconds): one row per experiment with the epochs and training time of its saved run at
+    ``params`` (from its provenance; never trains), and the sum over the complete runs."""
+    frame = collect(params.results_dir, params.preset, seed=params.seed or 0, data=params.data)
+    done = frame["status"] == "complete"
+    table = frame[["experiment", "status"]].copy()
+    table["epochs"] = [f"{int(e)}" if ok else "—" for ok, e in zip(done, frame["epochs"], strict=True)]
+    table["train time"] = [
+        f"{t / 60:.1f} min" if ok else "—" for ok, t in zip(done, frame["train_seconds"], strict=True)
+    ]
+    return table, float(frame.loc[done, "train_seconds"].sum())
+
+
+def model_table(preset: str, family: str):
+    """One row per experiment of ``family`` at ``preset``: every field of its model config (registry)."""
+    import dataclasses
+
+    import pandas as pd
+
+    from attnlib import experiments
+    from attnlib.models import make_config
+
+    rows = {}
+    for e in experiments.EXPERIMENTS.values():
+        if e.family == family:
+            rc = experiments.resolve(e.name, preset)
+            rows[e.name] = dataclasses.asdict(make_config(rc.family, **rc.model))
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def claims_ledger(params: Params, keys=None):
+    """The claims ledger (``attnlib.claims.ledger``) at the chapter's preset, computed from ``results/``
+    (never trains); only the claims of ``keys`` when given, in ledger order."""
+    from attnlib import claims
+
+    frame = claims.ledger(claims.gather(params.results_dir, params.preset, data=params.data))
+    return frame if keys is None else frame[frame["claim"].isin(list(keys))]
+
+
+def ledger_table(frame):
+    """The ledger at a glance: each claim's short title, whose claim it is, and the verdict
+    (``ledger_markdown`` gives the words, measure, value and rule of each)."""
+    return frame.assign(source=frame["source"].map(short))[["title", "source", "verdict"]].rename(
+        columns={"title": "claim"}
+    )
+
+
+def table3_frame(runs: dict, params: Params):
+    """Table 3 of the chapter's ``runs`` (``attnlib.tables.with_seeds`` of their ``frame``): accuracy as the
+    mean over every saved seed of the current configuration, and the wall times measured for all models
+    together by ``python -m attnlib time``. Never trains."""
+    from attnlib import tables
+
+    return tables.with_seeds(tables.frame(runs), params.results_dir, params.preset, data=params.data)

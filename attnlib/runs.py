@@ -1,0 +1,577 @@
+"""Runs on disk: where a run's files live, its configuration and fingerprint, the checks that tell a complete
+result from a missing, damaged or stale one, its provenance, and `run_or_load` (load it, else train it).
+
+Layout of one run (seed 0; other seeds use `<preset>-seed<N>`):
+
+    <results-dir>/<experiment>/<preset>/
+        config.json      the resolved RunConfig, seed, data and fingerprint
+        metrics.json     test_accuracy (fraction), params, wall_time_ms (Table 3 protocol), provenance,
+                         and the sha256 of every other result file; written last: it marks completion
+        history.csv      one row per epoch
+        attention.npz    attention maps of fixed test images (`attnlib.snapshots.attention_summary`)
+        centers.npz      quadratic models: centres and Σ⁻¹ of every head after every epoch
+        checkpoints/     last.pt / previous.pt (not in git), used to resume
+        run.lock         while a run is training (pid and host; `attnlib.store.RunLock`)
+
+Every file is written atomically (`attnlib.store`), so a reader sees the old file or the new one, never a part.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import json
+import logging
+import math
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attnlib import experiments
+from attnlib.checks import SYNTHETIC, check_positive_int, is_synthetic, synthetic_sizes
+from attnlib.env import TRAIN_MISSING_ENV
+from attnlib.errors import ConfigError
+from attnlib.snapshots import attention_summary, device_name, inference_wall_time
+from attnlib.store import RunLock, RunLocked, check_writable, sha256, write_json, write_npz
+from attnlib.util import write_bytes
+
+log = logging.getLogger("attnlib")
+
+
+RESULT_FILES = ("config.json", "history.csv", "attention.npz")
+
+METRICS_KEYS = ("test_accuracy", "params", "wall_time_ms", "provenance", "fingerprint", "files")
+
+
+class MissingResult(LookupError):
+    """No complete result with this configuration, and training was not allowed.
+
+    `status` is what `inspect_run` found ("missing", "damaged" or "stale") and `detail` says why."""
+
+    default_status = "missing"
+
+    def __init__(self, message: str, status: str | None = None, detail: str | None = None):
+        super().__init__(message)
+        self.status = status or self.default_status
+        self.detail = message if detail is None else detail
+
+
+class DamagedResult(MissingResult):
+    """A result folder whose metrics.json (or a file it vouches for) is unreadable or inconsistent."""
+
+    default_status = "damaged"
+
+
+class ResultExists(RuntimeError):
+    """The run folder holds a complete result of another configuration (e.g. trained with other epochs);
+    it is kept unless the caller passes ``replace=True`` (``python -m attnlib train ... --force``).
+    `detail` names the folder and the settings that differ."""
+
+    def __init__(self, detail: str):
+        super().__init__(f"{detail}; it is kept (pass replace=True to replace it, or another results_dir)")
+        self.detail = detail
+
+
+def git_state() -> dict:
+    """{"commit": sha or None, "dirty": bool or None} of the repository holding attnlib."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {
+        "commit": commit or None,
+        "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None,
+    }
+
+
+def run_dir(results_dir: str | Path, experiment: str, preset: str, seed: int = 0) -> Path:
+    return Path(results_dir) / experiment / (preset if seed == 0 else f"{preset}-seed{seed}")
+
+
+def data_key(data) -> str:
+    """What the fingerprint records of the data: "cifar10" (any copy; provenance says which) or the
+    synthetic spec / source."""
+    if data is None:
+        return "cifar10"
+    if isinstance(data, str | os.PathLike):
+        spec = str(data)
+        if not is_synthetic(spec):
+            return "cifar10"
+        n_train, n_test = synthetic_sizes(spec)  # validates the sizes
+        return spec if spec != SYNTHETIC else f"{SYNTHETIC}:{n_train}:{n_test}"
+    source = getattr(data, "source", "")
+    if source.startswith("synthetic"):
+        return f"{source}:{len(data.train)}:{len(data.test)}"
+    return "cifar10"
+
+
+def run_config(experiment: str, preset: str, *, seed: int = 0, data=None, epochs: int | None = None) -> dict:
+    """The configuration recorded in config.json (and hashed into the fingerprint). Validates everything."""
+    check_positive_int("seed", seed, 0)
+    if epochs is not None:
+        check_positive_int("epochs", epochs)
+    rc = experiments.resolve(experiment, preset, epochs=epochs)
+    cfg = {**rc.to_dict(), "seed": seed, "data": data_key(data if data is not None else rc.data)}
+    cfg.pop("reason")
+    cfg["fingerprint"] = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=list).encode()).hexdigest()[
+        :16
+    ]
+    return cfg
+
+
+@dataclass
+class RunResult:
+    """A complete result: metrics (dict), history (DataFrame, one row per epoch), attention (npz arrays),
+    centers (npz arrays or None), config (dict). `trained` says whether this call trained it."""
+
+    experiment: str
+    preset: str
+    path: Path
+    config: dict
+    metrics: dict
+    history: object  # pandas.DataFrame
+    attention: dict[str, np.ndarray]
+    centers: dict[str, np.ndarray] | None
+    trained: bool = False
+
+    @property
+    def test_accuracy(self) -> float:
+        return self.metrics["test_accuracy"]
+
+    def model(self, device="cpu") -> torch.nn.Module:
+        """The trained model, from checkpoints/last.pt (kept after training; not in git)."""
+        from attnlib.models import make
+
+        weights = self.path / "checkpoints" / "last.pt"
+        if not weights.exists():
+            raise MissingResult(
+                f"{weights} is missing (checkpoints are not kept in git); retrain with: python -m attnlib train "
+                f"{self.experiment} --preset {self.preset}"
+            )
+        model = make(self.config["family"], **self.config["model"])
+        try:
+            state = torch.load(weights, map_location=device, weights_only=True)
+            saved = state.get("fingerprint")
+            if saved is not None and saved != self.config.get("fingerprint"):
+                raise ValueError("it belongs to another configuration")
+            if (state.get("epoch"), state.get("step")) != (self.config["train"]["epochs"], 0):
+                raise ValueError(
+                    f"it is not the end of training (epoch {state.get('epoch')}, step {state.get('step')})"
+                )
+            model.load_state_dict(state["model"])
+        except Exception as err:  # truncated or corrupt zip, foreign or partial checkpoint
+            detail = f"{weights} is damaged ({type(err).__name__}: {' '.join(str(err).split())})"
+            raise DamagedResult(
+                f"{detail}; retrain with: {self._train_command()}", "damaged", detail
+            ) from None
+        return model.to(device).eval()
+
+    def _train_command(self) -> str:
+        seed = self.config.get("seed", 0)
+        return f"python -m attnlib train {self.experiment} --preset {self.preset}" + (
+            f" --seed {seed}" if seed else ""
+        )
+
+
+class Runs(dict):
+    """Several results: ``{experiment: RunResult or None}``, plus ``status``: ``{experiment: (status,
+    detail)}`` with status "complete", "missing", "damaged" or "stale" (a saved result of another
+    configuration) and what is wrong with it (``inspect_run``). What ``attnlib.tables.saved`` and the
+    book's ``load_all`` return, and what ``attnlib.tables.frame`` tabulates."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.status: dict[str, tuple[str, str]] = {}
+
+
+def inspect_run(
+    path: str | Path, fingerprint: str | None = None, *, expected: dict | None = None
+) -> tuple[str, str]:
+    """(status, detail): "complete", "missing", "damaged" or "stale" (a complete result of another
+    configuration: its fingerprint is not `fingerprint`, or not `expected["fingerprint"]`; with `expected`,
+    the full `run_config`, the detail names the settings that differ)."""
+    path = Path(path)
+    if expected is not None:
+        fingerprint = expected["fingerprint"]
+    metrics_path = path / "metrics.json"
+    if not metrics_path.exists():
+        return "missing", f"no {metrics_path}"
+    try:
+        metrics = json.loads(metrics_path.read_text())
+        if not isinstance(metrics, dict):
+            return "damaged", f"{metrics_path} holds a JSON {type(metrics).__name__}, not an object"
+        absent = [k for k in METRICS_KEYS if k not in metrics]
+        if absent:
+            return "damaged", f"{metrics_path} lacks {', '.join(absent)}"
+        wrong = _metrics_problem(metrics)
+        if wrong:
+            return "damaged", f"{metrics_path}: {wrong}"
+        for name, digest in metrics["files"].items():
+            if not (path / name).exists():
+                return "damaged", f"{path / name} is missing"
+            if sha256(path / name) != digest:
+                return "damaged", f"{path / name} does not match its checksum in metrics.json"
+    except (OSError, ValueError, TypeError, AttributeError) as err:
+        return "damaged", f"{metrics_path} is unreadable ({type(err).__name__}: {err})"
+    if fingerprint is not None and metrics["fingerprint"] != fingerprint:
+        return "stale", f"{path} holds a result for another configuration" + _config_difference(
+            path, expected
+        )
+    return "complete", ""
+
+
+def _number(v, low: float = -math.inf, high: float = math.inf) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and low <= v <= high
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+# What `_write_result` writes and readers (tables, the book, the CLI) use, with the type each must have:
+# metrics.json is not covered by a checksum, so a hand-edited value must not pass as a result.
+_METRICS_TYPES = {
+    "test_accuracy": (lambda v: _number(v, 0, 1), "a number in [0, 1]"),
+    "params": (_count, "an integer >= 0"),
+    "wall_time_ms": (lambda v: _number(v, 0), "a number >= 0"),
+    "provenance": (lambda v: isinstance(v, dict), "an object"),
+    "fingerprint": (lambda v: isinstance(v, str), "a string"),
+    "files": (
+        lambda v: (
+            isinstance(v, dict) and all(isinstance(k, str) and isinstance(d, str) for k, d in v.items())
+        ),
+        "an object of file names and sha256 digests",
+    ),
+}
+
+_OPTIONAL_TYPES = {
+    "test_loss": (lambda v: _number(v, 0), "a number >= 0"),
+    "train_accuracy": (lambda v: _number(v, 0, 1), "a number in [0, 1]"),
+    "wall_time_std_ms": (lambda v: v is None or _number(v, 0), "a number >= 0"),
+    "wall_time_device": (lambda v: isinstance(v, str), "a string"),
+}
+
+_PROVENANCE_TYPES = {
+    "epochs": (lambda v: _count(v) and v >= 1, "an integer >= 1"),
+    "train_seconds": (lambda v: _number(v, 0), "a number >= 0"),
+}
+
+
+def _metrics_problem(metrics: dict) -> str:
+    """'' when every value that readers use has its type, else what is wrong (e.g. "test_accuracy is
+    'abc', not a number in [0, 1]")."""
+    checks = [(metrics, k, *c) for k, c in _METRICS_TYPES.items()]
+    checks += [(metrics, k, *c) for k, c in _OPTIONAL_TYPES.items() if k in metrics]
+    for key, (ok, allowed) in _PROVENANCE_TYPES.items():
+        if isinstance(metrics.get("provenance"), dict) and key in metrics["provenance"]:
+            checks.append((metrics["provenance"], key, ok, allowed))
+    for d, key, ok, allowed in checks:
+        if not ok(d[key]):
+            name = key if d is metrics else f"provenance.{key}"
+            return f"{name} is {d[key]!r}, not {allowed}"
+    return ""
+
+
+def _config_difference(path: Path, expected: dict | None) -> str:
+    """' (train.epochs: 4 saved, 8 now; ...)': the settings of the saved config.json that differ."""
+    if expected is None:
+        return ""
+    try:
+        saved = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return ""
+
+    def flat(d: dict, prefix: str = "") -> dict:
+        out = {}
+        for k, v in d.items():
+            if isinstance(v, dict):
+                out.update(flat(v, f"{prefix}{k}."))
+            elif k != "fingerprint":
+                out[f"{prefix}{k}"] = list(v) if isinstance(v, tuple) else v
+        return out
+
+    a, b = flat(saved), flat(json.loads(json.dumps(expected, default=list)))
+    diffs = [
+        f"{k}: {a.get(k, '-')} saved, {b.get(k, '-')} now"
+        for k in sorted(a.keys() | b.keys())
+        if a.get(k) != b.get(k)
+    ]
+    return f" ({'; '.join(diffs[:4])}{'; ...' if len(diffs) > 4 else ''})" if diffs else ""
+
+
+def load_run(path: str | Path, fingerprint: str | None = None) -> RunResult:
+    """Read a complete result folder; DamagedResult / MissingResult otherwise."""
+    import pandas as pd
+
+    path = Path(path)
+    status, detail = inspect_run(path, fingerprint)
+    if status == "damaged":
+        raise DamagedResult(detail)
+    if status != "complete":
+        raise MissingResult(detail, status)
+    metrics = json.loads((path / "metrics.json").read_text())
+    config = json.loads((path / "config.json").read_text())
+    with np.load(path / "attention.npz") as z:
+        attention = dict(z)
+    centers = None
+    if (path / "centers.npz").exists():
+        with np.load(path / "centers.npz") as z:
+            centers = dict(z)
+    history = pd.read_csv(path / "history.csv")
+    return RunResult(
+        config["experiment"], config["preset"], path, config, metrics, history, attention, centers
+    )
+
+
+def _load_data(spec):
+    """CIFAR10Data from a spec (None = $ATTNLIB_DATA), a folder, "synthetic[:N:M]", or a CIFAR10Data."""
+    from attnlib import data as datamod
+
+    if isinstance(spec, datamod.CIFAR10Data):
+        return spec
+    return datamod.load_dataset(spec)
+
+
+def train_run(
+    experiment: str,
+    preset: str = "paper",
+    *,
+    data=None,
+    results_dir: str | Path = "results",
+    device=None,
+    seed: int = 0,
+    epochs: int | None = None,
+    progress: bool | None = None,
+    on_step=None,
+    replace: bool = False,
+    checkpoint_every: float | None = None,
+) -> RunResult:
+    """Train `experiment` at `preset` and write its result folder; resumes from its checkpoints.
+
+    Works alone or under torchrun (every rank calls it; rank 0 locks the folder and writes results).
+    data: None (the preset's default, else $ATTNLIB_DATA), a folder, "synthetic[:N_TRAIN:N_TEST]" or a
+    CIFAR10Data. Raises ConfigError for bad arguments (data too small for one batch included) and an
+    OSError naming the path when the results folder cannot be written, both before the data is loaded
+    or anything is written; RunLocked when another process trains the same folder; ResultExists when
+    the folder holds a complete result of another configuration, unless `replace`. checkpoint_every:
+    seconds between mid-epoch checkpoints (attnlib.train.checkpoint_interval)."""
+    import torch.distributed as dist
+
+    from attnlib import train as trainer
+    from attnlib.data import Batches
+    from attnlib.models import make
+
+    rc = experiments.resolve(experiment, preset, epochs=epochs)
+    spec = data if data is not None else rc.data
+    config = run_config(experiment, preset, seed=seed, data=spec, epochs=epochs)
+    trainer.resolve_device(device)  # validate the device and the data before anything is written
+    trainer.checkpoint_interval(checkpoint_every)
+    path = run_dir(results_dir, experiment, preset, seed)
+    check_writable(path)
+    dataset = _load_data(spec)
+    if len(dataset.train) < rc.train.batch_size:
+        raise ConfigError(
+            "data",
+            spec if isinstance(spec, str | os.PathLike | None) else dataset.source,
+            f"at least {rc.train.batch_size} training images (one batch of {experiment} at preset {preset}); "
+            f"{dataset.source} has {len(dataset.train)}",
+        )
+    with trainer.distributed_session(device) as (info, dev):
+        lock = RunLock(path)
+        refusal = None
+        if info.is_main:
+            try:
+                lock.acquire()
+            except RunLocked as err:
+                refusal = ("locked", str(err))
+            else:  # under the lock: a complete result of another configuration is kept unless `replace`
+                status, detail = inspect_run(path, expected=config)
+                if status == "stale" and not replace:
+                    lock.release()
+                    refusal = ("exists", detail)
+        if info.enabled:
+            box = [refusal]
+            dist.broadcast_object_list(box, src=0)
+            refusal = box[0]
+        if refusal:
+            raise (RunLocked if refusal[0] == "locked" else ResultExists)(refusal[1])
+        if info.is_main:  # temporary files of a killed writer (never complete: safe to drop)
+            for stray in [*path.glob(".*.tmp*"), *path.glob("checkpoints/.*.tmp*")]:
+                stray.unlink(missing_ok=True)
+        try:
+            torch.manual_seed(seed)
+            model = make(rc.family, **rc.model)
+            bs = rc.train.batch_size
+            kw = dict(seed=seed, device=dev, rank=info.rank, world_size=info.world_size)
+            probe = None
+            if rc.probe_images:  # per-layer attention measures of fixed test images, every epoch
+                from attnlib import measures
+
+                probe_batches = Batches(dataset.test, rc.probe_images, train=False, device=dev)
+                probe_x, _ = next(probe_batches.epoch(0))
+                probe = functools.partial(measures.probe, images=probe_x)
+            fit = trainer.fit(
+                model,
+                Batches(dataset.train, bs, train=True, **kw),
+                Batches(dataset.test, bs, train=False, **kw),
+                rc.train,
+                device=dev,
+                seed=seed,
+                checkpoint_dir=path / "checkpoints",
+                fingerprint=config["fingerprint"],
+                progress=progress,
+                desc=f"{experiment}/{preset}",
+                on_step=on_step,
+                probe=probe,
+                checkpoint_every=checkpoint_every,
+            )
+            if info.is_main:
+                _write_result(path, config, rc, model, fit, dataset, dev, info)
+            if info.enabled:
+                dist.barrier()
+        finally:
+            lock.release()
+    result = load_run(path, config["fingerprint"])
+    result.trained = True
+    return result
+
+
+def _write_result(path: Path, config: dict, rc, model, fit, dataset, device, info) -> None:
+    import pandas as pd
+
+    from attnlib.data import Batches
+
+    first = Batches(dataset.test, max(1, rc.attention_mean_images), train=False, device="cpu")
+    images, _ = next(first.epoch(0))  # the first test images, normalised
+    attention = attention_summary(model, images, rc.attention_images, device)
+    timing = inference_wall_time(model, device, rc.timing_reps, rc.timing_warmup)
+    hist = pd.DataFrame(fit.history)
+    last = fit.history[-1]
+    write_json(path / "config.json", config)
+    buf = io.StringIO()
+    hist.to_csv(buf, index=False)
+    write_bytes(path / "history.csv", buf.getvalue().encode())
+    write_npz(path / "attention.npz", attention)
+    files = list(RESULT_FILES)
+    if fit.quadratic is not None:
+        write_npz(path / "centers.npz", {k: v.numpy() for k, v in fit.quadratic.items()})
+        files.append("centers.npz")
+    metrics = {
+        "test_accuracy": last["test_acc"],
+        "test_loss": last["test_loss"],
+        "train_accuracy": last["train_acc"],
+        "params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        **timing,
+        "fingerprint": config["fingerprint"],
+        "files": {name: sha256(path / name) for name in files},
+        "provenance": {
+            "experiment": config["experiment"],
+            "preset": config["preset"],
+            "seed": config["seed"],
+            "epochs": rc.train.epochs,
+            "epochs_trained": len(fit.history),
+            "best_test_accuracy": max(row["test_acc"] for row in fit.history),
+            "dataset": dataset.source,
+            "data": config["data"],
+            "train_images": len(dataset.train),
+            "test_images": len(dataset.test),
+            "device": device_name(device),
+            "world_size": info.world_size,
+            "bf16": rc.train.bf16 if rc.train.bf16 is not None else _bf16(device),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "git": git_state(),
+            "hostname": socket.gethostname(),
+            "train_seconds": fit.train_seconds,
+            "resumed_from": fit.resumed,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "command": " ".join(sys.argv),
+        },
+    }
+    write_json(path / "metrics.json", metrics)  # last: marks the folder complete
+    (path / "checkpoints" / "previous.pt").unlink(missing_ok=True)  # keep last.pt: the trained weights
+
+
+def _bf16(device) -> bool:
+    from attnlib.train import fast_bf16
+
+    return fast_bf16(torch.device(device))
+
+
+def _train_missing_default() -> bool:
+    value = os.environ.get(TRAIN_MISSING_ENV, "").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
+def run_or_load(
+    experiment: str,
+    preset: str = "paper",
+    data=None,
+    results_dir: str | Path = "results",
+    device=None,
+    seed: int = 0,
+    train_missing: bool | None = None,
+    *,
+    epochs: int | None = None,
+    progress: bool | None = None,
+    replace: bool = False,
+) -> RunResult:
+    """The saved result of `experiment` at `preset` when one exists for the same configuration, else train
+    it (resuming from its checkpoints). A damaged result is reported and retrained.
+
+    train_missing: False -> raise MissingResult (DamagedResult for a damaged one) instead of training;
+    None -> $ATTNLIB_TRAIN_MISSING (0 during the book build), default True.
+    replace: a complete result of another configuration in the same folder ("stale": e.g. trained with
+    other epochs, or before the preset changed) is retrained over only with replace=True; otherwise
+    training raises ResultExists and the result is kept."""
+    from attnlib.train import resolve_device
+
+    config = run_config(experiment, preset, seed=seed, data=data, epochs=epochs)
+    resolve_device(device)
+    path = run_dir(results_dir, experiment, preset, seed)
+    status, detail = inspect_run(path, expected=config)
+    if status == "complete":
+        return load_run(path, config["fingerprint"])
+    if train_missing is None:
+        train_missing = _train_missing_default()
+    if status == "damaged":
+        log.warning("%s is damaged (%s)%s", path, detail, "; retraining it" if train_missing else "")
+    elif status == "stale" and train_missing:
+        if not replace:
+            raise ResultExists(detail)
+        log.warning("%s; replacing it", detail)
+    if not train_missing:
+        hint = f"train it with: python -m attnlib train {experiment} --preset {preset}"
+        cls = DamagedResult if status == "damaged" else MissingResult
+        message = f"no complete result for {experiment} at preset {preset} in {path} ({detail}); {hint}"
+        raise cls(message, status, detail)
+    return train_run(
+        experiment,
+        preset,
+        data=data,
+        results_dir=results_dir,
+        device=device,
+        seed=seed,
+        epochs=epochs,
+        progress=progress,
+        replace=replace,
+    )

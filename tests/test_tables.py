@@ -1,0 +1,101 @@
+"""The results tables (attnlib.tables): one builder for the command line and the book, the rows of each
+table, and Table 3's pooling of every saved seed."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from attnlib import book, tables
+from attnlib.runs import run_dir, train_run
+from attnlib.tables import table3
+
+NAMES = ["vit", "vit_ha", "resnet18"]
+
+
+def _book_params(results_dir):
+    return book.check_params(
+        preset="smoke", data=None, device="cpu", results_dir=results_dir, train_missing=False
+    )
+
+
+def test_the_cli_and_the_book_build_one_table(trained):
+    """`collect` (the CLI's table) is `frame` of the saved runs, row for row the `frame` of the runs a
+    chapter loads, and the book's `results_frame` is that one function."""
+    assert book.results_frame is tables.frame
+    cli = tables.collect(trained, "smoke", NAMES)
+    chapter = tables.frame(book.load_all(NAMES, _book_params(trained)))
+    assert list(cli.columns) == list(tables.COLUMNS)
+    pd.testing.assert_frame_equal(cli, chapter)
+    assert list(cli["status"]) == ["complete", "complete", "missing"]
+    assert cli.loc[2, ["accuracy", "params", "wall_time_ms"]].isna().all()
+    assert set(tables.table1(trained, "smoke").columns) == set(tables.TABLE1_COLUMNS) <= set(tables.COLUMNS)
+
+
+def test_the_book_and_the_cli_table3_agree(trained):
+    """The chapter's Table 3 (`book.table3_frame` of the runs it loaded) has the CLI's numbers row for row."""
+    names = tables.table3_names(9)
+    chapter = book.table3_frame(book.load_all(names, _book_params(trained)), _book_params(trained))
+    cli = table3(trained, "smoke").set_index("experiment").loc[names].reset_index()
+    columns = list(tables.TABLE3_COLUMNS)
+    pd.testing.assert_frame_equal(chapter[columns], cli[columns], check_dtype=False)
+    assert list(chapter["status"]) == ["missing"] * 6 + ["complete"] * 2
+
+
+def test_table_rows_come_from_the_registry():
+    assert tables.table1_names()[0] == "resnet18" and not any(
+        n.endswith("_ha") for n in tables.table1_names()
+    )
+    nine, all_pairs = tables.table3_names(9), tables.table3_names()
+    assert nine[:2] == ["learned_content_9h", "learned_content_9h_ha"] and "learned_content_16h" not in nine
+    assert nine[2:] == [
+        "san_pairwise",
+        "san_pairwise_ha",
+        "san_patchwise",
+        "san_patchwise_ha",
+        "vit",
+        "vit_ha",
+    ]
+    assert set(nine) | set(tables.table3_names(16)) == set(all_pairs) and len(all_pairs) == 10
+
+
+def test_complete_and_attention_rows():
+    frame = pd.DataFrame(
+        {
+            "experiment": ["resnet18", "vit", "vit_ha", "san_pairwise"],
+            "status": ["complete", "complete", "stale", "missing"],
+        }
+    )
+    assert list(tables.complete(frame)["experiment"]) == ["resnet18", "vit"]
+    assert list(tables.attention_rows(frame)["experiment"]) == ["vit"]
+
+
+def test_table3(trained):
+    df = table3(trained, "smoke")
+    assert len(df) == 10 and set(df["variant"]) == {"normal", "HA"}
+    vit = df[df["experiment"].isin(["vit", "vit_ha"])]
+    assert (vit["status"] == "complete").all() and vit["accuracy"].between(0, 1).all()
+    assert (vit["pair"] == "ViT").all() and vit["params"].iloc[1] < vit["params"].iloc[0]  # HA shares weights
+    assert (df[~df["experiment"].isin(["vit", "vit_ha"])]["status"] == "missing").all()
+    assert (vit["seeds"] == 1).all() and vit["accuracy_sd"].isna().all()  # one seed: no spread
+    assert df["wall_time_ms"].isna().all()  # no timing file: not measured (not the training run's timing)
+
+
+def test_table3_pools_every_saved_seed(copy):
+    """Accuracy is the mean over the seeds of the current configuration, with the sample standard deviation
+    and n; a damaged seed folder is named in the detail and left out; seed 0 may be the damaged one."""
+    import json
+    import statistics
+
+    train_run("vit", "smoke", results_dir=copy, seed=2, progress=False)
+    accs = [
+        json.loads((run_dir(copy, "vit", "smoke", s) / "metrics.json").read_text())["test_accuracy"]
+        for s in (0, 2)
+    ]
+    row = table3(copy, "smoke").set_index("experiment").loc["vit"]
+    assert row["seeds"] == 2 and row["accuracy"] == pytest.approx(statistics.mean(accs))
+    assert row["accuracy_sd"] == pytest.approx(statistics.stdev(accs)) and row["detail"] == ""
+    (run_dir(copy, "vit", "smoke", 0) / "metrics.json").write_text("{")
+    row = table3(copy, "smoke").set_index("experiment").loc["vit"]
+    assert row["status"] == "complete" and row["seeds"] == 1 and row["accuracy"] == pytest.approx(accs[1])
+    assert row["detail"].startswith("seed 0: damaged") and row["params"] > 0
