@@ -40,6 +40,7 @@ from attnlib import experiments
 from attnlib.checks import SYNTHETIC, check_positive_int, is_synthetic, synthetic_sizes
 from attnlib.env import TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
+from attnlib.models import FAMILIES, resolved_config, resolved_difference
 from attnlib.snapshots import attention_summary, device_name, inference_wall_time
 from attnlib.store import RunLock, RunLocked, check_writable, sha256, write_json, write_npz
 from attnlib.util import write_bytes
@@ -48,6 +49,8 @@ log = logging.getLogger("attnlib")
 
 
 RESULT_FILES = ("config.json", "history.csv", "attention.npz")
+
+RESOLVED = "model_resolved"  # config.json: the model's resolved configuration, not in the fingerprint
 
 METRICS_KEYS = ("test_accuracy", "params", "wall_time_ms", "provenance", "fingerprint", "files")
 
@@ -125,7 +128,13 @@ def data_key(data) -> str:
 
 
 def run_config(experiment: str, preset: str, *, seed: int = 0, data=None, epochs: int | None = None) -> dict:
-    """The configuration recorded in config.json (and hashed into the fingerprint). Validates everything."""
+    """The configuration recorded in config.json (and hashed into the fingerprint). Validates everything.
+
+    `model` holds the registry's model fields (the overrides of the family's defaults) and enters the
+    fingerprint; `model_resolved`, every field of the family's config dataclass as built from them
+    (`attnlib.models.resolved_config`), is recorded next to it but kept out of the fingerprint, so that
+    results saved before it existed keep theirs. `inspect_run` compares it: a run whose resolved model
+    differs from today's (a default changed) is stale. Runs saved without it cannot be checked so."""
     check_positive_int("seed", seed, 0)
     if epochs is not None:
         check_positive_int("epochs", epochs)
@@ -135,6 +144,7 @@ def run_config(experiment: str, preset: str, *, seed: int = 0, data=None, epochs
     cfg["fingerprint"] = hashlib.sha256(json.dumps(cfg, sort_keys=True, default=list).encode()).hexdigest()[
         :16
     ]
+    cfg[RESOLVED] = resolved_config(rc.family, **rc.model)  # after the hash: not in the fingerprint
     return cfg
 
 
@@ -236,6 +246,24 @@ def inspect_run(
         return "stale", f"{path} holds a result for another configuration" + _config_difference(
             path, expected
         )
+    if expected is not None and RESOLVED in expected:  # same fingerprint: has a model default changed?
+        config_path = path / "config.json"
+        try:
+            saved = json.loads(config_path.read_text())
+        except (OSError, ValueError) as err:
+            return "damaged", f"{config_path} is unreadable ({type(err).__name__}: {err})"
+        resolved = saved.get(RESOLVED) if isinstance(saved, dict) else None
+        if resolved is not None and not isinstance(resolved, dict):
+            return "damaged", f"{config_path}: {RESOLVED} is {resolved!r}, not an object"
+        # a run saved before config.json recorded the resolved model cannot be checked: it stays complete
+        config_cls = FAMILIES[expected["family"]][0]
+        diffs = [] if resolved is None else resolved_difference(resolved, expected[RESOLVED], config_cls)
+        if diffs:
+            shown = "; ".join(f"{RESOLVED}.{d}" for d in diffs[:4]) + ("; ..." if len(diffs) > 4 else "")
+            return "stale", (
+                f"{path} holds a result for another configuration ({shown}: a model default changed since "
+                "it was trained)"
+            )
     return "complete", ""
 
 
@@ -309,12 +337,23 @@ def _config_difference(path: Path, expected: dict | None) -> str:
                 out[f"{prefix}{k}"] = list(v) if isinstance(v, tuple) else v
         return out
 
-    a, b = flat(saved), flat(json.loads(json.dumps(expected, default=list)))
+    expected = json.loads(json.dumps(expected, default=list))
+    a = flat({k: v for k, v in saved.items() if k != RESOLVED})
+    b = flat({k: v for k, v in expected.items() if k != RESOLVED})
     diffs = [
         f"{k}: {a.get(k, '-')} saved, {b.get(k, '-')} now"
         for k in sorted(a.keys() | b.keys())
         if a.get(k) != b.get(k)
     ]
+    family = expected["family"]
+    if isinstance(saved.get(RESOLVED), dict) and RESOLVED in expected and saved.get("family") == family:
+        # a changed default too; a field already listed as model.<name> is not repeated
+        listed = {d.split(":")[0] for d in diffs}
+        diffs += [
+            f"{RESOLVED}.{d}"
+            for d in resolved_difference(saved[RESOLVED], expected[RESOLVED], FAMILIES[family][0])
+            if f"model.{d.split(':')[0]}" not in listed
+        ]
     return f" ({'; '.join(diffs[:4])}{'; ...' if len(diffs) > 4 else ''})" if diffs else ""
 
 

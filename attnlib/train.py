@@ -18,6 +18,7 @@ global batch from `Batches(..., rank, world_size)`; only rank 0 writes checkpoin
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import logging
 import math
@@ -38,7 +39,7 @@ from attnlib.checks import check
 from attnlib.config import SCHEDULES, TrainConfig  # noqa: F401  (re-exported: attnlib.train.TrainConfig)
 from attnlib.env import CHECKPOINT_SECONDS_ENV
 from attnlib.errors import ConfigError
-from attnlib.models import logged_state, no_weight_decay
+from attnlib.models import config_record, logged_state, no_weight_decay, resolved_difference
 from attnlib.util import atomic_write, temp_name
 
 log = logging.getLogger("attnlib")
@@ -221,17 +222,26 @@ class FitResult:
 class Checkpoints:
     """`last.pt` and `previous.pt` in one folder, written atomically (temporary file, fsync, rename).
 
-    Loading tries `last.pt`, then `previous.pt` (a truncated or foreign file is reported and skipped)."""
+    Loading tries `last.pt`, then `previous.pt` (a truncated or foreign file is reported and skipped).
+    A checkpoint of another configuration is not resumed: another `fingerprint`, or (given `model_config`,
+    the model's config dataclass) another resolved model configuration, e.g. after a default changed
+    (`attnlib.models.resolved_difference`). Checkpoints written before they recorded it (no
+    ``model_resolved``) are checked by their fingerprint only."""
 
-    def __init__(self, folder: str | Path, fingerprint: str = ""):
+    def __init__(self, folder: str | Path, fingerprint: str = "", model_config=None):
         self.folder, self.fingerprint = Path(folder), fingerprint
         self.last, self.previous = self.folder / "last.pt", self.folder / "previous.pt"
+        self.model_config = model_config if dataclasses.is_dataclass(model_config) else None
+        self.resolved = None if self.model_config is None else config_record(self.model_config)
 
     def save(self, state: dict) -> None:
         """Write `state` as last.pt and keep the old last.pt as previous.pt. At every instant last.pt is
         a complete checkpoint (the old one, then the new one), even if the process is killed in between."""
         buf = io.BytesIO()  # serialised in memory first: a failed write is an OSError naming the file
-        torch.save({**state, "format": CHECKPOINT_FORMAT, "fingerprint": self.fingerprint}, buf)
+        tags = {"format": CHECKPOINT_FORMAT, "fingerprint": self.fingerprint}
+        if self.resolved is not None:
+            tags["model_resolved"] = self.resolved
+        torch.save({**state, **tags}, buf)
         with atomic_write(self.last, before_replace=self._keep_previous) as f:
             f.write(buf.getbuffer())
 
@@ -268,6 +278,16 @@ class Checkpoints:
             if state.get("fingerprint") != self.fingerprint:
                 log.warning("checkpoint %s belongs to a different configuration; starting afresh", path)
                 return None, None
+            saved = state.get("model_resolved")
+            if self.resolved is not None and isinstance(saved, dict):
+                diffs = resolved_difference(saved, self.resolved, type(self.model_config))
+                if diffs:
+                    log.warning(
+                        "checkpoint %s belongs to a different configuration (%s); starting afresh",
+                        path,
+                        "; ".join(f"model_resolved.{d}" for d in diffs),
+                    )
+                    return None, None
             where = f"{path.name} (epoch {state['epoch']}" + (
                 f", step {state['step']})" if state["step"] else ")"
             )
@@ -459,7 +479,8 @@ def fit(
     checkpoint_every: float | None = None,
 ) -> FitResult:
     """Train `model` (in place) for `cfg.epochs` epochs, resuming from `checkpoint_dir` when it holds a
-    checkpoint with the same `fingerprint`.
+    checkpoint with the same `fingerprint` and, for a model with a config dataclass `model.cfg`, the same
+    resolved model configuration (`Checkpoints`).
 
     Checkpoints are written at the end of every epoch and, mid-epoch, once `checkpoint_every` seconds
     (`checkpoint_interval`: default CHECKPOINT_SECONDS) have passed since the last one; a run resumed from
@@ -476,7 +497,8 @@ def fit(
     if progress is None:
         progress = bool(getattr(sys.stderr, "isatty", lambda: False)())
     run = _Run(model, train_batches, cfg, resolve_device(device), desc, progress, on_step)
-    ckpt = Checkpoints(checkpoint_dir, fingerprint) if checkpoint_dir is not None else None
+    config = getattr(model, "cfg", None)  # the model's config dataclass: its resolved fields are checked too
+    ckpt = Checkpoints(checkpoint_dir, fingerprint, config) if checkpoint_dir is not None else None
     interval = checkpoint_interval(checkpoint_every) if ckpt is not None else math.inf
     state = run.restore(ckpt)
     state.last_saved = time.monotonic()

@@ -25,7 +25,7 @@ from attnlib.runs import (
     run_or_load,
     train_run,
 )
-from attnlib.store import RunLock, RunLocked, check_writable, write_json, write_npz
+from attnlib.store import RunLock, RunLocked, check_writable, sha256, write_json, write_npz
 from attnlib.tables import table3
 from attnlib.util import atomic_write
 
@@ -175,6 +175,117 @@ def test_book_retrains_a_result_of_another_configuration(copy):
 
     params = book.check_params(preset="smoke", data=None, device="cpu", results_dir=copy, train_missing=True)
     assert params.run_kwargs()["replace"] is True
+
+
+# --------------------------------------------------------------------------------- changed model defaults
+def change_vit_default(monkeypatch, **metadata):
+    """The vit family's config dataclass as it would be after a change of defaults: attn_dropout 0.1 -> 0.3
+    (a field the registry does not set), or, with `metadata`, a new field `extra` (default True) so
+    declared."""
+    import dataclasses
+
+    from attnlib.models import vit
+
+    if metadata:
+        field = ("extra", bool, dataclasses.field(default=True, metadata=metadata))
+    else:
+        field = ("attn_dropout", float, dataclasses.field(default=0.3))
+    monkeypatch.setattr(
+        vit, "ViTConfig", dataclasses.make_dataclass("ViTConfig", [field], bases=(vit.ViTConfig,))
+    )
+
+
+def old_style(folder) -> None:
+    """Make `folder`'s config.json as runs saved it before it recorded the resolved model (checksum kept)."""
+    config = json.loads((folder / "config.json").read_text())
+    del config["model_resolved"]
+    write_json(folder / "config.json", config)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics["files"]["config.json"] = sha256(folder / "config.json")
+    write_json(folder / "metrics.json", metrics)
+
+
+def test_changed_model_default_makes_a_result_stale(copy, monkeypatch):
+    """config.json records the resolved model (every field of the family's config dataclass) outside the
+    fingerprint: a result trained before a default changed keeps its fingerprint but is stale, the detail
+    names the field, and it is kept unless replaced; replacing it trains afresh (the end-of-training
+    checkpoint of the old model is not resumed)."""
+    from attnlib.tables import saved
+
+    folder = run_dir(copy, "vit", "smoke")
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_resolved"]["attn_dropout"] == 0.1 and config["model_resolved"]["layers"] == 2
+    change_vit_default(monkeypatch)
+    expected = run_config("vit", "smoke")
+    assert expected["fingerprint"] == config["fingerprint"]  # the fingerprint does not see defaults
+    message = (
+        f"{folder} holds a result for another configuration (model_resolved.attn_dropout: 0.1 saved, 0.3 now: "
+        "a model default changed since it was trained)"
+    )
+    assert inspect_run(folder, expected=expected) == ("stale", message)
+    assert saved(copy, "smoke", ["vit"]).status["vit"] == ("stale", message)
+    with pytest.raises(MissingResult) as err:
+        run_or_load("vit", "smoke", results_dir=copy, train_missing=False)
+    assert err.value.status == "stale" and err.value.detail == message
+    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+    for call in (run_or_load, train_run):
+        with pytest.raises(ResultExists, match=r"attn_dropout: 0.1 saved, 0.3 now.*; it is kept"):
+            call("vit", "smoke", results_dir=copy)
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before
+    res = run_or_load("vit", "smoke", results_dir=copy, replace=True)
+    assert res.trained and res.metrics["provenance"]["resumed_from"] is None
+    assert res.config["model_resolved"]["attn_dropout"] == 0.3
+    assert inspect_run(folder, expected=run_config("vit", "smoke"))[0] == "complete"
+
+
+def test_new_field_is_stale_unless_it_declares_the_network_before_it(copy, monkeypatch):
+    """A field added to a config dataclass changes the network unless declared otherwise: a saved record
+    without it differs ('-' saved), except when the field says which value reproduces the network it had
+    before it existed (metadata "before")."""
+    folder = run_dir(copy, "vit", "smoke")
+    change_vit_default(monkeypatch, doc="a new switch")
+    status, detail = inspect_run(folder, expected=run_config("vit", "smoke"))
+    assert status == "stale" and "(model_resolved.extra: - saved, True now:" in detail
+    change_vit_default(monkeypatch, before=True)
+    assert inspect_run(folder, expected=run_config("vit", "smoke")) == ("complete", "")
+    change_vit_default(monkeypatch, before=False)
+    detail = inspect_run(folder, expected=run_config("vit", "smoke"))[1]
+    assert "model_resolved.extra: False saved, True now" in detail
+
+
+def test_result_saved_without_the_resolved_model_stays_current(copy, monkeypatch):
+    """Runs saved before config.json recorded the resolved model cannot tell a changed default: they stay
+    complete, and their fingerprint is what run_config computes (model_resolved is not hashed)."""
+    import hashlib
+
+    folder = run_dir(copy, "vit", "smoke")
+    old_style(folder)
+    config = json.loads((folder / "config.json").read_text())
+    body = {k: v for k, v in config.items() if k != "fingerprint"}
+    assert hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16] == config["fingerprint"]
+    assert inspect_run(folder, expected=run_config("vit", "smoke")) == ("complete", "")
+    change_vit_default(monkeypatch)
+    assert run_config("vit", "smoke")["fingerprint"] == config["fingerprint"]
+    assert inspect_run(folder, expected=run_config("vit", "smoke")) == ("complete", "")
+    assert not run_or_load("vit", "smoke", results_dir=copy).trained
+
+
+def test_stale_detail_lists_a_resolved_field_once(copy):
+    """Another configuration in the registry (fingerprint differs): the detail names model.<field>, not
+    model_resolved.<field> as well; a default changed at the same time is named as model_resolved."""
+    folder = run_dir(copy, "vit", "smoke")
+    config = json.loads((folder / "config.json").read_text())
+    config["model"]["layers"], config["model_resolved"]["layers"] = 3, 3
+    config["model_resolved"]["mlp"], config["model_resolved"]["dropout"] = 16, 0.5
+    write_json(folder / "config.json", config)  # the detail is read after the checksums: keep them
+    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics["files"]["config.json"] = sha256(folder / "config.json")
+    metrics["fingerprint"] = "0123456789abcdef"
+    write_json(folder / "metrics.json", metrics)
+    status, detail = inspect_run(folder, expected=run_config("vit", "smoke"))
+    assert status == "stale" and detail.endswith(
+        "(model.layers: 3 saved, 2 now; model_resolved.dropout: 0.5 saved, 0.0 now)"
+    ), detail
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ checkpoint) ending with the uninterrupted history, divergence, quadratic logging
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import math
@@ -373,6 +374,27 @@ def test_foreign_checkpoint_is_not_resumed(tmp_path, caplog):
         _, out = run(tmp_path)
     assert out.resumed is None and "different configuration" in caplog.text
     assert len(out.history) == CFG.epochs
+
+
+def test_checkpoint_of_another_resolved_model_is_not_resumed(tmp_path, caplog):
+    """A checkpoint records its model's resolved configuration (every field of its config dataclass):
+    one whose model differs (here: a default changed, same fingerprint) is not resumed, and the warning
+    names the field; one written before checkpoints recorded it is checked by its fingerprint only."""
+    from attnlib.models.vit import ViTConfig
+
+    @dataclasses.dataclass
+    class Changed(ViTConfig):
+        attn_dropout: float = 0.3  # another default
+
+    state = {"model": {}, "optimizer": {}, "scheduler": {}, "epoch": 1, "step": 0, "history": []}
+    Checkpoints(tmp_path, "f", ViTConfig()).save(state)
+    assert Checkpoints(tmp_path, "f", ViTConfig()).load()[0]["epoch"] == 1
+    with caplog.at_level(logging.WARNING, logger="attnlib"):
+        assert Checkpoints(tmp_path, "f", Changed()).load() == (None, None)
+    assert "different configuration (model_resolved.attn_dropout: 0.1 saved, 0.3 now)" in caplog.text
+    Checkpoints(tmp_path, "f").save(state)  # no model configuration recorded (an older checkpoint)
+    assert "model_resolved" not in torch.load(tmp_path / "last.pt", weights_only=True)
+    assert Checkpoints(tmp_path, "f", Changed()).load()[0]["epoch"] == 1
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):

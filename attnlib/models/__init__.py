@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -63,6 +64,36 @@ def make_config(family: str, **cfg):
     return config_cls(**cfg)
 
 
+def config_record(config) -> dict:
+    """Every field of a model config dataclass, JSON-ready (tuples as lists): what a run records as
+    ``model_resolved`` (config.json, checkpoints), so that a changed default shows."""
+    return json.loads(json.dumps(dataclasses.asdict(config), default=list))
+
+
+def resolved_config(family: str, **cfg) -> dict:
+    """`config_record` of the family's config dataclass built from `cfg`, defaults included."""
+    return config_record(make_config(family, **cfg))
+
+
+def resolved_difference(saved: dict, now: dict, config_cls: type) -> list[str]:
+    """['pass_statistics: False saved, True now', ...]: the fields of two records of `config_cls`
+    (`config_record`) that differ. A field missing from `saved` (added to the dataclass after it was
+    recorded) is compared at the value its declaration says the network had before it existed,
+    ``field(default=..., metadata={"before": value})``; without that declaration it differs, since a new
+    field's default may change the network (as ``HierarchicalSANConfig.pass_statistics`` did)."""
+    before = {
+        f.name: json.loads(json.dumps(f.metadata["before"], default=list))
+        for f in dataclasses.fields(config_cls)
+        if "before" in f.metadata
+    }
+    diffs = []
+    for key in sorted(saved.keys() | now.keys()):
+        old, new = saved.get(key, before.get(key, "-")), now.get(key, "-")
+        if old != new:
+            diffs.append(f"{key}: {old} saved, {new} now")
+    return diffs
+
+
 def make(family: str, **cfg):
     """Build a model: ``make("paper", encoding="learned", content=True)``."""
     config = make_config(family, **cfg)
@@ -99,4 +130,13 @@ def logged_state(model: nn.Module) -> dict[str, torch.Tensor] | None:
         return {key: torch.stack([s[key].detach().float().cpu() for s in states]) for key in states[0]}
 
 
-__all__ = ["FAMILIES", "logged_state", "make", "make_config", "no_weight_decay"]
+__all__ = [
+    "FAMILIES",
+    "logged_state",
+    "make",
+    "make_config",
+    "no_weight_decay",
+    "config_record",
+    "resolved_config",
+    "resolved_difference",
+]
