@@ -4,7 +4,8 @@ result from a missing, damaged or stale one, its provenance, and `run_or_load` (
 Layout of one run (seed 0; other seeds use `<preset>-seed<N>`):
 
     <results-dir>/<experiment>/<preset>/
-        config.json      the resolved RunConfig, seed, data and fingerprint
+        config.json      the resolved RunConfig, seed, data and fingerprint, and model_resolved (every field of
+                         the model's config dataclass; not in the fingerprint: `run_config`)
         metrics.json     test_accuracy (fraction), params, wall_time_ms (Table 3 protocol), provenance,
                          and the sha256 of every other result file; written last: it marks completion
         history.csv      one row per epoch
@@ -218,7 +219,9 @@ def inspect_run(
 ) -> tuple[str, str]:
     """(status, detail): "complete", "missing", "damaged" or "stale" (a complete result of another
     configuration: its fingerprint is not `fingerprint`, or not `expected["fingerprint"]`; with `expected`,
-    the full `run_config`, the detail names the settings that differ)."""
+    the full `run_config`, the detail names the settings that differ, and a result whose config.json
+    records another resolved model (`model_resolved`: a model default changed since) is stale too; one
+    saved before config.json recorded it cannot be checked so)."""
     path = Path(path)
     if expected is not None:
         fingerprint = expected["fingerprint"]
