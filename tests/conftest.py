@@ -67,3 +67,20 @@ def copy(trained, tmp_path):
     dst = tmp_path / "results"
     shutil.copytree(trained, dst)
     return dst
+
+
+@pytest.fixture
+def damaged(trained, tmp_path):
+    """A copy where vit_ha's metrics.json is cut in half and vit holds a result of another configuration
+    (trained for 2 epochs; the smoke preset says 1)."""
+    import shutil
+
+    from attnlib.runs import run_dir, train_run
+
+    root = tmp_path / "results"
+    shutil.copytree(trained, root)
+    metrics = run_dir(root, "vit_ha", "smoke") / "metrics.json"
+    metrics.write_text(metrics.read_text()[:200])
+    shutil.rmtree(run_dir(root, "vit", "smoke"))
+    train_run("vit", "smoke", epochs=2, results_dir=root)
+    return root

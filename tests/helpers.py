@@ -1,5 +1,6 @@
-"""What several test files share: the tiny paper classifier, and the check that one implementation of an
-operation (a backend, a fast path) equals another in values and gradients.
+"""What several test files share: the tiny paper classifier, the check that one implementation of an
+operation (a backend, a fast path) equals another in values and gradients, and the reliability checks of
+a results folder (nothing written, no temporary file left, an intact result).
 
 Imported as `from helpers import ...` (pytest puts tests/ on sys.path; so does running a test file as a
 script, as test_ddp's torchrun workers do)."""
@@ -7,8 +8,14 @@ script, as test_ddp's torchrun workers do)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import torch
+from PIL import Image
+
+from attnlib.runs import inspect_run
 
 # The paper classifier at its smallest useful size: 2 layers, width 16, 4 heads, 4x4 space-to-depth (8x8
 # tokens on 32x32 images), no dropout (so that runs compare exactly).
@@ -42,3 +49,41 @@ def assert_same_values_and_grads(
     for arg, got, want in zip(args, grads, expected_grads, strict=True):
         assert got.dtype == arg.dtype
         torch.testing.assert_close(got.to(want.dtype), want, **tol)
+
+
+# ------------------------------------------------------------------ reliability: results folders on disk
+TIMING = ["seconds", "images_per_s"]  # history columns that legitimately differ between runs
+
+
+def files(folder: Path) -> dict[str, int]:
+    """Every file under `folder` with its modification time (to show that nothing was written)."""
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+
+
+def leftovers(folder: Path) -> list[str]:
+    return [p.name for p in folder.rglob("*") if ".tmp" in p.name]
+
+
+def history(result) -> pd.DataFrame:
+    return result.history.drop(columns=TIMING)
+
+
+def assert_intact(folder: Path, config: dict) -> None:
+    """A complete result of `config`: checksums match, no lock, no temporary file, last.pt readable."""
+    assert inspect_run(folder, expected=config) == ("complete", "")
+    assert not (folder / "run.lock").exists() and leftovers(folder) == []
+    state = torch.load(folder / "checkpoints" / "last.pt", weights_only=True)
+    assert state["epoch"] == config["train"]["epochs"] and state["step"] == 0
+    assert not (folder / "checkpoints" / "previous.pt").exists()
+
+
+def image_folder(root: Path) -> Path:
+    """A tiny CIFAR-10 ImageFolder: train/<class>/0.png and test/<class>/0.png for the ten classes."""
+    from attnlib.data import CLASSES
+
+    pixels = np.zeros((32, 32, 3), dtype=np.uint8)
+    for split in ("train", "test"):
+        for name in CLASSES:
+            (root / split / name).mkdir(parents=True)
+            Image.fromarray(pixels).save(root / split / name / "0.png")
+    return root

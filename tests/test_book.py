@@ -1,6 +1,7 @@
 """The book: jupytext pairs in sync and without outputs, every chapter runs under papermill at the smoke
 preset (synthetic data) into a temporary folder, bad parameters stop a chapter in the cell right after
-its parameters with one line, and the book builds with warnings as errors."""
+its parameters with one line, and the book builds with warnings as errors. Its reliability tests (issue 9):
+damaged and stale results in the book's tables, bad step counts of a chapter."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ import torch
 import yaml
 
 from attnlib import book, experiments
+from attnlib.book import display
+from attnlib.runs import DamagedResult, MissingResult, run_or_load
+from attnlib.tables import table3
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -610,3 +614,57 @@ def test_results_at_a_glance():
     assert "verdict" in [t.get_text() for t in ax.texts] and ax.get_xscale() == "log"
     assert book.ha_pairs(frame)["experiment"].tolist() == ["learned_content_9h"]
     assert book.ha_sentence(book.ha_pairs(frame)).startswith("HA keeps 26% of its model's parameters")
+
+
+# ----------------------------------------------------- reliability: damaged and stale results, bad parameters
+def test_damaged_and_stale_results_in_the_book(damaged, monkeypatch):
+    """The book's tables mark a damaged or stale result as such (not a crash, not its numbers, not "not
+    yet trained") when it may not train; with training allowed it retrains both."""
+    monkeypatch.delenv(book.TRAIN_MISSING_ENV, raising=False)
+    names = ["vit", "vit_ha", "resnet18"]
+    params = book.check_params(
+        preset="smoke", data=None, device="cpu", results_dir=damaged, train_missing=False
+    )
+    runs = book.load_all(names, params)
+    assert all(runs[n] is None for n in names)
+    assert runs.status["vit_ha"][0] == "damaged" and runs.status["vit"][0] == "stale"
+    frame = book.results_frame(runs).set_index("experiment")
+    assert list(frame["status"]) == ["stale", "damaged", "missing"]
+    assert frame.loc[["vit", "vit_ha"], ["accuracy", "params"]].isna().all().all()
+    table = book.results_table(frame.reset_index(), "smoke", pairs=True)
+    cells = table.set_index(table["model"] + "/" + table["variant"])
+    assert cells.loc["ViT/HA", "accuracy (smoke)"] == book.NOT_USED["damaged"]
+    assert cells.loc["ViT/normal", "params (smoke)"] == book.NOT_USED["stale"]
+    assert cells.loc["ResNet18/normal", "wall time"] == book.MISSING
+    prose = book.provenance_markdown(frame.reset_index())
+    assert "`vit_ha` is damaged" in prose and "`vit` was trained with another configuration" in prose
+    assert "train.epochs: 2 saved, 1 now" in prose
+    notes = []
+    monkeypatch.setattr(display, "note", lambda text, kind="note": notes.append(text))
+    book.note_missing("Table 3", "smoke", names, runs.status)
+    assert "`vit` (other configuration (not used)), `vit_ha` (damaged (not used)), `resnet18`" in notes[0]
+    with pytest.raises(DamagedResult) as err:  # what book.load caught: status and detail for the table
+        run_or_load("vit_ha", **params.run_kwargs())
+    assert err.value.status == "damaged" and "metrics.json" in err.value.detail
+    with pytest.raises(MissingResult) as err:
+        run_or_load("vit", **params.run_kwargs())
+    assert err.value.status == "stale"
+    # allowed to train: both are retrained and become current results
+    retrain = book.check_params(
+        preset="smoke", data=None, device="cpu", results_dir=damaged, train_missing=True
+    )
+    again = book.load_all(["vit", "vit_ha"], retrain)
+    assert all(again[n] is not None and again[n].trained for n in ("vit", "vit_ha"))
+    assert set(table3(damaged, "smoke").set_index("experiment").loc[["vit", "vit_ha"], "status"]) == {
+        "complete"
+    }
+
+
+@pytest.mark.parametrize(
+    ("counts", "message"),
+    [({"steps": -3}, "steps: got -3; allowed: an integer >= 1"), ({"steps": 2.5}, "steps: got 2.5; allowed")],
+)
+def test_bad_count_parameter_of_a_chapter(counts, message):
+    """Negative or non-integer step counts of a chapter (01_theory's `steps`); papermill: tests/test_book.py."""
+    with pytest.raises(book.ParameterError, match=re.escape(message)):
+        book.check_params(counts=counts)

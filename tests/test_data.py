@@ -1,18 +1,20 @@
 """attnlib.data: both folder formats, the cache, the errors, the synthetic set and the batches.
 
 Every test builds its own tiny data in tmp_path; none touches the network. The one test on the real copy
-is skipped where it is absent.
+is skipped where it is absent. Its reliability test (issue 9): a bad image folder through the command line.
 """
 
 import os
 import pickle
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import image_folder
 from PIL import Image
 
 from attnlib import data as D
@@ -671,3 +673,25 @@ def test_real_cifar10(tmp_path):
     total = sum(c.double().sum((0, 2, 3)) for c in d.train.images.split(10_000))
     mean = total / (50_000 * 32 * 32 * 255)
     assert torch.allclose(mean, torch.tensor([0.491, 0.482, 0.447], dtype=torch.float64), atol=1e-3), mean
+
+
+# --------------------------------------------------- reliability: a bad image folder through the command line
+@pytest.mark.parametrize("fault", ["non-image file", "missing class"])
+def test_bad_image_folder_through_the_cli(tmp_path, fault, cli, monkeypatch):
+    """`train --data FOLDER` with a non-image file or a missing class: one line naming the file or the
+    class, exit 2, no results folder and no cache written."""
+    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path / "cache"))
+    data = image_folder(tmp_path / "cifar")
+    if fault == "non-image file":
+        (data / "train" / "cat" / "notes.txt").write_text("not an image")
+        named = "notes.txt"
+    else:
+        shutil.rmtree(data / "test" / "dog")
+        named = "dog"
+    results = tmp_path / "results"
+    code, out, err = cli(
+        ["train", "resnet18", "--preset", "smoke", "--data", str(data), "--results-dir", str(results)]
+    )
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("python -m attnlib: error: data: ") and named in err
+    assert not results.exists() and not list((tmp_path / "cache").glob("*.pt"))

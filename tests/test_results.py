@@ -363,7 +363,7 @@ def test_check_writable(tmp_path):
     with pytest.raises(NotADirectoryError) as err:
         check_writable(tmp_path / "file" / "vit" / "smoke")
     assert err.value.filename == str(tmp_path / "file") and "is a file, not a folder" in err.value.strerror
-    if os.geteuid() != 0:  # root may write anywhere; the read-only file system is tested in test_reliability
+    if os.geteuid() != 0:  # root may write anywhere; the read-only file system is tested in test_cli
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o555)
         with pytest.raises(PermissionError, match="cannot write results here"):
@@ -434,3 +434,15 @@ def test_attnlib_results_reexports_each_name_from_its_module():
         value = getattr(results, name)
         assert any(getattr(m, name, None) is value for m in homes), name
         assert getattr(value, "__module__", "attnlib.runs") in {m.__name__ for m in homes}, name
+
+
+# --------------------------------------------------- reliability (issue 9): bad run arguments through the API
+def test_bad_run_arguments_through_the_api_write_nothing(tmp_path):
+    from attnlib.errors import ConfigError
+
+    for kwargs in ({"epochs": -1}, {"epochs": 1.5}, {"epochs": "2"}):
+        with pytest.raises(ConfigError, match="epochs: got .*; allowed: an integer >= 1"):
+            run_or_load("vit", "smoke", results_dir=tmp_path / "r", **kwargs)
+    with pytest.raises(ConfigError, match="experiment: got 'vit_huge'; allowed: resnet18"):
+        run_or_load("vit_huge", "smoke", results_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()

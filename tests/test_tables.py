@@ -1,5 +1,6 @@
 """The results tables (attnlib.tables): one builder for the command line and the book, the rows of each
-table, and Table 3's pooling of every saved seed."""
+table, and Table 3's pooling of every saved seed. Its reliability tests (issue 9): damaged and stale
+results reported as such."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import pandas as pd
 import pytest
 
 from attnlib import book, tables
-from attnlib.runs import run_dir, train_run
-from attnlib.tables import table3
+from attnlib.runs import inspect_run, run_config, run_dir, train_run
+from attnlib.tables import collect, table1, table3
 
 NAMES = ["vit", "vit_ha", "resnet18"]
 
@@ -99,3 +100,28 @@ def test_table3_pools_every_saved_seed(copy):
     row = table3(copy, "smoke").set_index("experiment").loc["vit"]
     assert row["status"] == "complete" and row["seeds"] == 1 and row["accuracy"] == pytest.approx(accs[1])
     assert row["detail"].startswith("seed 0: damaged") and row["params"] > 0
+
+
+# --------------------------------------------------------------------- reliability: damaged and stale results
+def test_damaged_and_stale_results_in_tables(damaged, cli):
+    """collect / table3 / `python -m attnlib table3`: a damaged metrics.json and a result of another
+    configuration are reported as such, with no numbers, never as current results."""
+    df = table3(damaged, "smoke").set_index("experiment")
+    assert df.loc["vit_ha", "status"] == "damaged" and "metrics.json" in df.loc["vit_ha", "detail"]
+    assert df.loc["vit", "status"] == "stale" and "train.epochs: 2 saved, 1 now" in df.loc["vit", "detail"]
+    assert df.loc[["vit", "vit_ha"], ["accuracy", "params", "wall_time_ms"]].isna().all().all()
+    assert (df.drop(index=["vit", "vit_ha"])["status"] == "missing").all()
+    assert collect(damaged, "smoke", ["vit"], data="synthetic:64:32").loc[0, "status"] == "stale"
+    assert set(table1(damaged, "smoke")["status"]) == {"missing"}
+    # the stale result is still what it was: complete for its own configuration
+    assert inspect_run(run_dir(damaged, "vit", "smoke"), expected=run_config("vit", "smoke", epochs=2))[
+        0
+    ] == ("complete")
+    for command in ("table3", "table1"):
+        code, out, err = cli([command, "--results-dir", str(damaged), "--preset", "smoke"])
+        assert code == 0 and err == "" and "Traceback" not in out
+    code, out, err = cli(["table3", "--results-dir", str(damaged), "--preset", "smoke"])
+    rows = {line.split()[-1]: line for line in out.splitlines() if line.split()[-1:] in (["vit"], ["vit_ha"])}
+    assert " damaged " in rows["vit_ha"] and " stale " in rows["vit"]
+    assert "- vit_ha: damaged: " in out and "metrics.json" in out
+    assert "- vit: stale: " in out and "train.epochs: 2 saved, 1 now" in out

@@ -1,5 +1,6 @@
 """The training loop: schedule, parameter groups, resume (after a crash, a signal, SIGKILL, a damaged
-checkpoint) ending with the uninterrupted history, divergence, quadratic logging."""
+checkpoint) ending with the uninterrupted history, divergence, quadratic logging.
+Its reliability tests (issue 9): a truncated checkpoint, a checkpoint rotation killed halfway."""
 
 from __future__ import annotations
 
@@ -13,13 +14,17 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
+from helpers import assert_intact, history, leftovers
 from torch import nn
 
 from attnlib.data import Batches, synthetic_cifar10
 from attnlib.errors import ConfigError
+from attnlib.runs import run_dir, train_run
 from attnlib.train import (
     CHECKPOINT_SECONDS,
     CHECKPOINT_SECONDS_ENV,
@@ -536,3 +541,67 @@ def test_probe_columns_join_every_history_row():
     out = fit(Tiny(), train_b, test_b, CFG, device="cpu", progress=False, probe=probe)
     assert calls == [False] * CFG.epochs  # after the evaluation, in eval mode
     assert all(row["distance_0"] == 1.5 and row["peak_0"] == 2.0 for row in out.history)
+
+
+# --------------------------------------------------------------------------- reliability: damaged checkpoints
+def _crash_in_epoch(n: int):
+    def crash(epoch, step, x, y):
+        if epoch == n:
+            raise RuntimeError("simulated crash")
+
+    return crash
+
+
+@pytest.mark.parametrize("damaged", [("last.pt",), ("last.pt", "previous.pt")])
+def test_truncated_checkpoint_falls_back_or_restarts_saying_so(tmp_path, damaged, caplog):
+    """A run that crashed in epoch 3 left last.pt (epoch 2) and previous.pt (epoch 1). With last.pt
+    truncated the rerun resumes from previous.pt; with both truncated it trains from scratch; either way it
+    says so and ends with the uninterrupted history."""
+    ref = train_run("resnet18", "smoke", epochs=3, results_dir=tmp_path / "ref")
+    with pytest.raises(RuntimeError, match="simulated"):
+        train_run("resnet18", "smoke", epochs=3, results_dir=tmp_path, on_step=_crash_in_epoch(2))
+    checkpoints = run_dir(tmp_path, "resnet18", "smoke") / "checkpoints"
+    for name in damaged:
+        raw = (checkpoints / name).read_bytes()
+        (checkpoints / name).write_bytes(raw[: len(raw) // 3])  # as by a full disk
+    with caplog.at_level(logging.INFO, logger="attnlib"):
+        result = train_run("resnet18", "smoke", epochs=3, results_dir=tmp_path)
+    assert "checkpoint" in caplog.text and "last.pt is damaged" in caplog.text
+    resumed = result.metrics["provenance"]["resumed_from"]
+    if len(damaged) == 1:
+        assert "falling back to the previous checkpoint previous.pt (epoch 1)" in caplog.text
+        assert resumed.startswith("previous.pt (epoch 1")
+    else:
+        assert "previous.pt is damaged" in caplog.text and "training from scratch" in caplog.text
+        assert resumed is None
+    pd.testing.assert_frame_equal(history(result), history(ref), check_exact=True)
+    assert_intact(result.path, result.config)
+
+
+def test_checkpoint_rotation_always_leaves_a_last_checkpoint(tmp_path, monkeypatch):
+    """Killed between keeping the old last.pt as previous.pt and renaming the new one onto last.pt, the
+    folder still holds a complete last.pt (the old one): nothing to fall back from."""
+    from attnlib.train import Checkpoints
+
+    def state(epoch):
+        return {"model": {}, "optimizer": {}, "scheduler": {}, "epoch": epoch, "step": 0, "history": []}
+
+    checkpoints = Checkpoints(tmp_path, "f")
+    checkpoints.save(state(1))
+    replace = os.replace
+
+    def killed_before_the_last_rename(src, dst):
+        if Path(dst).name == "last.pt":
+            raise KeyboardInterrupt("killed")
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", killed_before_the_last_rename)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoints.save(state(2))
+    monkeypatch.undo()
+    loaded, where = checkpoints.load()
+    assert loaded["epoch"] == 1 and where == "last.pt (epoch 1)"
+    assert leftovers(tmp_path) == []
+    checkpoints.save(state(2))
+    assert checkpoints.load()[0]["epoch"] == 2
+    assert torch.load(checkpoints.previous, weights_only=True)["epoch"] == 1
