@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from helpers import leftovers
 
 from attnlib.runs import (
     DamagedResult,
@@ -28,10 +29,6 @@ from attnlib.runs import (
 from attnlib.store import RunLock, RunLocked, check_writable, sha256, write_json, write_npz
 from attnlib.tables import table3
 from attnlib.util import atomic_write
-
-
-def leftovers(folder) -> list[str]:
-    return [p.name for p in folder.rglob("*") if ".tmp" in p.name]
 
 
 # ----------------------------------------------------------------------------------------- atomic writes
