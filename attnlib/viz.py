@@ -618,6 +618,110 @@ def training_curves(histories: Mapping[str, object], *, title: str | None = None
     return fig
 
 
+# ------------------------------------------------------------------ per-layer measures against epochs
+#: The per-layer measures of a ``converge`` run's history (``attnlib.measures.layer_measures``: columns
+#: ``<key>_<layer>``) in the order they are drawn, each with its axis label; "displacement" is the
+#: quadratic centres' mean displacement from their initialisation (``centers.npz``, not the history).
+LAYER_MEASURES = (
+    ("distance", "attended distance (px)"),
+    ("peak", "peak (× uniform)"),
+    ("displacement", "centre displacement (key positions)"),
+    ("image_dependence", "image dependence (TV)"),
+    ("similarity", "similarity σ to previous layer"),
+)
+
+
+def layer_colours(n: int) -> list:
+    """One colour per layer (or application of a shared block), first to last along the book's sequential
+    colour map (``CMAP``): early layers dark, late layers light, in every figure alike."""
+    cmap = plt.get_cmap(CMAP)
+    return [cmap(0.85 * i / max(n - 1, 1)) for i in range(n)]
+
+
+def layer_series(history, key: str) -> dict[int, np.ndarray]:
+    """{layer: values per epoch} of the history's ``<key>_<layer>`` columns."""
+    out = {}
+    for column in getattr(history, "columns", ()):
+        head, _, tail = str(column).rpartition("_")
+        if head == key and tail.isdigit():
+            out[int(tail)] = np.asarray(history[column], dtype=float)
+    return dict(sorted(out.items()))
+
+
+def measures_vs_epochs(
+    histories: Mapping[str, object],
+    *,
+    displacements: Mapping[str, np.ndarray] | None = None,
+    measures: Sequence[str] | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Per-layer attention measures against the epoch: one column per run (a model beside its HA variant),
+    one row per measure (shared y axis along a row), one line per layer coloured by ``layer_colours``.
+
+    histories: run name → DataFrame (``history.csv`` of a run that logged measures: ``epoch`` and
+    ``distance_<l>``, ``peak_<l>``, ``image_dependence_<l>``, ``similarity_<l>``); displacements: run name →
+    (epochs + 1, layers) array of the quadratic centres' mean displacement (row 0: initialisation, epoch 0;
+    ``attnlib.measures.centre_displacement``). Rows are the measures of ``LAYER_MEASURES`` (or ``measures``)
+    that some run has; a run without one shows "not logged" in that panel.
+    """
+    names = list(histories)
+    if not names:
+        raise ValueError("measures_vs_epochs: no history given")
+    displacements = dict(displacements or {})
+    labels = dict(LAYER_MEASURES)
+    wanted = list(measures) if measures is not None else [k for k, _ in LAYER_MEASURES]
+    unknown = [k for k in wanted if k not in labels]
+    if unknown:
+        raise ValueError(f"measures: got {unknown}; allowed: {list(labels)}")
+
+    def series(name: str, key: str) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        if key == "displacement":
+            d = displacements.get(name)
+            if d is None:
+                return np.zeros(0), {}
+            d = np.asarray(d, dtype=float)
+            return np.arange(d.shape[0]), {i: d[:, i] for i in range(d.shape[1])}
+        h = histories[name]
+        epoch = np.asarray(h["epoch"] if "epoch" in h else np.arange(1, len(h) + 1), dtype=float)
+        return epoch, layer_series(h, key)
+
+    rows = [k for k in wanted if any(series(n, k)[1] for n in names)]
+    if not rows:
+        raise ValueError("measures_vs_epochs: no per-layer measure in the histories given")
+    layers = max(max(series(n, k)[1], default=-1) for n in names for k in rows) + 1
+    colours = layer_colours(layers)
+    fig, axes = plt.subplots(
+        len(rows),
+        len(names),
+        figsize=(PAGE_WIDTH if len(names) > 2 else GRID_WIDTH, 1.9 * len(rows) + 1.0),
+        sharex="col",
+        sharey="row",
+        squeeze=False,
+        layout="constrained",
+    )
+    for r, key in enumerate(rows):
+        for c, name in enumerate(names):
+            ax = axes[r, c]
+            epoch, lines = series(name, key)
+            for layer, values in lines.items():
+                ax.plot(epoch, values, "-", color=colours[layer], linewidth=1.4, label=f"layer {layer + 1}")
+            if not lines:
+                ax.text(0.5, 0.5, "not logged", ha="center", va="center", color="0.5", transform=ax.transAxes)
+            if r == 0:
+                ax.set_title(name, fontsize=9)
+            if c == 0:
+                ax.set_ylabel(labels[key], fontsize=8)
+            if r == len(rows) - 1:
+                ax.set_xlabel("epoch")
+    handles = [
+        plt.Line2D([], [], color=colours[i], linewidth=2, label=f"layer {i + 1}") for i in range(layers)
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(layers, 8), frameon=False, fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
 # ----------------------------------------------------------------------------- results at a glance
 #: Markers of the literature sources in ``accuracy_vs_params`` (hollow; ours are filled circles).
 LITERATURE_MARKERS = ("s", "D", "^", "v")

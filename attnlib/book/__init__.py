@@ -57,6 +57,7 @@ from .display import (
     show,
     show_attention,
     show_ledger,
+    show_measure_curves,
     show_sources,
     show_table,
 )
@@ -198,6 +199,7 @@ __all__ = [
     "show",
     "show_attention",
     "show_ledger",
+    "show_measure_curves",
     "show_sources",
     "show_table",
     "sources_markdown",

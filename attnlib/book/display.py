@@ -213,3 +213,68 @@ def show_ledger(frame, caption: str) -> None:
             f":::{{dropdown}} The claims in full: words, measure, our value, rule\n{ledger_markdown(frame)}\n:::"
         )
     )
+
+
+#: The preset whose runs log the per-layer measures every epoch, and the command that trains one.
+MEASURED_PRESET = "converge"
+
+
+def measured_runs(experiments, params: Params):
+    """``Runs`` of ``experiments`` at the ``converge`` preset (seed 0, the chapter's data and results folder;
+    never trains): the runs whose histories hold the per-layer attention measures of every epoch."""
+    import dataclasses
+
+    from attnlib.book.runs import load_all
+
+    return load_all(
+        experiments, dataclasses.replace(params, preset=MEASURED_PRESET, seed=0, train_missing=False)
+    )
+
+
+def show_measure_curves(experiments, params: Params, name: str, what: str) -> bool:
+    """The per-layer attention measures of the ``converge`` runs of ``experiments`` against the epoch
+    (``viz.measures_vs_epochs``, one column per run found, in the order given) as the numbered figure
+    ``name``; ``what`` begins its caption. Without any such run: one note saying so and naming the command
+    that trains them, and no figure. Returns whether the figure was drawn."""
+    import numpy as np
+
+    from attnlib import viz
+    from attnlib.measures import centre_displacement
+
+    runs = measured_runs(experiments, params)
+    found = [e for e in experiments if runs[e] is not None and viz.layer_series(runs[e].history, "distance")]
+    command = f"`python -m attnlib train NAME --preset {MEASURED_PRESET} --data ...`"
+    if not found:
+        names = ", ".join(f"`{e}`" for e in experiments)
+        note(
+            f"**No `{MEASURED_PRESET}` result is saved yet** for {names}: this figure draws the per-layer "
+            f"attention measures that those runs log every epoch. Train them with {command}.",
+        )
+        return False
+    displacements = {}
+    for e in found:
+        centers = runs[e].centers
+        if centers and "centers" in centers:
+            import torch
+
+            moved = centre_displacement(torch.as_tensor(np.asarray(centers["centers"], np.float64)))
+            displacements[title(e)] = moved.numpy()
+    figure = viz.measures_vs_epochs({title(e): runs[e].history for e in found}, displacements=displacements)
+    epochs = ", ".join(f"{title(e)} {len(runs[e].history)}" for e in found)
+    show(
+        figure,
+        name,
+        f"{what} Per-layer attention measures of the `{MEASURED_PRESET}` runs (seed 0) after every epoch, on "
+        f"the {runs[found[0]].config.get('probe_images', 'fixed')} probe test images: attention-weighted distance "
+        "of the attended pixels from the query, the attention peak as a multiple of uniform, the quadratic "
+        "centres' displacement from their initialisation (epoch 0), image dependence and similarity to the "
+        "previous layer; one line per layer (per application of the shared block for HA), dark to light with "
+        f"depth. Epochs trained: {epochs}.",
+    )
+    absent = [e for e in experiments if e not in found]
+    if absent:
+        note(
+            f"Not yet trained at preset `{MEASURED_PRESET}`: {', '.join(f'`{e}`' for e in absent)} "
+            f"({command}).",
+        )
+    return True
