@@ -739,14 +739,16 @@ LABEL_SPOTS = (
 )
 
 
-def _place_labels(ax, items, fontsize: float = 7) -> None:
-    """Write each (x, y, text) next to its point where it overlaps no label written before nor a point
-    (greedy, first free spot of ``LABEL_SPOTS``; the first spot when none is free)."""
+def _place_labels(ax, items, fontsize: float = 7, avoid=()) -> None:
+    """Write each (x, y, text) next to its point where it overlaps no label written before nor a point nor
+    an artist of ``avoid`` (texts already placed); greedy, first free spot of ``LABEL_SPOTS``; the first
+    spot when none is free."""
     fig = ax.figure
     fig.canvas.draw()  # lay the figure out first (constrained layout): positions are final
     renderer = fig.canvas.get_renderer()
     points = [ax.transData.transform((x, y)) for x, y, _ in items]
     taken = [matplotlib.transforms.Bbox.from_extents(px - 4, py - 4, px + 4, py + 4) for px, py in points]
+    taken += [a.get_window_extent(renderer) for a in avoid]
     for x, y, text in items:
         for k, (dx, dy, ha) in enumerate(LABEL_SPOTS):
             label = ax.annotate(
@@ -791,7 +793,8 @@ def accuracy_vs_params(
     point), ``source`` ("ours" is drawn filled, every other source hollow, one marker each), ``params``,
     ``accuracy`` (fraction) and ``baseline`` (the experiment an HA variant is compared with, else None).
     ``source_labels``: how the legend names each source. ``verdicts``: {experiment: short text} written
-    under our point of that experiment (the claims ledger's verdicts; none are drawn when None).
+    under our point of that experiment (e.g. an HA variant's Welch result against its model, from
+    ``attnlib.book.welch_labels``; none are drawn when None); the variants' labels are placed around them.
     """
     source_labels = dict(source_labels or {})
     groups = list(dict.fromkeys(points["group"]))
@@ -824,6 +827,7 @@ def accuracy_vs_params(
                 "shrinkB": 5,
             },
         )
+    written = []
     for r in points.itertuples():
         filled = r.source == "ours"
         ax.plot(
@@ -838,14 +842,25 @@ def accuracy_vs_params(
             zorder=3,
         )
         if verdicts and filled and r.experiment in verdicts:
-            ax.annotate(
-                verdicts[r.experiment],
-                (r.params, r.accuracy * 100),
-                textcoords="offset points",
-                xytext=(0, -12),
-                fontsize=7,
-                ha="center",
-                color="0.1",
+            written.append(
+                ax.annotate(
+                    verdicts[r.experiment],
+                    (r.params, r.accuracy * 100),
+                    textcoords="offset points",
+                    xytext=(0, -7),
+                    va="top",
+                    fontsize=7,
+                    ha="center",
+                    color=colours[r.group],
+                    fontweight="bold",
+                    bbox={
+                        "boxstyle": "round,pad=0.15",
+                        "facecolor": "white",
+                        "edgecolor": "none",
+                        "alpha": 0.85,
+                    },
+                    zorder=4,
+                )
             )
     ax.set_xlabel("trainable parameters (log scale)")
     ax.set_ylabel("test accuracy (%)")
@@ -886,5 +901,5 @@ def accuracy_vs_params(
     if title:
         ax.set_title(title)
     labelled = [(r.params, r.accuracy * 100, r.label) for r in points.itertuples() if r.label]
-    _place_labels(ax, labelled)  # last: the axes limits and legends are final
+    _place_labels(ax, labelled, avoid=written)  # last: the axes limits and legends are final
     return fig

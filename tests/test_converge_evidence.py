@@ -153,3 +153,99 @@ def test_measure_curves_of_a_saved_converge_run(tiny_converge, tmp_path):
     assert layers > 1 and len(fig.axes[0].get_lines()) == layers
     np.testing.assert_allclose(fig.axes[0].get_lines()[-1].get_ydata(), run.history[f"distance_{layers - 1}"])
     assert moved.shape == (len(run.history) + 1, layers)
+
+
+# ------------------------------------------------------------------- the introduction's Welch labels
+def test_welch_labels_under_the_ha_points(tmp_path):
+    import matplotlib.transforms
+
+    from attnlib import book, compare
+    from attnlib.runs import train_run
+
+    for seed in (0, 1):
+        train_run("vit", "smoke", results_dir=tmp_path, seed=seed, progress=False)
+    train_run("vit_ha", "smoke", results_dir=tmp_path, progress=False)
+    params = book.check_params(preset="smoke", results_dir=str(tmp_path), train_missing=False)
+    labels = book.welch_labels(["vit", "san_pairwise"], params)
+    a, b = book.seed_accuracies("vit", params), book.seed_accuracies("vit_ha", params)
+    assert len(a) == 2 and len(b) == 1
+    assert labels == {"vit_ha": f"{compare.welch(a, b).points:+.1f} (n = 2/1)"}  # SAN: not saved
+    train_run("vit_ha", "smoke", results_dir=tmp_path, seed=1, progress=False)
+    w = compare.welch(a, book.seed_accuracies("vit_ha", params))
+    low, high = w.interval
+    assert book.welch_labels(["vit"], params) == {"vit_ha": f"{w.points:+.1f} [{low:+.1f}, {high:+.1f}]"}
+    # drawn under the point, and no variant's label is written over it
+    runs = book.load_all(["vit", "vit_ha"], params)
+    points = book.glance_points(book.results_frame(runs))
+    fig = viz.accuracy_vs_params(points, verdicts=book.welch_labels(["vit"], params))
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = {t.get_text(): t.get_window_extent(renderer) for t in ax.texts if t.get_text()}
+    box = texts.pop(book.welch_labels(["vit"], params)["vit_ha"])
+    assert isinstance(box, matplotlib.transforms.Bbox)
+    assert not any(box.overlaps(other) for other in texts.values())
+
+
+def test_chapter_figure_or_one_note(tiny_converge, tmp_path, monkeypatch):
+    """Without converge runs the chapter shows one note naming the command, no figure; with one, the
+    figures whose runs are saved (a model beside its HA variant), and nothing for the others."""
+    from attnlib import book
+    from attnlib.book import display
+
+    shown, notes = [], []
+    monkeypatch.setattr(
+        display, "show", lambda fig, name=None, caption=None: shown.append((fig, name, caption))
+    )
+    monkeypatch.setattr(display, "note", lambda text, kind="note": notes.append(text))
+    params = book.check_params(preset="smoke", results_dir=str(tmp_path), train_missing=False)
+    figures = {"fig-a": (("vit", "vit_ha"), "ViT and HA."), "fig-b": (("learned_9h",), "Learned.")}
+    assert book.show_measure_curves(figures, params) == 0
+    assert not shown and len(notes) == 1
+    assert "--preset converge" in notes[0] and "`vit_ha`" in notes[0] and "`learned_9h`" in notes[0]
+    run = train_run("vit_ha", "converge", results_dir=tmp_path, progress=False)
+    assert book.show_measure_curves(figures, params) == 1
+    ((fig, name, caption),) = shown
+    assert name == "fig-a" and "Not yet trained at this preset: ViT." in caption
+    assert [ax.get_title() for ax in fig.axes if ax.get_title()] == [book.title("vit_ha")]
+    np.testing.assert_allclose(fig.axes[0].get_lines()[0].get_ydata(), run.history["distance_0"])
+
+
+def test_ha_effects_split_keeps_every_column():
+    from attnlib import book
+
+    effects = pd.DataFrame(
+        [
+            {
+                "model": "ViT",
+                "seeds (model / HA)": "3 / 3",
+                "model acc.": "47.8 ± 0.3 %",
+                "HA acc.": "49.0 ± 1.0 %",
+                "HA − model [95% CI]": "+1.2 [−3.0, +5.4]",
+                "ν": "3.1",
+                "p": "0.14",
+                "verdict": "inconclusive",
+                "seeds asked": "5 per side",
+                "[Re] log": "+5.0",
+                "same sign as [Re]": "yes",
+            }
+        ]
+    )
+    main, details = book.ha_effects_split(effects)
+    assert len(main.columns) == 7 and list(details.columns) == [
+        "model",
+        "ν",
+        "p",
+        "seeds asked",
+        "same sign as [Re]",
+    ]
+    shown = {str(v) for v in main.iloc[0]} | {str(v) for v in details.iloc[0]}
+    assert {v.removesuffix(" %") for v in effects.iloc[0]} <= shown  # every value is on the page or folded
+    assert ("test accuracy (%)", "HA") in main.columns and main.iloc[0][
+        ("test accuracy (%)", "HA")
+    ] == "49.0 ± 1.0"
+    md = book.markdown_table(details).splitlines()
+    assert (
+        md[0] == "| model | ν | p | seeds asked | same sign as [Re] |"
+        and md[2] == "| ViT | 3.1 | 0.14 | 5 per side | yes |"
+    )

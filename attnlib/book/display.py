@@ -118,6 +118,15 @@ def show_table(frame, caption: str | None = None, compact: bool = False) -> None
     display(styler)
 
 
+def show_folded_table(frame, summary: str) -> None:
+    """A table (no index) in a fold-out titled ``summary``, under the table it completes."""
+    from IPython.display import Markdown, display
+
+    from attnlib.book.phrases import markdown_table
+
+    display(Markdown(f":::{{dropdown}} {summary}\n{markdown_table(frame)}\n:::"))
+
+
 def show_sources(experiments) -> None:
     """Display ``sources_markdown`` under a table, folded (a reader opens it to check a figure)."""
     from IPython.display import Markdown, display
@@ -231,50 +240,56 @@ def measured_runs(experiments, params: Params):
     )
 
 
-def show_measure_curves(experiments, params: Params, name: str, what: str) -> bool:
-    """The per-layer attention measures of the ``converge`` runs of ``experiments`` against the epoch
-    (``viz.measures_vs_epochs``, one column per run found, in the order given) as the numbered figure
-    ``name``; ``what`` begins its caption. Without any such run: one note saying so and naming the command
-    that trains them, and no figure. Returns whether the figure was drawn."""
+def show_measure_curves(figures: dict, params: Params) -> int:
+    """The per-layer attention measures of saved ``converge`` runs against the epoch, one numbered figure per
+    entry of ``figures`` (``{figure name: (experiments, caption's first sentence)}``; ``viz.measures_vs_epochs``,
+    one column per run found, in the order given; a model and its HA variant side by side). Without any
+    such run: one note saying so and naming the command that trains them, and no figure (nor for a figure
+    none of whose runs is saved). Returns the number of figures drawn."""
     import numpy as np
+    import torch
 
     from attnlib import viz
     from attnlib.measures import centre_displacement
 
-    runs = measured_runs(experiments, params)
-    found = [e for e in experiments if runs[e] is not None and viz.layer_series(runs[e].history, "distance")]
+    every = list(dict.fromkeys(e for experiments, _ in figures.values() for e in experiments))
+    runs = measured_runs(every, params)
+    found = [e for e in every if runs[e] is not None and viz.layer_series(runs[e].history, "distance")]
     command = f"`python -m attnlib train NAME --preset {MEASURED_PRESET} --data ...`"
     if not found:
-        names = ", ".join(f"`{e}`" for e in experiments)
         note(
-            f"**No `{MEASURED_PRESET}` result is saved yet** for {names}: this figure draws the per-layer "
-            f"attention measures that those runs log every epoch. Train them with {command}.",
+            f"**No `{MEASURED_PRESET}` result is saved yet**, so the figures of how each layer's attention "
+            f"measures evolve during training are not drawn. The runs that log them every epoch are trained "
+            f"with {command}, for NAME in {', '.join(f'`{e}`' for e in every)}."
         )
-        return False
-    displacements = {}
-    for e in found:
-        centers = runs[e].centers
-        if centers and "centers" in centers:
-            import torch
-
-            moved = centre_displacement(torch.as_tensor(np.asarray(centers["centers"], np.float64)))
-            displacements[title(e)] = moved.numpy()
-    figure = viz.measures_vs_epochs({title(e): runs[e].history for e in found}, displacements=displacements)
-    epochs = ", ".join(f"{title(e)} {len(runs[e].history)}" for e in found)
-    show(
-        figure,
-        name,
-        f"{what} Per-layer attention measures of the `{MEASURED_PRESET}` runs (seed 0) after every epoch, on "
-        f"the {runs[found[0]].config.get('probe_images', 'fixed')} probe test images: attention-weighted distance "
-        "of the attended pixels from the query, the attention peak as a multiple of uniform, the quadratic "
-        "centres' displacement from their initialisation (epoch 0), image dependence and similarity to the "
-        "previous layer; one line per layer (per application of the shared block for HA), dark to light with "
-        f"depth. Epochs trained: {epochs}.",
-    )
-    absent = [e for e in experiments if e not in found]
-    if absent:
-        note(
-            f"Not yet trained at preset `{MEASURED_PRESET}`: {', '.join(f'`{e}`' for e in absent)} "
-            f"({command}).",
+        return 0
+    drawn = 0
+    for name, (experiments, what) in figures.items():
+        shown = [e for e in experiments if e in found]
+        if not shown:
+            continue
+        displacements = {}
+        for e in shown:
+            centers = runs[e].centers
+            if centers and "centers" in centers:
+                moved = centre_displacement(torch.as_tensor(np.asarray(centers["centers"], np.float64)))
+                displacements[title(e)] = moved.numpy()
+        figure = viz.measures_vs_epochs(
+            {title(e): runs[e].history for e in shown}, displacements=displacements
         )
-    return True
+        epochs = ", ".join(f"{title(e)} {len(runs[e].history)}" for e in shown)
+        images = runs[shown[0]].config.get("probe_images")
+        absent = [e for e in experiments if e not in shown]
+        show(
+            figure,
+            name,
+            f"{what} Per-layer attention measures of the `{MEASURED_PRESET}` runs (seed 0) after every epoch, "
+            f"on {images or 'the'} fixed test images: attention-weighted distance of the attended pixels from "
+            "the query, the attention peak as a multiple of uniform, the quadratic centres' mean displacement "
+            "from their initialisation (epoch 0), image dependence and similarity to the previous layer; one "
+            "line per layer (per application of the shared block for HA), dark to light with depth. Epochs "
+            f"trained: {epochs}."
+            + (f" Not yet trained at this preset: {', '.join(title(e) for e in absent)}." if absent else ""),
+        )
+        drawn += 1
+    return drawn
