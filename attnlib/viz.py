@@ -851,13 +851,13 @@ def accuracy_vs_params(
                     va="top",
                     fontsize=7,
                     ha="center",
-                    color=colours[r.group],
-                    fontweight="bold",
+                    color="0.1",
                     bbox={
-                        "boxstyle": "round,pad=0.15",
+                        "boxstyle": "round,pad=0.2",
                         "facecolor": "white",
-                        "edgecolor": "none",
-                        "alpha": 0.85,
+                        "edgecolor": colours[r.group],
+                        "linewidth": 1.0,
+                        "alpha": 0.9,
                     },
                     zorder=4,
                 )
@@ -867,7 +867,7 @@ def accuracy_vs_params(
     ax.set_xlim(points["params"].min() / 1.6, points["params"].max() * 1.6)
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0f}"))
     low = float(points["accuracy"].min() * 100) if len(points) else 0.0
-    ax.set_ylim(max(0.0, np.floor(low / 10) * 10 - 2), 100)
+    ax.set_ylim(max(0.0, np.floor(low / 10) * 10 - (4 if verdicts else 2)), 100)  # room for the labels
     family = [plt.Line2D([], [], marker="o", color=colours[g], linestyle="none", label=g) for g in groups]
     kinds = [
         plt.Line2D(

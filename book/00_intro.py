@@ -144,9 +144,9 @@ book.show(
     "[Re]: best accuracies in the authors' run logs, 300 epochs; parameter counts derived from the "
     "authors' code). Colours are model families, labels the variant (heads, isotropic or not); "
     "each arrow runs from a model to its Hierarchical-Attention variant (chapter 4). Under each of our HA "
-    "points, in its model's colour: HA − model in accuracy points over every saved seed, with its 95% Welch "
-    "interval in brackets, or the seeds per side (n = model/HA) where a side has one seed and there is no "
-    "interval (chapter 4, HA over seeds).",
+    "points, framed in its model's colour: HA − model in accuracy points over every saved seed, with its "
+    "95% Welch interval in brackets, or the seeds per side (n = model/HA) where a side has one seed and "
+    "there is no interval (chapter 4, HA over seeds).",
 )
 
 # %% [markdown]

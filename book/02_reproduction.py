@@ -325,7 +325,7 @@ book.show(
 # layer's.
 
 # %% tags=["hide-input"]
-book.show_measure_curves(
+drawn = book.show_measure_curves(
     {
         "fig-measures-quadratic": (
             ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h"),

@@ -162,8 +162,8 @@ shown, details = book.ha_effects_split(effects)
 book.show_table(
     shown,
     caption=f"HA against its model over seeds at preset {params.preset}: seeds saved (model / HA), test "
-    "accuracy as mean ± sd (%), HA − model in points with its 95% Welch confidence interval (CI), and "
-    "[Re]: their run-log HA − model in points. The fold-out below gives each test's ν and p.",
+    "accuracy as mean ± sd (%; —: not yet trained), Δ = HA − model in points with its 95% Welch confidence "
+    "interval (CI), and [Re]: their run-log HA − model in points. The fold-out below gives each test's ν and p.",
 )
 book.show_folded_table(
     details,
@@ -224,7 +224,7 @@ book.show_attention(runs[learned + "_ha"], learned + "_ha", params, name="fig-ha
 # its HA variant, on shared axes (SAN's attention is a fixed window, so it has no such measures).
 
 # %% tags=["hide-input"]
-book.show_measure_curves(
+drawn = book.show_measure_curves(
     {
         f"fig-measures-{base}": ((base, base + "_ha"), f"{book.title(base)} and its HA variant.")
         for base in (learned, "vit")

@@ -239,11 +239,12 @@ def test_ha_effects_split_keeps_every_column():
         "seeds asked",
         "same sign as [Re]",
     ]
-    shown = {str(v) for v in main.iloc[0]} | {str(v) for v in details.iloc[0]}
+    shown = {str(v).replace("\u00a0", " ") for v in main.iloc[0]} | {str(v) for v in details.iloc[0]}
     assert {v.removesuffix(" %") for v in effects.iloc[0]} <= shown  # every value is on the page or folded
-    assert ("test accuracy (%)", "HA") in main.columns and main.iloc[0][
-        ("test accuracy (%)", "HA")
-    ] == "49.0 ± 1.0"
+    assert main.iloc[0][("test accuracy (%)", "HA")] == "49.0\u00a0±\u00a01.0"  # never broken inside
+    assert main.iloc[0][("", "Δ [95% CI]")] == "+1.2 [−3.0,\u00a0+5.4]"  # wraps before the interval only
+    missing = effects.assign(**{"HA acc.": book.MISSING})
+    assert book.ha_effects_split(missing)[0].iloc[0][("test accuracy (%)", "HA")] == "—"
     md = book.markdown_table(details).splitlines()
     assert (
         md[0] == "| model | ν | p | seeds asked | same sign as [Re] |"

@@ -205,7 +205,7 @@ HA_EFFECTS_SHOWN = {
     "seeds (model / HA)": "seeds",
     "model acc.": "model",
     "HA acc.": "HA",
-    "HA − model [95% CI]": "HA − model [95% CI]",
+    "HA − model [95% CI]": "Δ [95% CI]",
     "verdict": "verdict",
     "[Re] log": "[Re]",
 }
@@ -214,7 +214,9 @@ HA_EFFECTS_SHOWN = {
 def ha_effects_split(effects):
     """(main, details) of an ``ha_effects`` table, each narrow enough for the page: ``main`` the columns of
     ``HA_EFFECTS_SHOWN`` under their shorter headers (the two accuracy columns grouped under "test accuracy
-    (%)"), ``details`` the model and every other column (what the fold-out under the table shows)."""
+    (%)", "—" where not yet trained; Δ = HA − model), ``details`` the model and every other column (what the
+    fold-out under the table shows). A number is never broken across lines: "60.1 ± 0.6" and "[−1.8, +4.9]"
+    keep their spaces unbreakable, so a narrow column wraps only between the difference and its interval."""
     import pandas as pd
 
     main = effects[list(HA_EFFECTS_SHOWN)].copy()
@@ -225,7 +227,9 @@ def ha_effects_split(effects):
         ]
     )
     for column in [c for c in main.columns if c[0]]:  # the unit is in the header
-        main[column] = main[column].map(lambda v: v.removesuffix(" %") if isinstance(v, str) else v)
+        main[column] = main[column].map(lambda v: "—" if v == MISSING else v.removesuffix(" %"))
+    for column in main.columns[1:]:
+        main[column] = main[column].map(lambda v: v.replace(" ± ", "\u00a0±\u00a0").replace(", ", ",\u00a0"))
     details = effects[["model"] + [c for c in effects.columns if c not in HA_EFFECTS_SHOWN]]
     return main, details
 
