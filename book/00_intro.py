@@ -186,5 +186,6 @@ book.glue_str("intro_verdicts", book.verdict_phrase(ledger) + ".")
 book.show_ledger(
     ledger,
     caption=f"The claims ledger at preset {params.preset}: each claim and the verdict its rule gives; "
-    "the fold-out below gives its words (quoted, or as the research notes paraphrase it), measure, value and rule.",
+    "the fold-out below gives its words (quoted, or as the research notes paraphrase it), measure, value and "
+    "rule; a value taken from a `converge` run says so.",
 )
