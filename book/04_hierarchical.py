@@ -162,12 +162,14 @@ shown, details = book.ha_effects_split(effects)
 book.show_table(
     shown,
     caption=f"HA against its model over seeds at preset {params.preset}: seeds saved (model / HA), test "
-    "accuracy as mean ± sd (%; —: not yet trained), Δ = HA − model in points with its 95% Welch confidence "
-    "interval (CI), and [Re]: their run-log HA − model in points. The fold-out below gives each test's ν and p.",
+    "accuracy as mean ± sd (%; —: not yet trained) and Δ = HA − model in points with its 95% Welch "
+    "confidence interval (CI). The fold-out below gives each test's ν and p, and the [Re] run-log difference.",
+    wrap_names=True,
 )
 book.show_folded_table(
     details,
-    "Welch details: ν degrees of freedom, two-sided p, seeds per side the standard asks, sign against [Re]",
+    "Welch details: ν degrees of freedom, two-sided p, seeds per side the standard asks; the [Re] run-log "
+    "difference and whether ours has its sign",
 )
 book.glue_str("ha_verdicts", book.verdict_summary(effects))
 book.glue_str("ha_epochs", book.epoch_range(params.preset))

@@ -232,11 +232,12 @@ def test_ha_effects_split_keeps_every_column():
         ]
     )
     main, details = book.ha_effects_split(effects)
-    assert len(main.columns) == 7 and list(details.columns) == [
+    assert len(main.columns) == 6 and list(details.columns) == [
         "model",
         "ν",
         "p",
         "seeds asked",
+        "[Re] log",
         "same sign as [Re]",
     ]
     shown = {str(v).replace("\u00a0", " ") for v in main.iloc[0]} | {str(v) for v in details.iloc[0]}
@@ -247,6 +248,6 @@ def test_ha_effects_split_keeps_every_column():
     assert book.ha_effects_split(missing)[0].iloc[0][("test accuracy (%)", "HA")] == "—"
     md = book.markdown_table(details).splitlines()
     assert (
-        md[0] == "| model | ν | p | seeds asked | same sign as [Re] |"
-        and md[2] == "| ViT | 3.1 | 0.14 | 5 per side | yes |"
+        md[0] == "| model | ν | p | seeds asked | [Re] log | same sign as [Re] |"
+        and md[2] == "| ViT | 3.1 | 0.14 | 5 per side | +5.0 | yes |"
     )

@@ -199,7 +199,8 @@ def ha_effects(bases, params: Params, seeds=range(10)):
 
 
 #: The columns of ``ha_effects`` the page shows, with their shorter headers; the others (ν, p, the seeds the
-#: standard asks for, the sign against [Re]) go to a fold-out under it (``ha_effects_split``).
+#: standard asks for, the [Re] log difference and its sign against ours) go to a fold-out under it
+#: (``ha_effects_split``).
 HA_EFFECTS_SHOWN = {
     "model": "model",
     "seeds (model / HA)": "seeds",
@@ -207,7 +208,6 @@ HA_EFFECTS_SHOWN = {
     "HA acc.": "HA",
     "HA − model [95% CI]": "Δ [95% CI]",
     "verdict": "verdict",
-    "[Re] log": "[Re]",
 }
 
 
