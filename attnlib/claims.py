@@ -2,8 +2,13 @@
 verdict computed from saved results by a rule stated next to it.
 
 A claim is data (`Claim`): its source and words, the measure, the rule, and a function from the `Evidence`
-(saved runs of one preset, accuracies over seeds, the theorem's live check) to `(value, verdict)`. Verdicts
-are one of VERDICTS; a claim whose runs are not saved is NOT_MEASURED, never guessed.
+(saved runs, accuracies over seeds, the theorem's live check) to `(value, verdict)`. Verdicts are one of
+VERDICTS; a claim whose runs are not saved is NOT_MEASURED, never guessed.
+
+The evidence of an experiment comes from the longer preset that `PREFERRED` names for the ledger's preset
+(`converge` for `budget`) where that run is saved, else from the ledger's preset; a model and its HA variant
+always come from the same preset, and a value taken from the longer preset names it, e.g.
+"vit_ha (converge): ...". Without such runs the ledger is the ledger of its own preset alone.
 
     >>> from attnlib import claims
     >>> frame = claims.ledger(claims.gather("results", "budget"))   # doctest: +SKIP
@@ -43,20 +48,35 @@ HA_GAIN = 5.0  # [Re]: "at least 5% gain in each case", read as 5 accuracy point
 FIFTH = 0.25  # "almost 1/5th of the parameters": a ratio of at most 1/4
 DIFFERENT_LAYERS = 0.8  # layer similarity σ below this: consecutive layers attend differently
 
+#: The preset whose saved runs the ledger prefers to its own, per ledger preset: the runs trained to
+#: convergence, with per-layer measures logged every epoch, over the quick budget grid.
+PREFERRED = {"budget": "converge"}
+
 
 @dataclass
 class Evidence:
     """What the verdicts are computed from.
 
-    runs: {experiment: RunResult or None}, seed 0 at `preset`; accuracies: {experiment: [test accuracy of
-    every saved seed]}; params_paper: {experiment: parameters at the paper preset}; theorem_error: relative
-    error of `attention_from_conv` against `F.conv2d` (None: not checked)."""
+    runs: {experiment: RunResult or None}, seed 0; accuracies: {experiment: [test accuracy of every saved
+    seed]}; both at `presets[experiment]` where given, else at `preset`; params_paper: {experiment:
+    parameters at the paper preset}; theorem_error: relative error of `attention_from_conv` against
+    `F.conv2d` (None: not checked)."""
 
     preset: str
     runs: dict = field(default_factory=dict)
     accuracies: dict[str, list[float]] = field(default_factory=dict)
     params_paper: dict[str, int] = field(default_factory=dict)
     theorem_error: float | None = None
+    presets: dict[str, str] = field(default_factory=dict)
+
+    def preset_of(self, experiment: str) -> str:
+        """The preset the evidence of `experiment` comes from."""
+        return self.presets.get(experiment, self.preset)
+
+    def name(self, experiment: str) -> str:
+        """`experiment` as a value names it: with its preset in brackets when that is not the ledger's."""
+        other = self.preset_of(experiment)
+        return experiment if other == self.preset else f"{experiment} ({other})"
 
 
 @dataclass(frozen=True)
@@ -135,12 +155,12 @@ def _centres_leave_init(ev: Evidence):
     if not found:
         return "no quadratic run saved", NOT_MEASURED
     moved = [v >= MOVED_TOKENS for m in found.values() for v in m]
-    text = "; ".join(f"{n}: {_fmt_layers(m)} tokens per layer" for n, m in found.items())
+    text = "; ".join(f"{ev.name(n)}: {_fmt_layers(m)} tokens per layer" for n, m in found.items())
     verdict = REPRODUCED if all(moved) else NOT_REPRODUCED if not any(moved) else INCONCLUSIVE
     return text, verdict
 
 
-def _grows_with_depth(profiles: dict[str, list[dict]]) -> tuple[str, str]:
+def _grows_with_depth(ev: Evidence, profiles: dict[str, list[dict]]) -> tuple[str, str]:
     """Reproduced when in every model the mean attended distance rises from the first layer to the last
     and rises (or stays) at most steps; not reproduced when in none the last layer attends further."""
     if not profiles:
@@ -151,7 +171,8 @@ def _grows_with_depth(profiles: dict[str, list[dict]]) -> tuple[str, str]:
         rises.append(d[-1] > d[0])
         monotone.append(sum(b >= a for a, b in zip(d, d[1:], strict=False)) >= (len(d) - 1) / 2)
     text = "; ".join(
-        f"{n}: {_fmt_layers([p['distance'] for p in prof], '{:.1f}')} px" for n, prof in profiles.items()
+        f"{ev.name(n)}: {_fmt_layers([p['distance'] for p in prof], '{:.1f}')} px"
+        for n, prof in profiles.items()
     )
     if all(rises) and all(monotone):
         return text, REPRODUCED
@@ -164,7 +185,7 @@ def _profiles(ev: Evidence, names) -> dict[str, list[dict]]:
 
 
 def _quadratic_local_then_far(ev: Evidence):
-    return _grows_with_depth(_profiles(ev, QUADRATIC))
+    return _grows_with_depth(ev, _profiles(ev, QUADRATIC))
 
 
 def _learned_fixed_shifts(ev: Evidence):
@@ -172,7 +193,7 @@ def _learned_fixed_shifts(ev: Evidence):
     if not profiles:
         return "no positional-only learned run saved", NOT_MEASURED
     first = {n: p[0]["peak"] for n, p in profiles.items()}
-    text = "; ".join(f"{n}: first layer {v:.2f}× uniform" for n, v in first.items())
+    text = "; ".join(f"{ev.name(n)}: first layer {v:.2f}× uniform" for n, v in first.items())
     if all(v >= LOCAL_PEAK for v in first.values()):
         return text, REPRODUCED
     return text, NOT_REPRODUCED if all(v < FLAT_PEAK for v in first.values()) else INCONCLUSIVE
@@ -183,24 +204,31 @@ def _content_depends_on_image(ev: Evidence):
     if not profiles:
         return "no learned-with-content run saved", NOT_MEASURED
     top = {n: max(p["image_dependence"] for p in prof) for n, prof in profiles.items()}
-    text = "; ".join(f"{n}: up to {v:.2f} TV" for n, v in top.items())
+    text = "; ".join(f"{ev.name(n)}: up to {v:.2f} TV" for n, v in top.items())
     if all(v >= IMAGE_DEPENDENT for v in top.values()):
         return text, REPRODUCED
     return text, NOT_REPRODUCED if all(v < IMAGE_DEPENDENT / 2 for v in top.values()) else INCONCLUSIVE
 
 
 def _close_to_resnet(ev: Evidence):
-    resnet = ev.runs.get("resnet18")
+    resnet, same = ev.runs.get("resnet18"), ev.preset_of("resnet18")  # compared within one preset
     attention = {
         n: r.test_accuracy
         for n, r in ev.runs.items()
-        if r is not None and n != "resnet18" and not n.startswith(("san_", "vit")) and not n.endswith("_ha")
+        if r is not None
+        and n != "resnet18"
+        and not n.startswith(("san_", "vit"))
+        and not n.endswith("_ha")
+        and ev.preset_of(n) == same
     }
     if resnet is None or not attention:
         return "ResNet18 or the attention models not saved", NOT_MEASURED
     best = max(attention, key=attention.get)
     gap = (resnet.test_accuracy - attention[best]) * 100
-    text = f"best ({best}) {attention[best]:.1%} against ResNet18 {resnet.test_accuracy:.1%}: {gap:.1f} points behind"
+    text = (
+        f"best ({ev.name(best)}) {attention[best]:.1%} against ResNet18 {resnet.test_accuracy:.1%}: "
+        f"{gap:.1f} points behind"
+    )
     return (
         text,
         REPRODUCED if gap <= NEAR_RESNET else NOT_REPRODUCED if gap > FAR_FROM_RESNET else INCONCLUSIVE,
@@ -219,11 +247,11 @@ def _ha_gain(ev: Evidence):
             continue
         w = compare.welch(a, b)
         if w.interval is None:
-            parts.append(f"{base}: {w.points:+.1f} (n = {len(a)}/{len(b)}: no interval)")
+            parts.append(f"{ev.name(base)}: {w.points:+.1f} (n = {len(a)}/{len(b)}: no interval)")
             verdicts.append(INCONCLUSIVE)
             continue
         low, high = w.interval
-        parts.append(f"{base}: {w.points:+.1f} [{low:+.1f}, {high:+.1f}] (n = {len(a)}/{len(b)})")
+        parts.append(f"{ev.name(base)}: {w.points:+.1f} [{low:+.1f}, {high:+.1f}] (n = {len(a)}/{len(b)})")
         verdicts.append(REPRODUCED if low >= HA_GAIN else NOT_REPRODUCED if high < HA_GAIN else INCONCLUSIVE)
     if NOT_REPRODUCED in verdicts:
         verdict = NOT_REPRODUCED  # "in each case": one pair that is surely below refutes it
@@ -254,13 +282,13 @@ def _ha_layers_differ(ev: Evidence):
     sims = {n: s for n, s in sims.items() if s}
     if not sims:
         return "layer similarity is logged by converge runs only", NOT_MEASURED
-    text = "; ".join(f"{n}: σ {_fmt_layers(s)}" for n, s in sims.items())
+    text = "; ".join(f"{ev.name(n)}: σ {_fmt_layers(s)}" for n, s in sims.items())
     below = [max(s) < DIFFERENT_LAYERS for s in sims.values()]
     return text, REPRODUCED if all(below) else NOT_REPRODUCED if not any(below) else INCONCLUSIVE
 
 
 def _ha_local_then_far(ev: Evidence):
-    return _grows_with_depth(_profiles(ev, [b + "_ha" for b in HA_PAIRS]))
+    return _grows_with_depth(ev, _profiles(ev, [b + "_ha" for b in HA_PAIRS]))
 
 
 def _ha_last_not_sparse(ev: Evidence):
@@ -268,7 +296,7 @@ def _ha_last_not_sparse(ev: Evidence):
     if not profiles:
         return "no HA token attention saved", NOT_MEASURED
     pairs = {n: (p[0]["peak"], p[-1]["peak"]) for n, p in profiles.items()}
-    text = "; ".join(f"{n}: peak {a:.1f}× → {b:.1f}× uniform" for n, (a, b) in pairs.items())
+    text = "; ".join(f"{ev.name(n)}: peak {a:.1f}× → {b:.1f}× uniform" for n, (a, b) in pairs.items())
     lower = [b < a for a, b in pairs.values()]
     return text, REPRODUCED if all(lower) else NOT_REPRODUCED if not any(lower) else INCONCLUSIVE
 
@@ -432,25 +460,60 @@ def theorem_error(kernel_size: int = 3, alpha: float = 40.0, seed: int = 0) -> f
     return conv_relative_error(conv, alpha, x)
 
 
-def gather(results_dir: str | Path, preset: str, seeds=range(10), data=None) -> Evidence:
-    """Evidence from the saved results of `preset` (never trains): seed-0 runs, accuracies of every saved
-    seed, paper-preset parameter counts of the HA pairs and the theorem's live check."""
-    from attnlib import experiments
+def _saved(results_dir, name: str, preset: str, seeds, data) -> tuple[object, list[float]]:
+    """(seed-0 RunResult or None, test accuracies of every saved seed) of `name` at `preset` (never trains)."""
     from attnlib.runs import MissingResult, run_or_load
 
+    first, found = None, []
+    for seed in seeds:
+        try:
+            run = run_or_load(name, preset, data, results_dir, seed=seed, train_missing=False)
+        except MissingResult:
+            continue
+        if seed == 0:
+            first = run
+        found.append(run.test_accuracy)
+    return first, found
+
+
+def gather(
+    results_dir: str | Path, preset: str, seeds=range(10), data=None, prefer: str | None = None
+) -> Evidence:
+    """Evidence from saved results (never trains): seed-0 runs, accuracies of every saved seed, paper-preset
+    parameter counts of the HA pairs and the theorem's live check.
+
+    Each experiment's runs come from `prefer` (None: `PREFERRED.get(preset)`, `converge` for `budget`) where
+    its seed-0 run is saved there, else from `preset`; a model and its HA variant move together (both
+    must be saved at `prefer`), and so do ResNet18 and the paper's attention models it is compared with
+    (ResNet18 moves when it and one of them are saved at `prefer`). `Evidence.presets` records the choice."""
+    from attnlib import experiments
+
+    prefer = PREFERRED.get(preset) if prefer is None else prefer
     ev = Evidence(preset)
-    for name in experiments.names():
-        found = []
-        for seed in seeds:
-            try:
-                run = run_or_load(name, preset, data, results_dir, seed=seed, train_missing=False)
-            except MissingResult:
-                continue
-            if seed == 0:
-                ev.runs[name] = run
-            found.append(run.test_accuracy)
-        ev.runs.setdefault(name, None)
-        ev.accuracies[name] = found
+    own = {name: _saved(results_dir, name, preset, seeds, data) for name in experiments.names()}
+    longer = {}
+    if prefer and prefer != preset:
+        longer = {name: _saved(results_dir, name, prefer, seeds, data) for name in experiments.names()}
+    has = {name for name, (run, _) in longer.items() if run is not None}
+    names = experiments.names()
+    paper_attention = [n for n in names if n != "resnet18" and not n.startswith(("san_", "vit"))]
+    paper_attention = [n for n in paper_attention if not n.endswith("_ha")]
+    groups = [(b, b + "_ha") for b in names if b + "_ha" in own]
+    paired = {n for g in groups for n in g}
+    groups += [(n,) for n in names if n not in paired and n != "resnet18"]
+    for group in groups:
+        moves = all(n in has for n in group)
+        for name in group:
+            ev.runs[name], ev.accuracies[name] = (longer if moves else own)[name]
+            if moves:
+                ev.presets[name] = prefer
+    if "resnet18" in own:
+        moves = "resnet18" in has and any(n in has for n in paper_attention)
+        ev.runs["resnet18"], ev.accuracies["resnet18"] = (longer if moves else own)["resnet18"]
+        if moves:
+            ev.presets["resnet18"] = prefer
+    ev.runs = {n: ev.runs[n] for n in names}  # registry order, as before
+    ev.accuracies = {n: ev.accuracies[n] for n in names}
     for base in HA_PAIRS:
         for name in (base, base + "_ha"):
             ev.params_paper[name] = experiments.count_parameters(name, "paper")

@@ -618,6 +618,110 @@ def training_curves(histories: Mapping[str, object], *, title: str | None = None
     return fig
 
 
+# ------------------------------------------------------------------ per-layer measures against epochs
+#: The per-layer measures of a ``converge`` run's history (``attnlib.measures.layer_measures``: columns
+#: ``<key>_<layer>``) in the order they are drawn, each with its axis label; "displacement" is the
+#: quadratic centres' mean displacement from their initialisation (``centers.npz``, not the history).
+LAYER_MEASURES = (
+    ("distance", "attended distance (px)"),
+    ("peak", "peak (× uniform)"),
+    ("displacement", "centre displacement (key positions)"),
+    ("image_dependence", "image dependence (TV)"),
+    ("similarity", "similarity σ to previous layer"),
+)
+
+
+def layer_colours(n: int) -> list:
+    """One colour per layer (or application of a shared block), first to last along the book's sequential
+    colour map (``CMAP``): early layers dark, late layers light, in every figure alike."""
+    cmap = plt.get_cmap(CMAP)
+    return [cmap(0.85 * i / max(n - 1, 1)) for i in range(n)]
+
+
+def layer_series(history, key: str) -> dict[int, np.ndarray]:
+    """{layer: values per epoch} of the history's ``<key>_<layer>`` columns."""
+    out = {}
+    for column in getattr(history, "columns", ()):
+        head, _, tail = str(column).rpartition("_")
+        if head == key and tail.isdigit():
+            out[int(tail)] = np.asarray(history[column], dtype=float)
+    return dict(sorted(out.items()))
+
+
+def measures_vs_epochs(
+    histories: Mapping[str, object],
+    *,
+    displacements: Mapping[str, np.ndarray] | None = None,
+    measures: Sequence[str] | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Per-layer attention measures against the epoch: one column per run (a model beside its HA variant),
+    one row per measure (shared y axis along a row), one line per layer coloured by ``layer_colours``.
+
+    histories: run name → DataFrame (``history.csv`` of a run that logged measures: ``epoch`` and
+    ``distance_<l>``, ``peak_<l>``, ``image_dependence_<l>``, ``similarity_<l>``); displacements: run name →
+    (epochs + 1, layers) array of the quadratic centres' mean displacement (row 0: initialisation, epoch 0;
+    ``attnlib.measures.centre_displacement``). Rows are the measures of ``LAYER_MEASURES`` (or ``measures``)
+    that some run has; a run without one shows "not logged" in that panel.
+    """
+    names = list(histories)
+    if not names:
+        raise ValueError("measures_vs_epochs: no history given")
+    displacements = dict(displacements or {})
+    labels = dict(LAYER_MEASURES)
+    wanted = list(measures) if measures is not None else [k for k, _ in LAYER_MEASURES]
+    unknown = [k for k in wanted if k not in labels]
+    if unknown:
+        raise ValueError(f"measures: got {unknown}; allowed: {list(labels)}")
+
+    def series(name: str, key: str) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        if key == "displacement":
+            d = displacements.get(name)
+            if d is None:
+                return np.zeros(0), {}
+            d = np.asarray(d, dtype=float)
+            return np.arange(d.shape[0]), {i: d[:, i] for i in range(d.shape[1])}
+        h = histories[name]
+        epoch = np.asarray(h["epoch"] if "epoch" in h else np.arange(1, len(h) + 1), dtype=float)
+        return epoch, layer_series(h, key)
+
+    rows = [k for k in wanted if any(series(n, k)[1] for n in names)]
+    if not rows:
+        raise ValueError("measures_vs_epochs: no per-layer measure in the histories given")
+    layers = max(max(series(n, k)[1], default=-1) for n in names for k in rows) + 1
+    colours = layer_colours(layers)
+    fig, axes = plt.subplots(
+        len(rows),
+        len(names),
+        figsize=(PAGE_WIDTH if len(names) > 2 else GRID_WIDTH, 1.9 * len(rows) + 1.0),
+        sharex="col",
+        sharey="row",
+        squeeze=False,
+        layout="constrained",
+    )
+    for r, key in enumerate(rows):
+        for c, name in enumerate(names):
+            ax = axes[r, c]
+            epoch, lines = series(name, key)
+            for layer, values in lines.items():
+                ax.plot(epoch, values, "-", color=colours[layer], linewidth=1.4, label=f"layer {layer + 1}")
+            if not lines:
+                ax.text(0.5, 0.5, "not logged", ha="center", va="center", color="0.5", transform=ax.transAxes)
+            if r == 0:
+                ax.set_title(name, fontsize=9)
+            if c == 0:
+                ax.set_ylabel(labels[key], fontsize=8)
+            if r == len(rows) - 1:
+                ax.set_xlabel("epoch")
+    handles = [
+        plt.Line2D([], [], color=colours[i], linewidth=2, label=f"layer {i + 1}") for i in range(layers)
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(layers, 8), frameon=False, fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
 # ----------------------------------------------------------------------------- results at a glance
 #: Markers of the literature sources in ``accuracy_vs_params`` (hollow; ours are filled circles).
 LITERATURE_MARKERS = ("s", "D", "^", "v")
@@ -635,14 +739,16 @@ LABEL_SPOTS = (
 )
 
 
-def _place_labels(ax, items, fontsize: float = 7) -> None:
-    """Write each (x, y, text) next to its point where it overlaps no label written before nor a point
-    (greedy, first free spot of ``LABEL_SPOTS``; the first spot when none is free)."""
+def _place_labels(ax, items, fontsize: float = 7, avoid=()) -> None:
+    """Write each (x, y, text) next to its point where it overlaps no label written before nor a point nor
+    an artist of ``avoid`` (texts already placed); greedy, first free spot of ``LABEL_SPOTS``; the first
+    spot when none is free."""
     fig = ax.figure
     fig.canvas.draw()  # lay the figure out first (constrained layout): positions are final
     renderer = fig.canvas.get_renderer()
     points = [ax.transData.transform((x, y)) for x, y, _ in items]
     taken = [matplotlib.transforms.Bbox.from_extents(px - 4, py - 4, px + 4, py + 4) for px, py in points]
+    taken += [a.get_window_extent(renderer) for a in avoid]
     for x, y, text in items:
         for k, (dx, dy, ha) in enumerate(LABEL_SPOTS):
             label = ax.annotate(
@@ -687,7 +793,8 @@ def accuracy_vs_params(
     point), ``source`` ("ours" is drawn filled, every other source hollow, one marker each), ``params``,
     ``accuracy`` (fraction) and ``baseline`` (the experiment an HA variant is compared with, else None).
     ``source_labels``: how the legend names each source. ``verdicts``: {experiment: short text} written
-    under our point of that experiment (the claims ledger's verdicts; none are drawn when None).
+    under our point of that experiment (e.g. an HA variant's Welch result against its model, from
+    ``attnlib.book.welch_labels``; none are drawn when None); the variants' labels are placed around them.
     """
     source_labels = dict(source_labels or {})
     groups = list(dict.fromkeys(points["group"]))
@@ -720,6 +827,7 @@ def accuracy_vs_params(
                 "shrinkB": 5,
             },
         )
+    written = []
     for r in points.itertuples():
         filled = r.source == "ours"
         ax.plot(
@@ -734,21 +842,32 @@ def accuracy_vs_params(
             zorder=3,
         )
         if verdicts and filled and r.experiment in verdicts:
-            ax.annotate(
-                verdicts[r.experiment],
-                (r.params, r.accuracy * 100),
-                textcoords="offset points",
-                xytext=(0, -12),
-                fontsize=7,
-                ha="center",
-                color="0.1",
+            written.append(
+                ax.annotate(
+                    verdicts[r.experiment],
+                    (r.params, r.accuracy * 100),
+                    textcoords="offset points",
+                    xytext=(0, -7),
+                    va="top",
+                    fontsize=7,
+                    ha="center",
+                    color="0.1",
+                    bbox={
+                        "boxstyle": "round,pad=0.2",
+                        "facecolor": "white",
+                        "edgecolor": colours[r.group],
+                        "linewidth": 1.0,
+                        "alpha": 0.9,
+                    },
+                    zorder=4,
+                )
             )
     ax.set_xlabel("trainable parameters (log scale)")
     ax.set_ylabel("test accuracy (%)")
     ax.set_xlim(points["params"].min() / 1.6, points["params"].max() * 1.6)
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0f}"))
     low = float(points["accuracy"].min() * 100) if len(points) else 0.0
-    ax.set_ylim(max(0.0, np.floor(low / 10) * 10 - 2), 100)
+    ax.set_ylim(max(0.0, np.floor(low / 10) * 10 - (4 if verdicts else 2)), 100)  # room for the labels
     family = [plt.Line2D([], [], marker="o", color=colours[g], linestyle="none", label=g) for g in groups]
     kinds = [
         plt.Line2D(
@@ -782,5 +901,5 @@ def accuracy_vs_params(
     if title:
         ax.set_title(title)
     labelled = [(r.params, r.accuracy * 100, r.label) for r in points.itertuples() if r.label]
-    _place_labels(ax, labelled)  # last: the axes limits and legends are final
+    _place_labels(ax, labelled, avoid=written)  # last: the axes limits and legends are final
     return fig

@@ -134,13 +134,19 @@ book.show(
             book.RE: f"{book.short(book.RE)}, run logs",
             book.PAPER: f"{book.short(book.PAPER)}, claimed",
         },
+        verdicts=book.welch_labels(
+            ["learned_content_9h", "learned_content_16h", "san_pairwise", "san_patchwise", "vit"], params
+        ),
     ),
     "fig-glance",
     f"Test accuracy against trainable parameters of every model saved at the *{params.preset}* preset "
     "(filled circles) and of the published and [Re] figures that come with a parameter count (hollow; "
     "[Re]: best accuracies in the authors' run logs, 300 epochs; parameter counts derived from the "
     "authors' code). Colours are model families, labels the variant (heads, isotropic or not); "
-    "each arrow runs from a model to its Hierarchical-Attention variant (chapter 4).",
+    "each arrow runs from a model to its Hierarchical-Attention variant (chapter 4). Under each of our HA "
+    "points, framed in its model's colour: HA − model in accuracy points over every saved seed, with its "
+    "95% Welch interval in brackets, or the seeds per side (n = model/HA) where a side has one seed and "
+    "there is no interval (chapter 4, HA over seeds).",
 )
 
 # %% [markdown]
@@ -167,8 +173,9 @@ book.show(
 #
 # Each claim of the two papers that this book can test, with the number that tests it, our value and a
 # verdict — *reproduced*, *not reproduced*, *inconclusive*, or *not measured* where its runs are not saved —
-# computed from the saved results of the *{glue:text}`intro_preset`* preset by a rule stated with each claim
-# in the fold-out under the table (`attnlib.claims`; chapters 2 and 4 repeat the claims their models test). {glue:text}`intro_verdicts` At the
+# computed from the saved results of the *{glue:text}`intro_preset`* preset (or, for a model saved at the
+# `converge` preset, trained until it stops improving, from that run: its value then says "(converge)") by a
+# rule stated with each claim in the fold-out under the table (`attnlib.claims`; chapters 2 and 4 repeat the claims their models test). {glue:text}`intro_verdicts` At the
 # budget preset these are verdicts on CPU-budget runs of a few epochs, not on the papers' protocols: a
 # claim "not reproduced" here may hold for the papers' models after 300 epochs, and the `converge` preset
 # (runs trained until they stop improving) exists to narrow that gap.
@@ -179,5 +186,6 @@ book.glue_str("intro_verdicts", book.verdict_phrase(ledger) + ".")
 book.show_ledger(
     ledger,
     caption=f"The claims ledger at preset {params.preset}: each claim and the verdict its rule gives; "
-    "the fold-out below gives its words (quoted, or as the research notes paraphrase it), measure, value and rule.",
+    "the fold-out below gives its words (quoted, or as the research notes paraphrase it), measure, value and "
+    "rule; a value taken from a `converge` run says so.",
 )

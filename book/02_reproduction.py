@@ -315,11 +315,38 @@ book.show(
 )
 
 # %% [markdown]
+# ## How the attention measures evolve during training
+#
+# Neither paper shows *when* the heads find their patterns. The runs of the `converge` preset (the budget's
+# models trained until their test accuracy stops rising) log after every epoch, per layer, the measures the
+# claims below are judged by: how far from the query the attention goes (attention-weighted distance),
+# how concentrated it is (its peak as a multiple of uniform), for the quadratic models how far the centres
+# have moved from their initialisation, and how much the maps depend on the image and resemble the previous
+# layer's.
+
+# %% tags=["hide-input"]
+drawn = book.show_measure_curves(
+    {
+        "fig-measures-quadratic": (
+            ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h"),
+            "The quadratic models.",
+        ),
+        "fig-measures-learned": (
+            ("learned_9h", "learned_16h", "learned_content_9h", "learned_content_16h"),
+            "The learned-2D models, positional only and with content.",
+        ),
+    },
+    params,
+)
+
+# %% [markdown]
 # ## The paper's claims on trial
 #
 # The rows of the claims ledger (introduction) that this chapter's models test, computed from the saved
-# results of this preset by the rule in the last column. Distances are attention-weighted means over the
-# saved query pixels of the first test images; centres are measured in key positions (tokens).
+# results of this preset by the rule in the last column, or from the model's `converge` run where one is
+# saved (its value then says "(converge)"). Distances are attention-weighted means over the saved query
+# pixels of the first test images (over the probe images of the last epoch for a `converge` run); centres
+# are measured in key positions (tokens).
 
 # %% tags=["hide-input"]
 book.show_ledger(

@@ -152,17 +152,24 @@ book.glue_text("ha_re_size", re_params[1] / re_params[0], "{:.0%}", missing="not
 # interval $d \pm t_{\nu, 0.975}\, s$ and the two-sided p-value. A verdict is "inconclusive" whenever the
 # interval holds 0; with one seed on a side there is no interval, and the verdict says so. The project's
 # standard asks for at least 3 seeds per side, 5 where the difference is still inconclusive after 3; the
-# "seeds asked" column says where the saved runs fall short of it.
+# "seeds asked" column of the fold-out under the table says where the saved runs fall short of it.
 
 # %% tags=["hide-input"]
 effects = book.ha_effects(
     ["learned_content_9h", "learned_content_16h", "san_pairwise", "san_patchwise", "vit"], params
 )
+shown, details = book.ha_effects_split(effects)
 book.show_table(
-    effects,
-    caption=f"HA against its model over seeds at preset {params.preset}: test accuracy as mean ± sd (%), "
-    "HA − model in points with its 95% Welch confidence interval (CI), ν degrees of freedom, two-sided p; "
-    "[Re] log: their run-log difference in points.",
+    shown,
+    caption=f"HA against its model over seeds at preset {params.preset}: seeds saved (model / HA), test "
+    "accuracy as mean ± sd (%; —: not yet trained) and Δ = HA − model in points with its 95% Welch "
+    "confidence interval (CI). The fold-out below gives each test's ν and p, and the [Re] run-log difference.",
+    wrap_names=True,
+)
+book.show_folded_table(
+    details,
+    "Welch details: ν degrees of freedom, two-sided p, seeds per side the standard asks; the [Re] run-log "
+    "difference and whether ours has its sign",
 )
 book.glue_str("ha_verdicts", book.verdict_summary(effects))
 book.glue_str("ha_epochs", book.epoch_range(params.preset))
@@ -173,8 +180,9 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 # **What this says about the [Re] claim, and what it cannot.** In the report's own words, HA gives "at
 # least 5% gain in each case" with "almost 1/5th of the parameters"; for the learned-2D model with content
 # and {glue:text}`ha_heads` heads their run logs give {glue:text}`ha_re_gain` with {glue:text}`ha_re_size`
-# of its parameters. The table answers for our budget, pair by pair: "same sign as [Re]" compares the
-# sign of our difference with theirs, and the verdict says whether it is larger than our run-to-run noise.
+# of its parameters. The table answers for our budget, pair by pair: "same sign as [Re]" (in its fold-out)
+# compares the sign of our difference with theirs, and the verdict says whether it is larger than our
+# run-to-run noise.
 # Three limits keep us from reading more into it:
 #
 # 1. *Learning speed, not capacity.* Our runs stop after {glue:text}`ha_epochs` epochs, far from convergence (training and
@@ -209,11 +217,30 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 book.show_attention(runs[learned + "_ha"], learned + "_ha", params, name="fig-ha-attention", status=runs.status)
 
 # %% [markdown]
+# ## How each layer's attention evolves, model beside HA
+#
+# The [Re] report describes the HA models' maps after training; the runs of the `converge` preset (trained
+# until their test accuracy stops rising) log after every epoch, per layer (per application of the shared
+# block for HA), the attention-weighted distance of the attended pixels, the attention peak, the maps'
+# dependence on the image and their similarity to the previous layer's. Each figure sets a model beside
+# its HA variant, on shared axes (SAN's attention is a fixed window, so it has no such measures).
+
+# %% tags=["hide-input"]
+drawn = book.show_measure_curves(
+    {
+        f"fig-measures-{base}": ((base, base + "_ha"), f"{book.title(base)} and its HA variant.")
+        for base in (learned, "vit")
+    },
+    params,
+)
+
+# %% [markdown]
 # ## The report's claims on trial
 #
-# The [Re] report's claims about HA, as the claims ledger (introduction) tests them at this preset: the
-# accuracy gain over seeds with its Welch interval, the share of parameters at the paper's settings, and
-# what the HA models' attention maps do layer by layer.
+# The [Re] report's claims about HA, as the claims ledger (introduction) tests them at this preset, or from
+# a pair's `converge` runs where both are saved (the value then says "(converge)"): the accuracy gain over
+# seeds with its Welch interval, the share of parameters at the paper's settings, and what the HA models'
+# attention maps do layer by layer.
 
 # %% tags=["hide-input"]
 book.show_ledger(

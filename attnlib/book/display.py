@@ -105,17 +105,30 @@ def show(figure, name: str | None = None, caption: str | None = None) -> None:
     display(Markdown(f"```{{glue:figure}} {name}\n:name: {name}\n\n{caption or ''}\n```"))
 
 
-def show_table(frame, caption: str | None = None, compact: bool = False) -> None:
+def show_table(frame, caption: str | None = None, compact: bool = False, wrap_names: bool = False) -> None:
     """Display a table without its row index (and with a caption). ``compact``: a table of short cells
-    (names and numbers), kept on one line each (CSS class ``results`` of ``book/_static/attnlib.css``)."""
+    (names and numbers), kept on one line each (CSS class ``results`` of ``book/_static/attnlib.css``);
+    ``wrap_names``: its first column (long model names) may wrap, so that a table of many columns fits the
+    page (CSS class ``wrap-names``)."""
     from IPython.display import display
 
     styler = frame.style.hide(axis="index")
     if compact:
         styler = styler.set_table_attributes('class="results"')
+    elif wrap_names:
+        styler = styler.set_table_attributes('class="wrap-names"')
     if caption:
         styler = styler.set_caption(caption)
     display(styler)
+
+
+def show_folded_table(frame, summary: str) -> None:
+    """A table (no index) in a fold-out titled ``summary``, under the table it completes."""
+    from IPython.display import Markdown, display
+
+    from attnlib.book.phrases import markdown_table
+
+    display(Markdown(f":::{{dropdown}} {summary}\n{markdown_table(frame)}\n:::"))
 
 
 def show_sources(experiments) -> None:
@@ -213,3 +226,74 @@ def show_ledger(frame, caption: str) -> None:
             f":::{{dropdown}} The claims in full: words, measure, our value, rule\n{ledger_markdown(frame)}\n:::"
         )
     )
+
+
+#: The preset whose runs log the per-layer measures every epoch, and the command that trains one.
+MEASURED_PRESET = "converge"
+
+
+def measured_runs(experiments, params: Params):
+    """``Runs`` of ``experiments`` at the ``converge`` preset (seed 0, the chapter's data and results folder;
+    never trains): the runs whose histories hold the per-layer attention measures of every epoch."""
+    import dataclasses
+
+    from attnlib.book.runs import load_all
+
+    return load_all(
+        experiments, dataclasses.replace(params, preset=MEASURED_PRESET, seed=0, train_missing=False)
+    )
+
+
+def show_measure_curves(figures: dict, params: Params) -> int:
+    """The per-layer attention measures of saved ``converge`` runs against the epoch, one numbered figure per
+    entry of ``figures`` (``{figure name: (experiments, caption's first sentence)}``; ``viz.measures_vs_epochs``,
+    one column per run found, in the order given; a model and its HA variant side by side). Without any
+    such run: one note saying so and naming the command that trains them, and no figure (nor for a figure
+    none of whose runs is saved). Returns the number of figures drawn."""
+    import numpy as np
+    import torch
+
+    from attnlib import viz
+    from attnlib.measures import centre_displacement
+
+    every = list(dict.fromkeys(e for experiments, _ in figures.values() for e in experiments))
+    runs = measured_runs(every, params)
+    found = [e for e in every if runs[e] is not None and viz.layer_series(runs[e].history, "distance")]
+    command = f"`python -m attnlib train NAME --preset {MEASURED_PRESET} --data ...`"
+    if not found:
+        note(
+            f"**No `{MEASURED_PRESET}` result is saved yet**, so the figures of how each layer's attention "
+            f"measures evolve during training are not drawn. The runs that log them every epoch are trained "
+            f"with {command}, for NAME in {', '.join(f'`{e}`' for e in every)}."
+        )
+        return 0
+    drawn = 0
+    for name, (experiments, what) in figures.items():
+        shown = [e for e in experiments if e in found]
+        if not shown:
+            continue
+        displacements = {}
+        for e in shown:
+            centers = runs[e].centers
+            if centers and "centers" in centers:
+                moved = centre_displacement(torch.as_tensor(np.asarray(centers["centers"], np.float64)))
+                displacements[title(e)] = moved.numpy()
+        figure = viz.measures_vs_epochs(
+            {title(e): runs[e].history for e in shown}, displacements=displacements
+        )
+        epochs = ", ".join(f"{title(e)} {len(runs[e].history)}" for e in shown)
+        images = runs[shown[0]].config.get("probe_images")
+        absent = [e for e in experiments if e not in shown]
+        show(
+            figure,
+            name,
+            f"{what} Per-layer attention measures of the `{MEASURED_PRESET}` runs (seed 0) after every epoch, "
+            f"on {images or 'the'} fixed test images: attention-weighted distance of the attended pixels from "
+            "the query, the attention peak as a multiple of uniform, the quadratic centres' mean displacement "
+            "from their initialisation (epoch 0), image dependence and similarity to the previous layer; one "
+            "line per layer (per application of the shared block for HA), dark to light with depth. Epochs "
+            f"trained: {epochs}."
+            + (f" Not yet trained at this preset: {', '.join(title(e) for e in absent)}." if absent else ""),
+        )
+        drawn += 1
+    return drawn

@@ -333,3 +333,14 @@ def ledger_markdown(frame) -> str:
         f"*Ours:* {r.value}. *Verdict:* {r.verdict}; the rule: {r.rule}."
         for r in frame.itertuples()
     )
+
+
+def markdown_table(frame) -> str:
+    """A DataFrame as a Markdown pipe table (no index), for tables inside fold-outs."""
+
+    def cell(v) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(c) for c in frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)

@@ -198,6 +198,63 @@ def ha_effects(bases, params: Params, seeds=range(10)):
     return pd.DataFrame(rows)
 
 
+#: The columns of ``ha_effects`` the page shows, with their shorter headers; the others (ν, p, the seeds the
+#: standard asks for, the [Re] log difference and its sign against ours) go to a fold-out under it
+#: (``ha_effects_split``).
+HA_EFFECTS_SHOWN = {
+    "model": "model",
+    "seeds (model / HA)": "seeds",
+    "model acc.": "model",
+    "HA acc.": "HA",
+    "HA − model [95% CI]": "Δ [95% CI]",
+    "verdict": "verdict",
+}
+
+
+def ha_effects_split(effects):
+    """(main, details) of an ``ha_effects`` table, each narrow enough for the page: ``main`` the columns of
+    ``HA_EFFECTS_SHOWN`` under their shorter headers (the two accuracy columns grouped under "test accuracy
+    (%)", "—" where not yet trained; Δ = HA − model), ``details`` the model and every other column (what the
+    fold-out under the table shows). A number is never broken across lines: "60.1 ± 0.6" and "[−1.8, +4.9]"
+    keep their spaces unbreakable, so a narrow column wraps only between the difference and its interval."""
+    import pandas as pd
+
+    main = effects[list(HA_EFFECTS_SHOWN)].copy()
+    main.columns = pd.MultiIndex.from_tuples(
+        [
+            ("test accuracy (%)", new) if old in ("model acc.", "HA acc.") else ("", new)
+            for old, new in HA_EFFECTS_SHOWN.items()
+        ]
+    )
+    for column in [c for c in main.columns if c[0]]:  # the unit is in the header
+        main[column] = main[column].map(lambda v: "—" if v == MISSING else v.removesuffix(" %"))
+    for column in main.columns[1:]:
+        main[column] = main[column].map(lambda v: v.replace(" ± ", "\u00a0±\u00a0").replace(", ", ",\u00a0"))
+    details = effects[["model"] + [c for c in effects.columns if c not in HA_EFFECTS_SHOWN]]
+    return main, details
+
+
+def welch_labels(bases, params: Params, seeds=range(10)) -> dict[str, str]:
+    """{HA variant: its Welch result against its model} for the points of the introduction's figure: HA −
+    model in points over every saved seed of the chapter's preset with its 95% interval, "+1.2 [−3.4, +5.8]",
+    or "+1.2 (n = 1/1)" where a side has fewer than 2 seeds (no interval). Pairs without both saved are left
+    out (never trains)."""
+    from attnlib import compare
+
+    out = {}
+    for base in bases:
+        acc_a, acc_b = seed_accuracies(base, params, seeds), seed_accuracies(base + "_ha", params, seeds)
+        if not acc_a or not acc_b:
+            continue
+        w = compare.welch(acc_a, acc_b)
+        if w.interval is None:
+            out[base + "_ha"] = f"{w.points:+.1f} (n = {len(acc_a)}/{len(acc_b)})"
+        else:
+            low, high = w.interval
+            out[base + "_ha"] = f"{w.points:+.1f} [{low:+.1f}, {high:+.1f}]"
+    return out
+
+
 def ha_pairs(frame):
     """One row per model whose HA variant is in ``frame`` (rows of ``attnlib.tables.frame``) with both saved:
     ``experiment`` (the model), ``model`` (its title), ``gain`` (HA − model, accuracy points) and ``size``

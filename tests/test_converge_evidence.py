@@ -1,0 +1,253 @@
+"""The converge preset's runs in the book: the claims ledger takes its evidence from them where they are
+saved (and says so), and `viz.measures_vs_epochs` draws their per-layer measures against the epoch.
+
+The converge protocol (60 epochs of CIFAR-10) is replaced by a smoke-sized one here (2 epochs on synthetic
+images, measures of 16 probe images logged every epoch): what is tested is where the evidence comes from."""
+
+import dataclasses
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnlib import claims, experiments, viz
+from attnlib.runs import train_run
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture
+def tiny_converge(monkeypatch):
+    """`converge` trains the smoke models for 2 epochs, logging the per-layer measures every epoch."""
+    smoke = experiments.PRESET_TABLE["smoke"]
+    tiny = {
+        k: dataclasses.replace(p, probe_images=16, train=p.train.replace(epochs=2)) for k, p in smoke.items()
+    }
+    monkeypatch.setitem(experiments.PRESET_TABLE, "converge", tiny)
+    monkeypatch.setitem(experiments.MODELS_OF, "converge", "smoke")
+
+
+@pytest.fixture(scope="module")
+def smoke_learned(tmp_path_factory):
+    """learned_9h trained at the smoke preset (the quick grid of this test)."""
+    root = tmp_path_factory.mktemp("results")
+    train_run("learned_9h", "smoke", results_dir=root, progress=False)
+    return root
+
+
+def _copy(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_ledger_without_converge_runs_is_the_presets_own(smoke_learned, tiny_converge):
+    alone = claims.ledger(claims.gather(smoke_learned, "smoke", prefer="smoke"))
+    ev = claims.gather(smoke_learned, "smoke", prefer="converge")
+    assert ev.presets == {}
+    pd.testing.assert_frame_equal(claims.ledger(ev), alone)
+    assert not alone["value"].str.contains("(converge)", regex=False).any()
+    # budget prefers converge by default; other presets prefer nothing
+    assert claims.PREFERRED == {"budget": "converge"}
+
+
+def test_a_saved_converge_run_becomes_the_evidence(smoke_learned, tiny_converge, tmp_path, monkeypatch):
+    root = _copy(smoke_learned, tmp_path / "results")
+    before = claims.gather(root, "smoke", prefer="converge")
+    quick = claims.layer_profile(before.runs["learned_9h"])[0]["peak"]  # from attention.npz
+    run = train_run("learned_9h", "converge", results_dir=root, progress=False)
+    after = claims.gather(root, "smoke", prefer="converge")
+    assert after.presets == {"learned_9h": "converge"}
+    assert after.runs["learned_9h"].path == run.path and after.accuracies["learned_9h"] == [run.test_accuracy]
+    longer = float(run.history.iloc[-1]["peak_0"])  # the converge run's last logged epoch
+    assert claims.layer_profile(after.runs["learned_9h"])[0]["peak"] == longer != quick
+    row = lambda ev: claims.ledger(ev).set_index("claim").loc["learned_shifts"]  # noqa: E731
+    assert row(after)["value"] == f"learned_9h (converge): first layer {longer:.2f}× uniform"
+    assert row(before)["value"] == f"learned_9h: first layer {quick:.2f}× uniform"
+    # the rule's threshold between the two values: the verdict follows the source of the evidence
+    monkeypatch.setattr(claims, "LOCAL_PEAK", (quick + longer) / 2)
+    monkeypatch.setattr(claims, "FLAT_PEAK", 0.0)
+    verdicts = {row(before)["verdict"], row(after)["verdict"]}
+    assert verdicts == {claims.REPRODUCED, claims.INCONCLUSIVE}
+    assert (row(after)["verdict"] == claims.REPRODUCED) == (longer > quick)
+    # the claims that do not use learned_9h keep their smoke evidence
+    unchanged = claims.ledger(before).set_index("claim").drop(index="learned_shifts")
+    pd.testing.assert_frame_equal(
+        claims.ledger(after).set_index("claim").drop(index="learned_shifts"), unchanged
+    )
+
+
+def test_a_model_and_its_ha_variant_move_together():
+    ev = claims.Evidence("budget", presets={"vit": "converge", "vit_ha": "converge"})
+    assert ev.name("vit") == "vit (converge)" and ev.name("resnet18") == "resnet18"
+    assert ev.preset_of("vit_ha") == "converge" and ev.preset_of("learned_9h") == "budget"
+
+
+def test_resnet_is_compared_within_its_preset():
+    run = lambda acc: type("R", (), {"test_accuracy": acc})()  # noqa: E731
+    ev = claims.Evidence(
+        "budget",
+        runs={"resnet18": run(0.80), "learned_9h": run(0.79), "quadratic_iso_9h": run(0.70)},
+        presets={"resnet18": "converge", "learned_9h": "converge"},
+    )
+    value, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
+    assert "learned_9h (converge)" in value and verdict == claims.REPRODUCED
+    ev.presets.pop("learned_9h")  # only quadratic_iso_9h's budget run against a converge ResNet: not compared
+    assert next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)[1] == claims.NOT_MEASURED
+
+
+# ------------------------------------------------------------------------------------ the figure
+def _history(epochs, layers, offset=0.0):
+    rows = []
+    for e in range(1, epochs + 1):
+        row = {"epoch": e, "test_acc": 0.1 * e}
+        for i in range(layers):
+            row |= {
+                f"distance_{i}": offset + e + 10 * i,
+                f"peak_{i}": 2.0 + i,
+                f"image_dependence_{i}": 0.01 * e,
+            }
+            if i:
+                row[f"similarity_{i}"] = 0.5 + 0.1 * i
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_measure_curves_draw_one_panel_per_measure_and_a_line_per_layer():
+    model, ha = _history(5, 3), _history(4, 3, offset=100)
+    moved = np.array([[0, 0, 0], [0.1, 0.2, 0.3], [0.4, 0.5, 0.6]])
+    fig = viz.measures_vs_epochs({"model": model, "model HA": ha}, displacements={"model": moved})
+    axes = np.array(fig.axes[: 5 * 2]).reshape(5, 2)  # measures x runs
+    labels = [ax.get_ylabel() for ax in axes[:, 0]]
+    assert labels == [label for _, label in viz.LAYER_MEASURES]
+    assert [ax.get_title() for ax in axes[0]] == ["model", "model HA"]
+    distance = axes[0, 1].get_lines()
+    assert len(distance) == 3
+    np.testing.assert_array_equal(distance[2].get_xdata(), [1, 2, 3, 4])
+    np.testing.assert_array_equal(distance[2].get_ydata(), ha["distance_2"])
+    colours = viz.layer_colours(3)
+    assert [line.get_color() for line in distance] == colours
+    np.testing.assert_array_equal(axes[2, 0].get_lines()[1].get_ydata(), moved[:, 1])
+    np.testing.assert_array_equal(axes[2, 0].get_lines()[1].get_xdata(), [0, 1, 2])
+    assert not axes[2, 1].get_lines() and axes[2, 1].texts[0].get_text() == "not logged"
+    assert len(axes[4, 0].get_lines()) == 2  # similarity from the second layer on
+    only = viz.measures_vs_epochs({"m": model}, measures=["peak"])
+    assert len(only.axes) == 1 and only.axes[0].get_ylabel() == dict(viz.LAYER_MEASURES)["peak"]
+    with pytest.raises(ValueError, match="measures"):
+        viz.measures_vs_epochs({"m": model}, measures=["nonsense"])
+    with pytest.raises(ValueError, match="no per-layer measure"):
+        viz.measures_vs_epochs({"m": pd.DataFrame({"epoch": [1], "test_acc": [0.1]})})
+
+
+def test_measure_curves_of_a_saved_converge_run(tiny_converge, tmp_path):
+    run = train_run("quadratic_iso_9h", "converge", results_dir=tmp_path, progress=False)
+    import torch
+
+    from attnlib.measures import centre_displacement
+
+    moved = centre_displacement(torch.as_tensor(np.asarray(run.centers["centers"], np.float64))).numpy()
+    fig = viz.measures_vs_epochs({"q": run.history}, displacements={"q": moved})
+    layers = len(viz.layer_series(run.history, "distance"))
+    assert layers > 1 and len(fig.axes[0].get_lines()) == layers
+    np.testing.assert_allclose(fig.axes[0].get_lines()[-1].get_ydata(), run.history[f"distance_{layers - 1}"])
+    assert moved.shape == (len(run.history) + 1, layers)
+
+
+# ------------------------------------------------------------------- the introduction's Welch labels
+def test_welch_labels_under_the_ha_points(tmp_path):
+    import matplotlib.transforms
+
+    from attnlib import book, compare
+    from attnlib.runs import train_run
+
+    for seed in (0, 1):
+        train_run("vit", "smoke", results_dir=tmp_path, seed=seed, progress=False)
+    train_run("vit_ha", "smoke", results_dir=tmp_path, progress=False)
+    params = book.check_params(preset="smoke", results_dir=str(tmp_path), train_missing=False)
+    labels = book.welch_labels(["vit", "san_pairwise"], params)
+    a, b = book.seed_accuracies("vit", params), book.seed_accuracies("vit_ha", params)
+    assert len(a) == 2 and len(b) == 1
+    assert labels == {"vit_ha": f"{compare.welch(a, b).points:+.1f} (n = 2/1)"}  # SAN: not saved
+    train_run("vit_ha", "smoke", results_dir=tmp_path, seed=1, progress=False)
+    w = compare.welch(a, book.seed_accuracies("vit_ha", params))
+    low, high = w.interval
+    assert book.welch_labels(["vit"], params) == {"vit_ha": f"{w.points:+.1f} [{low:+.1f}, {high:+.1f}]"}
+    # drawn under the point, and no variant's label is written over it
+    runs = book.load_all(["vit", "vit_ha"], params)
+    points = book.glance_points(book.results_frame(runs))
+    fig = viz.accuracy_vs_params(points, verdicts=book.welch_labels(["vit"], params))
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = {t.get_text(): t.get_window_extent(renderer) for t in ax.texts if t.get_text()}
+    box = texts.pop(book.welch_labels(["vit"], params)["vit_ha"])
+    assert isinstance(box, matplotlib.transforms.Bbox)
+    assert not any(box.overlaps(other) for other in texts.values())
+
+
+def test_chapter_figure_or_one_note(tiny_converge, tmp_path, monkeypatch):
+    """Without converge runs the chapter shows one note naming the command, no figure; with one, the
+    figures whose runs are saved (a model beside its HA variant), and nothing for the others."""
+    from attnlib import book
+    from attnlib.book import display
+
+    shown, notes = [], []
+    monkeypatch.setattr(
+        display, "show", lambda fig, name=None, caption=None: shown.append((fig, name, caption))
+    )
+    monkeypatch.setattr(display, "note", lambda text, kind="note": notes.append(text))
+    params = book.check_params(preset="smoke", results_dir=str(tmp_path), train_missing=False)
+    figures = {"fig-a": (("vit", "vit_ha"), "ViT and HA."), "fig-b": (("learned_9h",), "Learned.")}
+    assert book.show_measure_curves(figures, params) == 0
+    assert not shown and len(notes) == 1
+    assert "--preset converge" in notes[0] and "`vit_ha`" in notes[0] and "`learned_9h`" in notes[0]
+    run = train_run("vit_ha", "converge", results_dir=tmp_path, progress=False)
+    assert book.show_measure_curves(figures, params) == 1
+    ((fig, name, caption),) = shown
+    assert name == "fig-a" and "Not yet trained at this preset: ViT." in caption
+    assert [ax.get_title() for ax in fig.axes if ax.get_title()] == [book.title("vit_ha")]
+    np.testing.assert_allclose(fig.axes[0].get_lines()[0].get_ydata(), run.history["distance_0"])
+
+
+def test_ha_effects_split_keeps_every_column():
+    from attnlib import book
+
+    effects = pd.DataFrame(
+        [
+            {
+                "model": "ViT",
+                "seeds (model / HA)": "3 / 3",
+                "model acc.": "47.8 ± 0.3 %",
+                "HA acc.": "49.0 ± 1.0 %",
+                "HA − model [95% CI]": "+1.2 [−3.0, +5.4]",
+                "ν": "3.1",
+                "p": "0.14",
+                "verdict": "inconclusive",
+                "seeds asked": "5 per side",
+                "[Re] log": "+5.0",
+                "same sign as [Re]": "yes",
+            }
+        ]
+    )
+    main, details = book.ha_effects_split(effects)
+    assert len(main.columns) == 6 and list(details.columns) == [
+        "model",
+        "ν",
+        "p",
+        "seeds asked",
+        "[Re] log",
+        "same sign as [Re]",
+    ]
+    shown = {str(v).replace("\u00a0", " ") for v in main.iloc[0]} | {str(v) for v in details.iloc[0]}
+    assert {v.removesuffix(" %") for v in effects.iloc[0]} <= shown  # every value is on the page or folded
+    assert main.iloc[0][("test accuracy (%)", "HA")] == "49.0\u00a0±\u00a01.0"  # never broken inside
+    assert main.iloc[0][("", "Δ [95% CI]")] == "+1.2 [−3.0,\u00a0+5.4]"  # wraps before the interval only
+    missing = effects.assign(**{"HA acc.": book.MISSING})
+    assert book.ha_effects_split(missing)[0].iloc[0][("test accuracy (%)", "HA")] == "—"
+    md = book.markdown_table(details).splitlines()
+    assert (
+        md[0] == "| model | ν | p | seeds asked | [Re] log | same sign as [Re] |"
+        and md[2] == "| ViT | 3.1 | 0.14 | 5 per side | +5.0 | yes |"
+    )
