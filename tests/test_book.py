@@ -545,11 +545,11 @@ def test_results_and_literature_tables_read_like_the_report():
     )
     assert pairs.iloc[2, :2].tolist() == ["SA learned 2D + content, 9 heads", "HA"]
     assert pairs["params (paper settings)"].eq("2.00 M").all()
-    narrow = book.narrow_pairs(pairs)  # Table 3 as shown: units in the headers, every number kept
+    narrow = book.narrow_results(pairs)  # Table 3 as shown: units in the headers, every number kept
     assert narrow.columns.tolist() == [
         ("", "model"),
         ("", "variant"),
-        ("test accuracy (%), budget", "mean ± sd (n)"),
+        ("test accuracy (%)", "budget"),
         ("params (M)", "budget"),
         ("params (M)", "paper"),
         ("wall time", "ms"),
@@ -564,7 +564,7 @@ def test_results_and_literature_tables_read_like_the_report():
             "HA / model time": ["1.02×"],
         }
     )
-    assert book.narrow_pairs(seeds).iloc[0].tolist() == ["ViT", "HA", "47.9\u00a0±\u00a00.1 (2)", "1.02×"]
+    assert book.narrow_results(seeds).iloc[0].tolist() == ["ViT", "HA", "47.9\u00a0±\u00a00.1 (2)", "1.02×"]
     names = ["resnet18", "quadratic_iso_9h", "quadratic_aniso_9h", "san_pairwise", "learned_content_9h_ha"]
     literature = book.literature_table(names)
     assert "SAN pairwise" not in set(literature["model"])  # no figure found: no row of dashes

@@ -78,10 +78,11 @@ def results_table(frame, preset: str, *, pairs: bool = False, paper_params: dict
     return pd.DataFrame(rows)
 
 
-def narrow_pairs(table):
-    """Table 3 of ``results_table(..., pairs=True)`` narrow enough for the text column, every number kept:
-    the units move into grouped headers ("test accuracy (%)": mean ± sd (n seeds); "params (M)": as
-    trained / at the paper's settings; "wall time": ms and the HA / model ratio), so the cells hold only
+def narrow_results(table):
+    """A table of ``results_table`` (Table 1, or Table 3 with ``pairs=True``) narrow enough for the text
+    column, every number kept: the units move into grouped headers ("test accuracy (%)": mean ± sd (n seeds)
+    where the cells have seeds; "params (M)": as trained / at the paper's settings; "wall time": ms and the
+    HA / model ratio), so the cells hold only
     numbers, "47.9 ± 0.1 (2)"; a number never breaks across lines (its spaces are unbreakable) and the
     model names wrap (``show_table(..., wrap_names=True)``). A missing or unused result keeps its words."""
     import pandas as pd
@@ -106,7 +107,13 @@ def narrow_pairs(table):
         if c in ("model", "variant"):
             columns[c], header = table[c], ("", c)
         elif c.startswith("accuracy ("):
-            columns[c], header = table[c].map(accuracy), (f"test accuracy (%), {c[10:-1]}", "mean ± sd (n)")
+            columns[c] = table[c].map(accuracy)
+            seeds = table[c].astype(str).str.contains(r"\(n = ").any()
+            header = (
+                (f"test accuracy (%), {c[10:-1]}", "mean ± sd (n)")
+                if seeds
+                else ("test accuracy (%)", c[10:-1])
+            )
         elif c.startswith("params ("):
             where = "paper" if c == "params (paper settings)" else c[8:-1]
             columns[c], header = table[c].map(number("M")), ("params (M)", where)
