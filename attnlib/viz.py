@@ -737,18 +737,29 @@ LABEL_SPOTS = (
     (0, 7, "center"),
     (0, -15, "center"),
 )
+#: Pixels kept free around an arrow (its head is about this wide) when a label is placed.
+ARROW_MARGIN = 4
 
 
-def _place_labels(ax, items, fontsize: float = 7, avoid=()) -> None:
+def _place_labels(ax, items, fontsize: float = 7, avoid=(), lines=()) -> None:
     """Write each (x, y, text) next to its point where it overlaps no label written before nor a point nor
-    an artist of ``avoid`` (texts already placed); greedy, first free spot of ``LABEL_SPOTS``; the first
-    spot when none is free."""
+    an artist of ``avoid`` (texts already placed) nor a line of ``lines`` (((x0, y0), (x1, y1)) in data
+    coordinates: the arrows, heads included, with a margin of ``ARROW_MARGIN`` pixels); greedy, first free
+    spot of ``LABEL_SPOTS``; the first spot when none is free."""
     fig = ax.figure
     fig.canvas.draw()  # lay the figure out first (constrained layout): positions are final
     renderer = fig.canvas.get_renderer()
     points = [ax.transData.transform((x, y)) for x, y, _ in items]
     taken = [matplotlib.transforms.Bbox.from_extents(px - 4, py - 4, px + 4, py + 4) for px, py in points]
     taken += [a.get_window_extent(renderer) for a in avoid]
+    paths = [matplotlib.path.Path(ax.transData.transform(np.asarray(line, float))) for line in lines]
+
+    def crowded(box) -> bool:
+        if any(box.overlaps(t) for t in taken):
+            return True
+        padded = box.padded(ARROW_MARGIN)
+        return any(path.intersects_bbox(padded, filled=False) for path in paths)
+
     for x, y, text in items:
         for k, (dx, dy, ha) in enumerate(LABEL_SPOTS):
             label = ax.annotate(
@@ -761,8 +772,8 @@ def _place_labels(ax, items, fontsize: float = 7, avoid=()) -> None:
                 ha=ha,
             )
             box = label.get_window_extent(renderer)
-            if not any(box.overlaps(t) for t in taken) or k == len(LABEL_SPOTS) - 1:
-                if any(box.overlaps(t) for t in taken):
+            if not crowded(box) or k == len(LABEL_SPOTS) - 1:
+                if crowded(box):
                     label.remove()
                     label = ax.annotate(
                         text,
@@ -810,10 +821,12 @@ def accuracy_vs_params(
     fig, ax = plt.subplots(figsize=(6.8, 4.8), layout="constrained")  # about the column's width
     ax.set_xscale("log")
     where = {(r.experiment, r.source): (r.params, r.accuracy * 100) for r in points.itertuples()}
+    arrows = []  # (start, end): the labels keep off them
     for r in points.itertuples():  # arrows first, under the points
         if r.baseline is None or not isinstance(r.baseline, str) or (r.baseline, r.source) not in where:
             continue
         start, end = where[(r.baseline, r.source)], (r.params, r.accuracy * 100)
+        arrows.append((start, end))
         ax.annotate(
             "",
             xy=end,
@@ -901,5 +914,5 @@ def accuracy_vs_params(
     if title:
         ax.set_title(title)
     labelled = [(r.params, r.accuracy * 100, r.label) for r in points.itertuples() if r.label]
-    _place_labels(ax, labelled, avoid=written)  # last: the axes limits and legends are final
+    _place_labels(ax, labelled, avoid=written, lines=arrows)  # last: the axes limits and legends are final
     return fig

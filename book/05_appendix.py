@@ -54,7 +54,9 @@ book.glue_str("app_preset", params.preset)
 
 # %% tags=["hide-input"]
 book.show_table(
-    book.training_table(params.preset).reset_index(), caption=f"Training protocols at preset {params.preset}"
+    book.training_table(params.preset).reset_index(),
+    caption=f"Training protocols at preset {params.preset}",
+    wide=True,
 )
 
 # %% tags=["hide-input"]
@@ -81,7 +83,9 @@ book.show_table(times, caption=f"Training time of the saved runs at preset {para
 # and the [Re] configurations {cite}`varma2021code`):
 
 # %% tags=["hide-input"]
-book.show_table(book.training_table("paper").reset_index(), caption="Training protocols at preset paper")
+book.show_table(
+    book.training_table("paper").reset_index(), caption="Training protocols at preset paper", wide=True
+)
 
 # %% [markdown]
 # ### Models
@@ -93,6 +97,7 @@ for family in ("paper", "resnet", "san", "san_hier", "vit"):
     book.show_table(
         book.model_table(params.preset, family).reset_index(names="experiment"),
         caption=f"{family} models at preset {params.preset}",
+        wide=True,
     )
 
 # %% [markdown]
@@ -141,7 +146,9 @@ book.show_attention(runs["learned_16h"], "learned_16h", params, query, status=ru
 # ### B.6 Hierarchical learned 2D encoding with content, 16 heads
 
 # %% tags=["hide-input"]
-book.show_attention(runs["learned_content_16h_ha"], "learned_content_16h_ha", params, query, status=runs.status)
+book.show_attention(
+    runs["learned_content_16h_ha"], "learned_content_16h_ha", params, query, status=runs.status
+)
 
 # %% [markdown]
 # ### B.7 Hierarchical SAN, pairwise
@@ -212,17 +219,21 @@ from attnlib import bench  # noqa: E402
 reports = book.bench_reports(params)
 for device, report in reports.items():
     book.note(book.bench_machine_markdown(report))
-    book.show_table(bench.table(report).round(3), caption=f"Throughput on {device}")
+    book.show_table(bench.table(report).round(3), caption=f"Throughput on {device}", wide=True)
     shares = bench.profile_table(report)
     if shares is not None:
-        book.show_table(shares.round(3), caption=f"Where the time goes on {device} (share of op time)")
+        book.show_table(
+            shares.round(3), caption=f"Where the time goes on {device} (share of op time)", wide=True
+        )
 if "cpu" in reports:
     rows = bench.table(reports["cpu"])
     pick = (rows.shapes == "paper") & (rows.model == "learned_content_9h") & (rows.dtype == "bf16")
     ours = rows[pick & (rows.impl == "attnlib")].iloc[0]
     plain = rows[pick & (rows.impl == "plain")].iloc[0]
     shares = bench.profile_table(reports["cpu"])
-    gemm = shares[(shares.shapes == "paper") & (shares.model == "learned_content_9h") & (shares.dtype == "bf16")]
+    gemm = shares[
+        (shares.shapes == "paper") & (shares.model == "learned_content_9h") & (shares.dtype == "bf16")
+    ]
     book.glue_text("bench_speedup", ours.speedup_vs_plain, "{:.2f}×")
     book.glue_text("bench_util", ours.utilisation, "{:.0%}")
     book.glue_text("bench_plain_util", plain.utilisation, "{:.0%}")

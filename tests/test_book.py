@@ -545,6 +545,26 @@ def test_results_and_literature_tables_read_like_the_report():
     )
     assert pairs.iloc[2, :2].tolist() == ["SA learned 2D + content, 9 heads", "HA"]
     assert pairs["params (paper settings)"].eq("2.00 M").all()
+    narrow = book.narrow_results(pairs)  # Table 3 as shown: units in the headers, every number kept
+    assert narrow.columns.tolist() == [
+        ("", "model"),
+        ("", "variant"),
+        ("test accuracy (%)", "budget"),
+        ("params (M)", "budget"),
+        ("params (M)", "paper"),
+        ("wall time", "ms"),
+    ]
+    assert narrow.iloc[0, 2:].tolist() == ["49.0", "0.24", "2.00", "1.80"]
+    assert narrow.iloc[2, 2] == book.NOT_USED["stale"] and narrow.iloc[3, 3] == book.MISSING
+    seeds = pd.DataFrame(
+        {
+            "model": ["ViT"],
+            "variant": ["HA"],
+            "accuracy (smoke)": ["47.9 ± 0.1 % (n = 2)"],
+            "HA / model time": ["1.02×"],
+        }
+    )
+    assert book.narrow_results(seeds).iloc[0].tolist() == ["ViT", "HA", "47.9\u00a0±\u00a00.1 (2)", "1.02×"]
     names = ["resnet18", "quadratic_iso_9h", "quadratic_aniso_9h", "san_pairwise", "learned_content_9h_ha"]
     literature = book.literature_table(names)
     assert "SAN pairwise" not in set(literature["model"])  # no figure found: no row of dashes
@@ -581,6 +601,7 @@ def test_results_at_a_glance():
 
     matplotlib.use("Agg")
     import pandas as pd
+    from matplotlib.path import Path
 
     from attnlib import viz
 
@@ -612,6 +633,15 @@ def test_results_at_a_glance():
     )
     assert len(arrows) == 1 + re_pairs
     assert "verdict" in [t.get_text() for t in ax.texts] and ax.get_xscale() == "log"
+    # no point label is written over an arrow (shaft or head), e.g. "9h HA" over its arrowhead
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    lines = [Path(ax.transData.transform([a.xyann, a.xy])) for a in arrows]
+    labels = [t for t in ax.texts if t.get_text() and t not in arrows and t.get_text() != "verdict"]
+    assert "9h HA" in [t.get_text() for t in labels]
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        assert not any(line.intersects_bbox(box, filled=False) for line in lines), label.get_text()
     assert book.ha_pairs(frame)["experiment"].tolist() == ["learned_content_9h"]
     assert book.ha_sentence(book.ha_pairs(frame)).startswith("HA keeps 26% of its model's parameters")
 

@@ -1,6 +1,7 @@
 """The real-browser check of the book (attnlib.bookcheck): what counts as remote, which pages it opens, and,
 where Chromium is installed, that it catches each kind of fault on small pages made for it (a remote
-script, TeX left unrendered, a JavaScript error, a figure wider than the page) and passes a clean page."""
+script, TeX left unrendered, a JavaScript error, a figure wider than the page, a table wider than its
+column) and passes a clean page."""
 
 from __future__ import annotations
 
@@ -70,6 +71,16 @@ PAGES = {
     "error.html": "<html><body><p>text</p><script>undefinedFunction();</script></body></html>",
     "wide.html": '<html><body><main style="width: 600px"><canvas width="2400" height="50"></canvas>'
     "</main></body></html>",
+    # a table too wide for its scrolling box (as the theme wraps cell outputs), beside one that fits
+    "widetable.html": '<html><body><main style="width: 600px"><table><tr><td>fits</td></tr></table>'
+    '<div style="overflow-x: auto"><table><caption>Table 3. Too wide</caption><tr>'
+    + '<td style="white-space: nowrap">47.9 ± 0.1 % (n = 2)</td>'
+    * 40
+    + "</tr></table></div>"
+    # a reference table that may scroll (show_table(wide=True)): a note, not a failure
+    '<div style="overflow-x: auto"><table class="wide-reference"><caption>Protocols</caption><tr>'
+    + '<td style="white-space: nowrap">every field of a setup</td>' * 40
+    + "</tr></table></div></main></body></html>",
 }
 
 
@@ -96,4 +107,9 @@ def test_the_browser_catches_each_fault(tmp_path):
     assert any("unrendered TeX in the text: …a width \\alpha" in p for p in reports["command.html"].problems)
     assert any("undefinedFunction" in p for p in reports["error.html"].problems)
     assert any("figure wider than the page" in p for p in reports["wide.html"].problems)
+    wide_tables = [p for p in reports["widetable.html"].problems if "table wider than its column" in p]
+    assert len(wide_tables) == 1 and "Table 3. Too wide" in wide_tables[0], reports["widetable.html"].problems
+    notes = reports["widetable.html"].notes
+    assert len(notes) == 1 and "reference table scrolls sideways (allowed): Protocols" in notes[0], notes
+    assert not any("table wider" in p for p in reports["wide.html"].problems)
     assert sorted(p.name for p in shots.glob("*.png")) == sorted(n.replace(".html", ".png") for n in PAGES)

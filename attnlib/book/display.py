@@ -105,15 +105,20 @@ def show(figure, name: str | None = None, caption: str | None = None) -> None:
     display(Markdown(f"```{{glue:figure}} {name}\n:name: {name}\n\n{caption or ''}\n```"))
 
 
-def show_table(frame, caption: str | None = None, compact: bool = False, wrap_names: bool = False) -> None:
+def show_table(
+    frame, caption: str | None = None, compact: bool = False, wrap_names: bool = False, wide: bool = False
+) -> None:
     """Display a table without its row index (and with a caption). ``compact``: a table of short cells
     (names and numbers), kept on one line each (CSS class ``results`` of ``book/_static/attnlib.css``);
     ``wrap_names``: its first column (long model names) may wrap, so that a table of many columns fits the
-    page (CSS class ``wrap-names``)."""
+    page (CSS class ``wrap-names``); ``wide``: a reference table listing every field of a setup, in a smaller
+    type, that may scroll sideways (CSS class ``wide-reference``; `make check-book` notes it, not fails)."""
     from IPython.display import display
 
     styler = frame.style.hide(axis="index")
-    if compact:
+    if wide:
+        styler = styler.set_table_attributes('class="wide-reference"')
+    elif compact:
         styler = styler.set_table_attributes('class="results"')
     elif wrap_names:
         styler = styler.set_table_attributes('class="wrap-names"')

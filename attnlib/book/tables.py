@@ -78,6 +78,57 @@ def results_table(frame, preset: str, *, pairs: bool = False, paper_params: dict
     return pd.DataFrame(rows)
 
 
+def narrow_results(table):
+    """A table of ``results_table`` (Table 1, or Table 3 with ``pairs=True``) narrow enough for the text
+    column, every number kept: the units move into grouped headers ("test accuracy (%)": mean ± sd (n seeds)
+    where the cells have seeds; "params (M)": as trained / at the paper's settings; "wall time": ms and the
+    HA / model ratio), so the cells hold only
+    numbers, "47.9 ± 0.1 (2)"; a number never breaks across lines (its spaces are unbreakable) and the
+    model names wrap (``show_table(..., wrap_names=True)``). A missing or unused result keeps its words."""
+    import pandas as pd
+
+    def number(unit: str):
+        def cell(v: str) -> str:
+            if not isinstance(v, str) or not v.endswith(unit):
+                return v  # "not yet trained", "not measured", "" (no ratio)
+            v = v.removesuffix(unit).rstrip()
+            return v.replace(" ± ", "\u00a0±\u00a0")
+
+        return cell
+
+    def accuracy(v: str) -> str:
+        if not isinstance(v, str) or not v.endswith(")") or " % (n = " not in v:
+            return number("%")(v)
+        value, n = v.removesuffix(")").split(" % (n = ")
+        return number("%")(value + " %") + f" ({n})"
+
+    columns, headers = {}, []
+    for c in table.columns:
+        if c in ("model", "variant"):
+            columns[c], header = table[c], ("", c)
+        elif c.startswith("accuracy ("):
+            columns[c] = table[c].map(accuracy)
+            seeds = table[c].astype(str).str.contains(r"\(n = ").any()
+            header = (
+                (f"test accuracy (%), {c[10:-1]}", "mean ± sd (n)")
+                if seeds
+                else ("test accuracy (%)", c[10:-1])
+            )
+        elif c.startswith("params ("):
+            where = "paper" if c == "params (paper settings)" else c[8:-1]
+            columns[c], header = table[c].map(number("M")), ("params (M)", where)
+        elif c == "wall time":
+            columns[c], header = table[c].map(number("ms")), ("wall time", "ms")
+        elif c == "HA / model time":
+            columns[c], header = table[c], ("wall time", "HA / model")
+        else:
+            columns[c], header = table[c], ("", c)
+        headers.append(header)
+    out = pd.DataFrame(columns)
+    out.columns = pd.MultiIndex.from_tuples(headers)
+    return out
+
+
 def _accuracy_cell(r, done: bool, absent: str) -> str:
     """ "47.9 ± 0.1 % (n = 2)" for a row with seed statistics (``table3_frame``), else "47.8%"."""
     accuracy = r.get("accuracy") if done else None
