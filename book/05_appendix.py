@@ -146,9 +146,7 @@ book.show_attention(runs["learned_16h"], "learned_16h", params, query, status=ru
 # ### B.6 Hierarchical learned 2D encoding with content, 16 heads
 
 # %% tags=["hide-input"]
-book.show_attention(
-    runs["learned_content_16h_ha"], "learned_content_16h_ha", params, query, status=runs.status
-)
+book.show_attention(runs["learned_content_16h_ha"], "learned_content_16h_ha", params, query, status=runs.status)
 
 # %% [markdown]
 # ### B.7 Hierarchical SAN, pairwise
