@@ -247,11 +247,11 @@ def _ha_gain(ev: Evidence):
             continue
         w = compare.welch(a, b)
         if w.interval is None:
-            parts.append(f"{ev.name(base)}: {w.points:+.1f} (n = {len(a)}/{len(b)}: no interval)")
+            parts.append(f"{ev.name(base)}: {w.difference} (n = {len(a)}/{len(b)}: no interval)")
             verdicts.append(INCONCLUSIVE)
             continue
         low, high = w.interval
-        parts.append(f"{ev.name(base)}: {w.points:+.1f} [{low:+.1f}, {high:+.1f}] (n = {len(a)}/{len(b)})")
+        parts.append(f"{ev.name(base)}: {w.difference} (n = {len(a)}/{len(b)})")
         verdicts.append(REPRODUCED if low >= HA_GAIN else NOT_REPRODUCED if high < HA_GAIN else INCONCLUSIVE)
     if NOT_REPRODUCED in verdicts:
         verdict = NOT_REPRODUCED  # "in each case": one pair that is surely below refutes it

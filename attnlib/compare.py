@@ -88,6 +88,12 @@ class Welch:
         return self.points - half, self.points + half
 
     @property
+    def difference(self) -> str:
+        """d in points with its interval, "+1.6 [-1.8, +4.9]"; "+1.6" alone when there is no interval."""
+        ci = self.interval
+        return f"{self.points:+.1f}" + ("" if ci is None else f" [{ci[0]:+.1f}, {ci[1]:+.1f}]")
+
+    @property
     def verdict(self) -> str:
         """ "higher" / "lower" when the interval lies above / below 0, "inconclusive" when it holds 0,
         "no interval" when it could not be computed (fewer than 2 seeds on a side, or no spread)."""

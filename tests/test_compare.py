@@ -39,6 +39,7 @@ def test_welch_three_seeds_each_four_degrees_of_freedom_is_conclusive():
     assert d.p == pytest.approx(2 * (0.5 - 3 / 8 * u * (1 - u**2 / 12)), rel=1e-6)
     assert d.interval == pytest.approx((10 - 2.776445 * se, 10 + 2.776445 * se), rel=1e-6)
     assert d.verdict == "higher" and d.seeds_wanted == 0
+    assert d.difference == "+10.0 [+7.7, +12.3]"  # as tables and the ledger print it
     flipped = compare.welch(variant, base)
     assert flipped.verdict == "lower" and flipped.points == pytest.approx(-10)
     assert flipped.p == pytest.approx(d.p)
@@ -76,6 +77,7 @@ def test_welch_without_an_interval():
     assert one.points == pytest.approx(10.5) and one.n == (1, 2)
     assert one.se is one.t is one.df is one.p is one.interval is None
     assert one.verdict == "no interval" and one.seeds_wanted == compare.MIN_SEEDS
+    assert one.difference == "+10.5"
     flat = compare.welch([0.5, 0.5, 0.5], [0.6, 0.6, 0.6])  # no spread on either side: no test
     assert flat.interval is None and flat.verdict == "no interval"
     with pytest.raises(ValueError, match="base"):

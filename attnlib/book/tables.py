@@ -229,11 +229,9 @@ def ha_effects(bases, params: Params, seeds=range(10)):
             row.update({"HA − model [95% CI]": "—", "ν": "—", "p": "—", "verdict": MISSING})
             row["seeds asked"] = f"{compare.MIN_SEEDS} per side"
         else:
-            ci = w.interval
-            interval = "" if ci is None else f" [{ci[0]:+.1f}, {ci[1]:+.1f}]"
             row.update(
                 {
-                    "HA − model [95% CI]": f"{w.points:+.1f}{interval}",
+                    "HA − model [95% CI]": w.difference,
                     "ν": "—" if w.df is None else f"{w.df:.1f}",
                     "p": "—" if w.p is None else f"{w.p:.2f}",
                     "verdict": VERDICT_SHORT[w.verdict],
@@ -298,11 +296,8 @@ def welch_labels(bases, params: Params, seeds=range(10)) -> dict[str, str]:
         if not acc_a or not acc_b:
             continue
         w = compare.welch(acc_a, acc_b)
-        if w.interval is None:
-            out[base + "_ha"] = f"{w.points:+.1f} (n = {len(acc_a)}/{len(acc_b)})"
-        else:
-            low, high = w.interval
-            out[base + "_ha"] = f"{w.points:+.1f} [{low:+.1f}, {high:+.1f}]"
+        no_interval = f" (n = {len(acc_a)}/{len(acc_b)})" if w.interval is None else ""
+        out[base + "_ha"] = w.difference + no_interval
     return out
 
 
