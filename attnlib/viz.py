@@ -685,10 +685,11 @@ def measures_vs_epochs(
         epoch = np.asarray(h["epoch"] if "epoch" in h else np.arange(1, len(h) + 1), dtype=float)
         return epoch, layer_series(h, key)
 
-    rows = [k for k in wanted if any(series(n, k)[1] for n in names)]
+    found = {(n, k): series(n, k) for n in names for k in wanted}  # (epochs, {layer: values})
+    rows = [k for k in wanted if any(found[n, k][1] for n in names)]
     if not rows:
         raise ValueError("measures_vs_epochs: no per-layer measure in the histories given")
-    layers = max(max(series(n, k)[1], default=-1) for n in names for k in rows) + 1
+    layers = max(max(found[n, k][1], default=-1) for n in names for k in rows) + 1
     colours = layer_colours(layers)
     fig, axes = plt.subplots(
         len(rows),
@@ -702,7 +703,7 @@ def measures_vs_epochs(
     for r, key in enumerate(rows):
         for c, name in enumerate(names):
             ax = axes[r, c]
-            epoch, lines = series(name, key)
+            epoch, lines = found[name, key]
             for layer, values in lines.items():
                 ax.plot(epoch, values, "-", color=colours[layer], linewidth=1.4, label=f"layer {layer + 1}")
             if not lines:
