@@ -6,8 +6,9 @@ Layout of one run (seed 0; other seeds use `<preset>-seed<N>`):
     <results-dir>/<experiment>/<preset>/
         config.json      the resolved RunConfig, seed, data and fingerprint, and model_resolved (every field of
                          the model's config dataclass; not in the fingerprint: `run_config`)
-        metrics.json     test_accuracy (fraction), params, wall_time_ms (Table 3 protocol), provenance,
-                         and the sha256 of every other result file; written last: it marks completion
+        metrics.json     test_accuracy (fraction), params, wall_time_ms (Table 3 protocol), provenance (its
+                         `git`: the commit the training process started from; `git_at_write` too when the
+                         tree changed before the result was written), and the sha256 of every other result file; written last: it marks completion
         history.csv      one row per epoch
         attention.npz    attention maps of fixed test images (`attnlib.snapshots.attention_summary`)
         centers.npz      quadratic models: centres and Σ⁻¹ of every head after every epoch
@@ -19,6 +20,7 @@ Every file is written atomically (`attnlib.store`), so a reader sees the old fil
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import io
@@ -178,15 +180,16 @@ class RunResult:
                 f"{weights} is missing (checkpoints are not kept in git); retrain with: python -m attnlib train "
                 f"{self.experiment} --preset {self.preset}"
             )
-        model = make(self.config["family"], **self.config["model"])
+        model = make(self.config["family"], **self._model_fields())
         try:
             state = torch.load(weights, map_location=device, weights_only=True)
             saved = state.get("fingerprint")
             if saved is not None and saved != self.config.get("fingerprint"):
                 raise ValueError("it belongs to another configuration")
-            if (state.get("epoch"), state.get("step")) != (self.config["train"]["epochs"], 0):
+            if (state.get("epoch"), state.get("step")) != (self.epochs_trained, 0):
                 raise ValueError(
-                    f"it is not the end of training (epoch {state.get('epoch')}, step {state.get('step')})"
+                    f"it is not the end of training (epoch {state.get('epoch')}, step {state.get('step')}; "
+                    f"the run ended after epoch {self.epochs_trained})"
                 )
             model.load_state_dict(state["model"])
         except Exception as err:  # truncated or corrupt zip, foreign or partial checkpoint
@@ -195,6 +198,30 @@ class RunResult:
                 f"{detail}; retrain with: {self._train_command()}", "damaged", detail
             ) from None
         return model.to(device).eval()
+
+    @property
+    def epochs_trained(self) -> int:
+        """Epochs the run trained: its protocol's epochs, or fewer when it ended at a plateau (converge)."""
+        trained = self.metrics.get("provenance", {}).get("epochs_trained")
+        return int(trained) if trained is not None else int(self.config["train"]["epochs"])
+
+    def _model_fields(self) -> dict:
+        """The fields the network was built from: every resolved field where config.json records them
+        (`model_resolved`), so that a default changed since cannot rebuild another network; else the
+        registry's overrides (runs saved before it was recorded)."""
+        resolved = self.config.get(RESOLVED)
+        if not isinstance(resolved, dict):
+            return self.config["model"]
+        fields = {f.name for f in dataclasses.fields(FAMILIES[self.config["family"]][0])}
+        gone = sorted(set(resolved) - fields)
+        if gone:
+            raise MissingResult(
+                f"{self.path}: its network had fields the model no longer has ({', '.join(gone)}); retrain "
+                f"with: {self._train_command()} --force",
+                "stale",
+                f"model fields no longer defined: {', '.join(gone)}",
+            )
+        return resolved
 
     def _train_command(self) -> str:
         seed = self.config.get("seed", 0)
@@ -471,6 +498,7 @@ def train_run(
                 probe_batches = Batches(dataset.test, rc.probe_images, train=False, device=dev)
                 probe_x, _ = next(probe_batches.epoch(0))
                 probe = functools.partial(measures.probe, images=probe_x)
+            code = git_state()  # the code this process trains with (the tree may change before the end)
             fit = trainer.fit(
                 model,
                 Batches(dataset.train, bs, train=True, **kw),
@@ -487,7 +515,7 @@ def train_run(
                 checkpoint_every=checkpoint_every,
             )
             if info.is_main:
-                _write_result(path, config, rc, model, fit, dataset, dev, info)
+                _write_result(path, config, rc, model, fit, dataset, dev, info, code)
             if info.enabled:
                 dist.barrier()
         finally:
@@ -497,7 +525,7 @@ def train_run(
     return result
 
 
-def _write_result(path: Path, config: dict, rc, model, fit, dataset, device, info) -> None:
+def _write_result(path: Path, config: dict, rc, model, fit, dataset, device, info, code: dict) -> None:
     import pandas as pd
 
     from attnlib.data import Batches
@@ -541,7 +569,7 @@ def _write_result(path: Path, config: dict, rc, model, fit, dataset, device, inf
             "bf16": rc.train.bf16 if rc.train.bf16 is not None else _bf16(device),
             "torch": torch.__version__,
             "python": platform.python_version(),
-            "git": git_state(),
+            "git": code,
             "hostname": socket.gethostname(),
             "train_seconds": fit.train_seconds,
             "resumed_from": fit.resumed,
@@ -549,6 +577,8 @@ def _write_result(path: Path, config: dict, rc, model, fit, dataset, device, inf
             "command": " ".join(sys.argv),
         },
     }
+    if (now := git_state()) != code:  # the tree changed while it trained (a merge, an edit)
+        metrics["provenance"]["git_at_write"] = now
     write_json(path / "metrics.json", metrics)  # last: marks the folder complete
     (path / "checkpoints" / "previous.pt").unlink(missing_ok=True)  # keep last.pt: the trained weights
 

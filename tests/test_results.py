@@ -339,6 +339,48 @@ def test_model_of_a_damaged_checkpoint(copy, damage):
     assert "retrain with: python -m attnlib train vit --preset smoke" in str(err.value)
 
 
+def test_model_is_built_from_the_resolved_fields_it_was_trained_with(copy):
+    """RunResult.model() builds the network from config.json's `model_resolved` (every field), not from
+    the registry's overrides over today's defaults: with the overrides gone it still loads the trained
+    weights; a recorded field the model no longer has is a stale result naming the field."""
+    res = run_or_load("vit", "smoke", results_dir=copy)
+    expected = {k: v.clone() for k, v in res.model().state_dict().items()}
+    res.config["model"] = {}  # as if the registry's overrides had changed: the record still rules
+    assert all(torch.equal(v, expected[k]) for k, v in res.model().state_dict().items())
+    res.config["model_resolved"] = {**res.config["model_resolved"], "retired_field": 3}
+    with pytest.raises(MissingResult) as err:
+        res.model()
+    assert err.value.status == "stale" and "retired_field" in str(err.value)
+
+
+def test_model_of_a_run_that_ended_at_a_plateau(tmp_path, monkeypatch):
+    """A converge-style run ends before its epoch cap when the test accuracy stops rising: its last.pt
+    is the end of training (epochs_trained), not a mid-training checkpoint."""
+    import dataclasses
+
+    from attnlib import experiments
+
+    smoke = experiments.PRESET_TABLE["smoke"]
+    key = experiments.get("vit").protocol
+    capped = smoke[key].train.replace(epochs=13, plateau=0.99)  # 99 points: it stops as soon as allowed
+    monkeypatch.setitem(smoke, key, dataclasses.replace(smoke[key], train=capped))
+    res = run_or_load("vit", "smoke", results_dir=tmp_path)
+    assert res.epochs_trained < 13 and res.metrics["provenance"]["epochs"] == 13
+    assert sum(p.numel() for p in res.model().parameters()) == res.metrics["params"]
+
+
+def test_provenance_names_the_commit_training_started_from(tmp_path, monkeypatch):
+    """provenance.git is the code the run trained with (read before training); when the tree changed
+    before the result was written, provenance.git_at_write says to what."""
+    from attnlib import runs
+
+    states = iter([{"commit": "a" * 40, "dirty": False}, {"commit": "b" * 40, "dirty": True}])
+    monkeypatch.setattr(runs, "git_state", lambda: next(states))
+    prov = run_or_load("vit", "smoke", results_dir=tmp_path).metrics["provenance"]
+    assert prov["git"] == {"commit": "a" * 40, "dirty": False}
+    assert prov["git_at_write"] == {"commit": "b" * 40, "dirty": True}
+
+
 def test_write_on_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path):
     """An atomic write that hits ENOSPC (its temporary file made a link to /dev/full, which fails every
     write with ENOSPC): an OSError naming the file meant, the old file intact, no temporary file left."""
