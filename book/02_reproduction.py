@@ -91,7 +91,7 @@ book.glue_text("repro_total", len(frame), "{:d}")
 
 # %% tags=["hide-input"]
 book.show_table(
-    book.narrow_results(book.results_table(frame, params.preset)),
+    book.results_table(frame, params.preset),
     caption=f"Table 1. Our models at preset {params.preset}: test accuracy, trainable parameters in millions "
     "and inference wall time per image.",
     wrap_names=True,

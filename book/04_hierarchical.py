@@ -103,7 +103,7 @@ book.glue_text("ha_heads", params.heads, "{:d}")
 
 # %% tags=["hide-input"]
 book.show_table(
-    book.narrow_results(book.results_table(frame, params.preset, pairs=True, paper_params=paper_params)),
+    book.results_table(frame, params.preset, pairs=True, paper_params=paper_params),
     caption=f"Table 3. Each model and its HA variant at preset {params.preset}: test accuracy as mean ± sd "
     "over the n saved seeds, trainable parameters in millions (as trained, and at the paper's settings) and "
     "inference wall time per image.",

@@ -521,7 +521,8 @@ def test_panels_share_one_colour_scale_with_a_bar():
     assert [a.get_title() for a in fig.axes if a.images] == ["application 1", "application 2"]
 
 
-def test_results_and_literature_tables_read_like_the_report():
+def _results_frame():
+    """Rows of ``attnlib.tables.frame``: two complete, one stale, one missing."""
     import pandas as pd
 
     frame = pd.DataFrame(
@@ -535,18 +536,47 @@ def test_results_and_literature_tables_read_like_the_report():
     )
     frame["pair"] = [book.title(experiments.get(n).baseline or n) for n in frame["experiment"]]
     frame["variant"] = ["HA" if experiments.get(n).baseline else "normal" for n in frame["experiment"]]
-    table = book.results_table(frame, "budget")
-    assert list(table.columns) == ["model", "heads", "accuracy (budget)", "params (budget)", "wall time"]
-    assert table.iloc[0].tolist() == ["SA quadratic (isotropic)", "9", "49.0%", "0.24 M", "1.80 ms"]
+    return frame
+
+
+def _seeds_frame():
+    """Rows of ``book.table3_frame``: seed statistics (one seed, two, none) and wall times measured together."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        {
+            "experiment": ["vit", "vit_ha", "san_pairwise_ha"],
+            "pair": ["ViT", "ViT", "SAN pairwise"],
+            "variant": ["normal", "HA", "HA"],
+            "status": ["complete", "complete", book.MISSING],
+            "seeds": [1, 2, 0],
+            "accuracy": [0.4337, 0.479, None],
+            "accuracy_sd": [None, 0.001, None],
+            "params": [665_418, 172_362, None],
+            "wall_time_measured": [True, True, False],
+            "wall_time_ms": [2.888, 2.362, None],
+            "time_ratio": [None, 1.0213, None],
+        }
+    )
+
+
+def test_results_and_literature_tables_read_like_the_report():
+    frame = _results_frame()
+    table = book.results_table(frame, "budget")  # Table 1: units in the grouped headers, numbers in the cells
+    assert table.columns.tolist() == [
+        ("", "model"),
+        ("", "heads"),
+        ("test accuracy (%)", "budget"),
+        ("params (M)", "budget"),
+        ("wall time", "ms"),
+    ]
+    assert table.iloc[0].tolist() == ["SA quadratic (isotropic)", "9", "49.0", "0.24", "1.80"]
     assert table.iloc[2, :2].tolist() == ["SA learned 2D + content, HA", "9"]
     assert table.iloc[2, 2] == book.NOT_USED["stale"] and table.iloc[3].tolist()[1:3] == ["—", book.MISSING]
     pairs = book.results_table(
         frame, "budget", pairs=True, paper_params={n: 2e6 for n in frame["experiment"]}
     )
-    assert pairs.iloc[2, :2].tolist() == ["SA learned 2D + content, 9 heads", "HA"]
-    assert pairs["params (paper settings)"].eq("2.00 M").all()
-    narrow = book.narrow_results(pairs)  # Table 3 as shown: units in the headers, every number kept
-    assert narrow.columns.tolist() == [
+    assert pairs.columns.tolist() == [
         ("", "model"),
         ("", "variant"),
         ("test accuracy (%)", "budget"),
@@ -554,17 +584,22 @@ def test_results_and_literature_tables_read_like_the_report():
         ("params (M)", "paper"),
         ("wall time", "ms"),
     ]
-    assert narrow.iloc[0, 2:].tolist() == ["49.0", "0.24", "2.00", "1.80"]
-    assert narrow.iloc[2, 2] == book.NOT_USED["stale"] and narrow.iloc[3, 3] == book.MISSING
-    seeds = pd.DataFrame(
-        {
-            "model": ["ViT"],
-            "variant": ["HA"],
-            "accuracy (smoke)": ["47.9 ± 0.1 % (n = 2)"],
-            "HA / model time": ["1.02×"],
-        }
-    )
-    assert book.narrow_results(seeds).iloc[0].tolist() == ["ViT", "HA", "47.9\u00a0±\u00a00.1 (2)", "1.02×"]
+    assert pairs.iloc[2, :2].tolist() == ["SA learned 2D + content, 9 heads", "HA"]
+    assert pairs.iloc[0, 2:].tolist() == ["49.0", "0.24", "2.00", "1.80"]
+    assert pairs["params (M)", "paper"].eq("2.00").all()
+    assert pairs.iloc[2, 2] == book.NOT_USED["stale"] and pairs.iloc[3, 3] == book.MISSING
+    shown = book.results_table(_seeds_frame(), "smoke", pairs=True)  # Table 3 with seeds
+    assert shown.columns.tolist()[2:] == [
+        ("test accuracy (%), smoke", "mean ± sd (n)"),
+        ("params (M)", "smoke"),
+        ("wall time", "ms"),
+        ("wall time", "HA / model"),
+    ]
+    assert shown.iloc[:, 2:].values.tolist() == [
+        ["43.4 (1)", "0.67", "2.89", ""],
+        ["47.9\u00a0±\u00a00.1 (2)", "0.17", "2.36", "1.02×"],  # a number does not break across lines
+        [book.MISSING, book.MISSING, book.NOT_MEASURED, ""],
+    ]
     names = ["resnet18", "quadratic_iso_9h", "quadratic_aniso_9h", "san_pairwise", "learned_content_9h_ha"]
     literature = book.literature_table(names)
     assert "SAN pairwise" not in set(literature["model"])  # no figure found: no row of dashes
@@ -576,6 +611,25 @@ def test_results_and_literature_tables_read_like_the_report():
     assert not any("Cordonnier" in c for c in only_re.columns)
     caption = book.literature_caption(names, "Figures")
     assert "† run-log" in caption and "‡ derived" in caption and "* claimed" in caption
+
+
+def test_results_table_cells_hold_no_units():
+    """The units of Tables 1 and 3 are in their headers; the cells hold numbers (or the words of a missing
+    result), never "49.0%", "0.24 M", "1.80 ms" or "(n = 2)"."""
+    paper = {n: 2e6 for n in _results_frame()["experiment"]}
+    tables = [
+        book.results_table(_results_frame(), "budget"),
+        book.results_table(_results_frame(), "budget", pairs=True, paper_params=paper),
+        book.results_table(_seeds_frame(), "smoke", pairs=True),
+    ]
+    unit = re.compile(r"%|\d\s*(M|ms)$|\(n = ")
+    for table in tables:
+        numbers = table.drop(columns=[c for c in table.columns if c[0] == ""])  # not model / heads / variant
+        assert numbers.map(lambda v: bool(unit.search(v))).sum().sum() == 0, numbers
+        assert numbers.map(lambda v: v[:1].isdigit()).any().all()  # every column shows numbers
+        assert {c[0] for c in numbers.columns} <= {
+            "test accuracy (%)", "test accuracy (%), smoke", "params (M)", "wall time"
+        }  # fmt: skip
 
 
 def test_rank_sentence_and_flips_table():
@@ -662,10 +716,10 @@ def test_damaged_and_stale_results_in_the_book(damaged, monkeypatch):
     assert list(frame["status"]) == ["stale", "damaged", "missing"]
     assert frame.loc[["vit", "vit_ha"], ["accuracy", "params"]].isna().all().all()
     table = book.results_table(frame.reset_index(), "smoke", pairs=True)
-    cells = table.set_index(table["model"] + "/" + table["variant"])
-    assert cells.loc["ViT/HA", "accuracy (smoke)"] == book.NOT_USED["damaged"]
-    assert cells.loc["ViT/normal", "params (smoke)"] == book.NOT_USED["stale"]
-    assert cells.loc["ResNet18/normal", "wall time"] == book.MISSING
+    cells = table.set_index(table["", "model"] + "/" + table["", "variant"])
+    assert cells.loc["ViT/HA", ("test accuracy (%)", "smoke")] == book.NOT_USED["damaged"]
+    assert cells.loc["ViT/normal", ("params (M)", "smoke")] == book.NOT_USED["stale"]
+    assert cells.loc["ResNet18/normal", ("wall time", "ms")] == book.MISSING
     prose = book.provenance_markdown(frame.reset_index())
     assert "`vit_ha` is damaged" in prose and "`vit` was trained with another configuration" in prose
     assert "train.epochs: 2 saved, 1 now" in prose

@@ -44,99 +44,62 @@ def split_title(experiment: str) -> tuple[str, str]:
 
 
 def results_table(frame, preset: str, *, pairs: bool = False, paper_params: dict | None = None):
-    """Our results laid out as the report's tables, as strings ready to show.
+    """Our results laid out as the report's tables, as strings ready to show, narrow enough for the text
+    column: the units are in grouped headers ("test accuracy (%)"; "params (M)", as trained at ``preset``
+    and at the paper's settings; "wall time": ms and the HA / model ratio), so the cells hold only numbers,
+    "47.8", or "47.9 ± 0.1 (2)" (mean ± sd (n seeds)) for rows with seed statistics, whose spaces do not
+    break; show it with ``show_table(..., wrap_names=True)`` (the model names wrap). A missing result reads
+    "not yet trained"; a damaged or stale one says so (``NOT_USED``); an unmeasured wall time "not measured".
 
     frame: rows of ``attnlib.tables.frame`` (``experiment``, ``status``, ``accuracy``, ``params``,
-    ``wall_time_ms``...). ``pairs=False`` (Table 1): model, heads, accuracy, params, wall time.
+    ``wall_time_ms``...; ``seeds``, ``accuracy_sd``, ``wall_time_measured``, ``time_ratio`` from
+    ``table3_frame``). ``pairs=False`` (Table 1): model, heads, accuracy, params, wall time.
     ``pairs=True`` (Table 3): model (the normal model's title), variant (normal / HA), accuracy, params,
     params at the paper's settings (``paper_params``: {experiment: count}, when given), wall time.
-    A missing result reads "not yet trained"; a damaged or stale one says so (``NOT_USED``).
     """
     import pandas as pd
 
+    if "seeds" in frame:
+        accuracy = (f"test accuracy (%), {preset}", "mean ± sd (n)")
+    else:
+        accuracy = ("test accuracy (%)", preset)
     rows = []
     for _, r in frame.iterrows():
         done = r.get("status") == "complete"
         absent = NOT_USED.get(r.get("status"), MISSING)  # damaged / stale rows say so
         if pairs:
-            row = {"model": r["pair"], "variant": r["variant"]}
+            row = {("", "model"): r["pair"], ("", "variant"): r["variant"]}
         else:
             model, heads = split_title(r["experiment"])
-            row = {"model": model, "heads": heads}
-        row[f"accuracy ({preset})"] = _accuracy_cell(r, done, absent)
+            row = {("", "model"): model, ("", "heads"): heads}
+        row[accuracy] = _accuracy_cell(r, done, absent)
         params = r.get("params") if done else None
-        row[f"params ({preset})"] = absent if is_missing(params) else f"{params / 1e6:.2f} M"
+        row["params (M)", preset] = absent if is_missing(params) else f"{params / 1e6:.2f}"
         if paper_params is not None:
-            row["params (paper settings)"] = f"{paper_params[r['experiment']] / 1e6:.2f} M"
+            row["params (M)", "paper"] = f"{paper_params[r['experiment']] / 1e6:.2f}"
         if "wall_time_measured" in r:  # measured together (``table3_frame``), trained or not
-            row["wall time"] = fmt(r["wall_time_ms"], "{:.2f} ms", NOT_MEASURED)
+            row["wall time", "ms"] = fmt(r["wall_time_ms"], "{:.2f}", NOT_MEASURED)
             if "time_ratio" in r:
-                row["HA / model time"] = fmt(r["time_ratio"], "{:.2f}×", "")
+                row["wall time", "HA / model"] = fmt(r["time_ratio"], "{:.2f}×", "")
         else:
-            row["wall time"] = fmt(r.get("wall_time_ms") if done else None, "{:.2f} ms", absent)
+            row["wall time", "ms"] = fmt(r.get("wall_time_ms") if done else None, "{:.2f}", absent)
         rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def narrow_results(table):
-    """A table of ``results_table`` (Table 1, or Table 3 with ``pairs=True``) narrow enough for the text
-    column, every number kept: the units move into grouped headers ("test accuracy (%)": mean ± sd (n seeds)
-    where the cells have seeds; "params (M)": as trained / at the paper's settings; "wall time": ms and the
-    HA / model ratio), so the cells hold only
-    numbers, "47.9 ± 0.1 (2)"; a number never breaks across lines (its spaces are unbreakable) and the
-    model names wrap (``show_table(..., wrap_names=True)``). A missing or unused result keeps its words."""
-    import pandas as pd
-
-    def number(unit: str):
-        def cell(v: str) -> str:
-            if not isinstance(v, str) or not v.endswith(unit):
-                return v  # "not yet trained", "not measured", "" (no ratio)
-            v = v.removesuffix(unit).rstrip()
-            return v.replace(" ± ", "\u00a0±\u00a0")
-
-        return cell
-
-    def accuracy(v: str) -> str:
-        if not isinstance(v, str) or not v.endswith(")") or " % (n = " not in v:
-            return number("%")(v)
-        value, n = v.removesuffix(")").split(" % (n = ")
-        return number("%")(value + " %") + f" ({n})"
-
-    columns, headers = {}, []
-    for c in table.columns:
-        if c in ("model", "variant"):
-            columns[c], header = table[c], ("", c)
-        elif c.startswith("accuracy ("):
-            columns[c] = table[c].map(accuracy)
-            seeds = table[c].astype(str).str.contains(r"\(n = ").any()
-            header = (
-                (f"test accuracy (%), {c[10:-1]}", "mean ± sd (n)")
-                if seeds
-                else ("test accuracy (%)", c[10:-1])
-            )
-        elif c.startswith("params ("):
-            where = "paper" if c == "params (paper settings)" else c[8:-1]
-            columns[c], header = table[c].map(number("M")), ("params (M)", where)
-        elif c == "wall time":
-            columns[c], header = table[c].map(number("ms")), ("wall time", "ms")
-        elif c == "HA / model time":
-            columns[c], header = table[c], ("wall time", "HA / model")
-        else:
-            columns[c], header = table[c], ("", c)
-        headers.append(header)
-    out = pd.DataFrame(columns)
-    out.columns = pd.MultiIndex.from_tuples(headers)
-    return out
+    table = pd.DataFrame(rows)
+    table.columns = pd.MultiIndex.from_tuples(table.columns)
+    return table
 
 
 def _accuracy_cell(r, done: bool, absent: str) -> str:
-    """ "47.9 ± 0.1 % (n = 2)" for a row with seed statistics (``table3_frame``), else "47.8%"."""
+    """Test accuracy in percent: "47.9 ± 0.1 (2)" (mean ± sd (n seeds), unbreakable spaces) for a row with
+    seed statistics (``table3_frame``; "50.8 (1)" for one seed), else "47.8"."""
     accuracy = r.get("accuracy") if done else None
-    if is_missing(accuracy) or "seeds" not in r:
-        return fmt(accuracy, "{:.1%}", absent)
+    if is_missing(accuracy):
+        return absent
+    if "seeds" not in r:
+        return f"{accuracy * 100:.1f}"
     sd = r.get("accuracy_sd")
-    spread = "" if is_missing(sd) else f" ± {sd * 100:.1f}"
-    return f"{accuracy * 100:.1f}{spread} % (n = {int(r['seeds'])})"
+    spread = "" if is_missing(sd) else f"\u00a0±\u00a0{sd * 100:.1f}"
+    return f"{accuracy * 100:.1f}{spread} ({int(r['seeds'])})"
 
 
 def _literature_cell(experiment: str, source: str, quantity: str) -> str:
