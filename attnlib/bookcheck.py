@@ -10,9 +10,8 @@ in Debian's ``chromium``, driven by Playwright, and fails when a page
 - logs a JavaScript error (console errors and uncaught exceptions; a local file that fails to load counts),
 - has a figure (``img``, ``svg``, ``canvas``, ``video``) wider than its text column or the window,
 - or has a table wider than the box that holds it (its ``scrollWidth`` over the parent's ``clientWidth``:
-  the theme lets it scroll sideways) or than its text column; tables in closed fold-outs are not seen. A
-  reference table that lists every field of a setup (class ``wide-reference``: ``show_table(wide=True)``, in
-  the appendix) may scroll; the check names each such table in a note instead of failing.
+  the theme lets it scroll sideways) or than its text column, whatever its class; tables in closed
+  fold-outs are not seen.
 
 It saves one full-page screenshot per page under ``_build/screenshots/``. Chromium is found as
 ``$ATTNLIB_CHROMIUM``, ``chromium``, ``chromium-browser`` or ``google-chrome`` on the PATH; where none
@@ -46,7 +45,7 @@ SKIP_FOLDERS = ("_static", "_sources", "_images", "reports", "_downloads")
 # Runs in the page once it has loaded: waits for MathJax, then reports what a reader would see wrong.
 _INSPECT = r"""
 async () => {
-  const out = {untypeset: [], mathErrors: [], tex: [], wide: [], wideTables: [], wideReference: [], mathjax: null};
+  const out = {untypeset: [], mathErrors: [], tex: [], wide: [], wideTables: [], mathjax: null};
   const MJ = window.MathJax;
   if (MJ && MJ.startup && MJ.startup.promise) {
     await MJ.startup.promise;
@@ -103,7 +102,7 @@ async () => {
     if (el.scrollWidth > room + 1 || box.right > limit + 1) {
       const head = el.querySelector("caption") || el.querySelector("th, td");
       const name = (head ? head.textContent : "").trim().replace(/\s+/g, " ").slice(0, 60) || "table";
-      (el.classList.contains("wide-reference") ? out.wideReference : out.wideTables).push(`${name}: ${el.scrollWidth} px wide in a box of ${room} px (column ends at ${Math.round(limit)} px, table at ${Math.round(box.right)} px)`);
+      out.wideTables.push(`${name}: ${el.scrollWidth} px wide in a box of ${room} px (column ends at ${Math.round(limit)} px, table at ${Math.round(box.right)} px)`);
     }
   }
   out.scrollWidth = document.documentElement.scrollWidth;
@@ -124,7 +123,6 @@ class PageReport:
     screenshot: Path | None = None
     seconds: float = 0.0
     redirect: str | None = None
-    notes: list[str] = field(default_factory=list)  # what a reader may want to know, not a failure
 
     @property
     def ok(self) -> bool:
@@ -262,8 +260,6 @@ def _check_page(browser, file: Path, root: Path, screenshots: Path | None, timeo
             report.problems.append(f"figure wider than the page: {wide}")
         for wide in found["wideTables"]:
             report.problems.append(f"table wider than its column (scrolls sideways): {wide}")
-        for wide in found["wideReference"]:
-            report.notes.append(f"reference table scrolls sideways (allowed): {wide}")
         if found["scrollWidth"] > found["clientWidth"] + 1:
             report.problems.append(
                 f"the page scrolls sideways: {found['scrollWidth']} px of content in a {found['clientWidth']} px window"
@@ -326,8 +322,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {'ok  ' if r.ok else 'FAIL'} {r.page} ({maths}, {r.seconds:.1f} s)")
         for problem in r.problems:
             print(f"       - {problem}")
-        for note in r.notes:
-            print(f"       note: {note}")
     bad = [r for r in reports if not r.ok]
     elapsed = time.perf_counter() - start
     if bad:

@@ -49,15 +49,12 @@ book.glue_str("app_preset", params.preset)
 #
 # ### Training, at the chosen preset (*{glue:text}`app_preset`*)
 #
-# One row per training protocol; a model and its HA variant always share one. "why" is the reason
-# recorded next to the preset in the registry.
+# One column per training protocol, the protocols grouped by the model families that train with them; a
+# model and its HA variant always share one. The last table names the experiments of each protocol and
+# gives, under "why", the reason recorded next to the preset in the registry.
 
 # %% tags=["hide-input"]
-book.show_table(
-    book.training_table(params.preset).reset_index(),
-    caption=f"Training protocols at preset {params.preset}",
-    wide=True,
-)
+book.show_protocols(params.preset)
 
 # %% tags=["hide-input"]
 times, total_seconds = book.training_time(params)
@@ -83,22 +80,17 @@ book.show_table(times, caption=f"Training time of the saved runs at preset {para
 # and the [Re] configurations {cite}`varma2021code`):
 
 # %% tags=["hide-input"]
-book.show_table(
-    book.training_table("paper").reset_index(), caption="Training protocols at preset paper", wide=True
-)
+book.show_protocols("paper")
 
 # %% [markdown]
 # ### Models
 #
-# Every field of every model's configuration at the chosen preset, one table per model family.
+# Every field of every model's configuration at the chosen preset, one table per model family (the paper's
+# models in one per kind of attention), one row per field and one column per model.
 
 # %% tags=["hide-input"]
 for family in ("paper", "resnet", "san", "san_hier", "vit"):
-    book.show_table(
-        book.model_table(params.preset, family).reset_index(names="experiment"),
-        caption=f"{family} models at preset {params.preset}",
-        wide=True,
-    )
+    book.show_models(params.preset, family)
 
 # %% [markdown]
 # ## B. Attention maps
@@ -217,12 +209,7 @@ from attnlib import bench  # noqa: E402
 reports = book.bench_reports(params)
 for device, report in reports.items():
     book.note(book.bench_machine_markdown(report))
-    book.show_table(bench.table(report).round(3), caption=f"Throughput on {device}", wide=True)
-    shares = bench.profile_table(report)
-    if shares is not None:
-        book.show_table(
-            shares.round(3), caption=f"Where the time goes on {device} (share of op time)", wide=True
-        )
+    book.show_bench(report, device)
 if "cpu" in reports:
     rows = bench.table(reports["cpu"])
     pick = (rows.shapes == "paper") & (rows.model == "learned_content_9h") & (rows.dtype == "bf16")

@@ -117,3 +117,116 @@ def bench_machine_markdown(report: dict) -> str:
             "than fp32 here, and the engine trains in fp32."
         )
     return text
+
+
+#: The columns of ``attnlib.bench.table`` in the appendix's throughput table, under (group, header): what
+#: each row measures, the training and inference speed with the speed-up over the plain formulation, and
+#: the utilisation of the matmul peak. Memory and FLOPs go to a second table (``THROUGHPUT_MORE``), the
+#: batch and layers timed of each shapes to a third (``throughput_tables``).
+THROUGHPUT_SHOWN = {
+    "shapes": ("", "shapes"),
+    "model": ("", "model"),
+    "dtype": ("", "dtype"),
+    "impl": ("", "impl"),
+    "images_per_s": ("training", "images/s"),
+    "speedup_vs_plain": ("training", "× plain"),
+    "infer_images_per_s": ("inference", "images/s"),
+    "infer_speedup_vs_plain": ("inference", "× plain"),
+    "utilisation": ("", "utilisation"),
+}
+#: The columns of the second table, each row named by the same four columns as in the first: memory, FLOPs
+#: and the utilisation counted with the plain formulation's FLOPs; a column of a report that no table
+#: names comes last here under its own name.
+THROUGHPUT_MORE = {
+    "peak_mem_mb": ("", "peak memory (MB)"),
+    "gflop_per_image": ("", "GFLOP per image"),
+    "achieved_gflops": ("", "achieved GFLOP/s"),
+    "model_utilisation": ("", "model utilisation"),
+}
+#: What each shapes of a benchmark runs at (the third table), when the report has one value per shapes.
+THROUGHPUT_SETUP = {"shapes": ("", "shapes"), "batch": ("", "batch"), "layers_timed": ("", "layers timed")}
+_KEYS = ("shapes", "model", "dtype", "impl")
+
+
+def _cell(value) -> str:
+    """A benchmark figure as text: an integer as such, any other number to 3 decimals, "—" where none."""
+    import math
+    import numbers
+
+    if isinstance(value, numbers.Integral):
+        return str(value)
+    if isinstance(value, numbers.Real):
+        return "—" if math.isnan(value) else f"{value:.3f}"
+    return str(value)
+
+
+def _headed(frame, headers: dict):
+    """``frame``'s columns of ``headers`` ({column: (group, header)}), as text, under two-level headers; the
+    model names may wrap after their underscores, and the shapes and model are written on the first row of
+    their block only (the rows come ordered by shapes, then model)."""
+    import pandas as pd
+
+    from attnlib.book.tables import breakable
+
+    out = pd.DataFrame({c: frame[c].map(_cell) for c in headers if c in frame.columns})
+    if "model" in out.columns:
+        block = frame[["shapes", "model"]].apply(tuple, axis=1)
+        first = block.ne(block.shift())
+        out["shapes"] = out["shapes"].where(first, "")
+        out["model"] = out["model"].map(breakable).where(first, "")
+    out.columns = pd.MultiIndex.from_tuples([headers[c] for c in out.columns])
+    return out
+
+
+def throughput_tables(report: dict):
+    """(main, more, setup): the rows of ``attnlib.bench.table(report)`` (one per shapes × model × dtype ×
+    impl) in tables narrow enough for the text column, every figure kept (to 3 decimals; "—" for the
+    speed-up of the plain formulation over itself). ``main``: the columns of ``THROUGHPUT_SHOWN``; ``more``:
+    the four that name a row, then those of ``THROUGHPUT_MORE`` and any other; ``setup``: one row per shapes
+    with its batch and layers timed, or None where they vary within a shapes (then they stay in ``more``)."""
+    from attnlib import bench
+
+    rows = bench.table(report)
+    named = set(THROUGHPUT_SHOWN) | set(THROUGHPUT_MORE)
+    setup_columns = [c for c in THROUGHPUT_SETUP if c in rows.columns]
+    setup = rows[setup_columns].drop_duplicates()
+    setup = _headed(setup, THROUGHPUT_SETUP) if setup["shapes"].is_unique and len(setup_columns) > 1 else None
+    if setup is not None:
+        named |= set(THROUGHPUT_SETUP)
+    others = {c: ("", c) for c in rows.columns if c not in named}
+    more = {**{k: THROUGHPUT_SHOWN[k] for k in _KEYS}, **others, **THROUGHPUT_MORE}
+    return _headed(rows, THROUGHPUT_SHOWN), _headed(rows, more), setup
+
+
+def profile_layout(report: dict):
+    """``attnlib.bench.profile_table(report)`` narrow enough for the text column (None if not profiled): one
+    row per shapes × model × op category, the first of each block the total op time of the profiled step
+    ("op time (ms)"), then each category's share of it; one column per dtype and implementation, so
+    attnlib and the plain formulation sit side by side. The shapes and model are written on the first row
+    of their block only."""
+    import pandas as pd
+
+    from attnlib import bench
+    from attnlib.book.tables import breakable
+
+    shares = bench.profile_table(report)
+    if shares is None:
+        return None
+    ops = ["total_ms"] + [c for c in shares.columns if c not in (*_KEYS, "total_ms")]
+    columns = list(dict.fromkeys(zip(shares["dtype"], shares["impl"], strict=True)))
+    measured = shares.set_index(list(_KEYS))
+    rows = []
+    for shapes, model in dict.fromkeys(zip(shares["shapes"], shares["model"], strict=True)):
+        for i, op in enumerate(ops):
+            row = {
+                ("", "shapes"): shapes if i == 0 else "",
+                ("", "model"): breakable(model) if i == 0 else "",
+                ("", "op"): "op time (ms)" if op == "total_ms" else op,
+            }
+            for dtype, impl in columns:
+                key = (shapes, model, dtype, impl)
+                row[(dtype, impl)] = _cell(measured.loc[key, op]) if key in measured.index else "—"
+            rows.append(row)
+    out = pd.DataFrame(rows)
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    return out

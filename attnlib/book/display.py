@@ -4,9 +4,10 @@ result, a model below its target) and the attention maps of a saved run. Needs I
 
 from __future__ import annotations
 
+from attnlib.book.benchmarks import profile_layout, throughput_tables
 from attnlib.book.params import Params
 from attnlib.book.phrases import MISSING, NOT_USED, _times, fmt, ledger_markdown, title
-from attnlib.book.tables import ledger_table, sources_markdown
+from attnlib.book.tables import ledger_table, model_tables, protocol_tables, sources_markdown
 from attnlib.measures import NEAR_UNIFORM, attention_peaks
 from attnlib.tables import below_target
 
@@ -105,26 +106,70 @@ def show(figure, name: str | None = None, caption: str | None = None) -> None:
     display(Markdown(f"```{{glue:figure}} {name}\n:name: {name}\n\n{caption or ''}\n```"))
 
 
-def show_table(
-    frame, caption: str | None = None, compact: bool = False, wrap_names: bool = False, wide: bool = False
-) -> None:
+def show_table(frame, caption: str | None = None, compact: bool = False, wrap_names: bool = False) -> None:
     """Display a table without its row index (and with a caption). ``compact``: a table of short cells
     (names and numbers), kept on one line each (CSS class ``results`` of ``book/_static/attnlib.css``);
     ``wrap_names``: its first column (long model names) may wrap, so that a table of many columns fits the
-    page (CSS class ``wrap-names``); ``wide``: a reference table listing every field of a setup, in a smaller
-    type, that may scroll sideways (CSS class ``wide-reference``; `make check-book` notes it, not fails)."""
+    page (CSS class ``wrap-names``). Every table must fit the text column: `make check-book` fails on one
+    that scrolls sideways (``protocol_tables``, ``model_tables`` and ``throughput_tables`` lay out the
+    appendix's reference tables to fit)."""
     from IPython.display import display
 
     styler = frame.style.hide(axis="index")
-    if wide:
-        styler = styler.set_table_attributes('class="wide-reference"')
-    elif compact:
+    if compact:
         styler = styler.set_table_attributes('class="results"')
     elif wrap_names:
         styler = styler.set_table_attributes('class="wrap-names"')
     if caption:
         styler = styler.set_caption(caption)
     display(styler)
+
+
+def show_protocols(preset: str) -> None:
+    """The training protocols at ``preset`` (``protocol_tables``): a table per group of model families, one
+    row per setting and one column per protocol, then the experiments that train with each and why."""
+    settings, reasons = protocol_tables(preset)
+    caption = f"Training protocols at preset {preset}"
+    for families, table in settings:
+        show_table(table, caption=f"{caption}: {_listed(families)} models")
+    show_table(reasons, caption=f"{caption}: the experiments that train with each, and why")
+
+
+def show_models(preset: str, family: str) -> None:
+    """Every field of the model configs of ``family`` at ``preset`` (``model_tables``): one row per field, one
+    column per experiment; a family of more than ``REFERENCE_COLUMNS`` models in a table per group."""
+    chunks = model_tables(preset, family)
+    caption = f"{family} models at preset {preset}"
+    for groups, table in chunks:
+        show_table(table, caption=caption + (f": {_listed(groups)}" if len(chunks) > 1 else ""))
+
+
+def show_bench(report: dict, device: str) -> None:
+    """A saved speed benchmark (``python -m attnlib bench``) in tables that fit the text column
+    (``throughput_tables``, ``profile_layout``): throughput and utilisation; memory and FLOPs; the batch and
+    layers timed of each shapes; where the time goes when the run was profiled."""
+    main, more, setup = throughput_tables(report)
+    show_table(main, caption=f"Throughput on {device}")
+    show_table(
+        more,
+        caption=f"Memory and FLOPs on {device} (GFLOP per image: the implementation's own; model "
+        "utilisation: the plain formulation's FLOPs over the same time, against the matmul peak)",
+    )
+    if setup is not None:
+        show_table(setup, caption=f"Batch and layers timed of each shapes on {device}")
+    profile = profile_layout(report)
+    if profile is not None:
+        show_table(
+            profile,
+            caption=f"Where the time goes on {device} (share of op time; each model's first row: the op "
+            "time of the profiled step, in ms)",
+        )
+
+
+def _listed(names) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def show_folded_table(frame, summary: str) -> None:

@@ -432,6 +432,77 @@ def model_table(preset: str, family: str):
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
+#: The most protocols or models side by side in one transposed reference table of the appendix: with the
+#: field names beside them, four columns of short settings fit the book's text column (`make check-book`).
+REFERENCE_COLUMNS = 4
+
+
+def breakable(name) -> str:
+    """``name`` (an identifier such as ``learned_content_16h_ha``) as HTML that may wrap after each
+    underscore (``<wbr>``), so that a narrow column breaks a long name there instead of widening the table;
+    the text a reader sees and copies is unchanged."""
+    return str(name).replace("_", "_<wbr>")
+
+
+def pack_groups(groups: dict[str, list], most: int = REFERENCE_COLUMNS) -> list[tuple[list[str], list]]:
+    """``groups`` ({name: members}) packed in order into chunks of at most ``most`` members: a group joins the
+    chunk before it when it fits there whole, and only a group of more than ``most`` members is split.
+    Returns [(group names, members)]."""
+    chunks: list[tuple[list[str], list]] = []
+    for name, members in groups.items():
+        for start in range(0, len(members), most):
+            part = list(members[start : start + most])
+            if chunks and start == 0 and len(chunks[-1][1]) + len(part) <= most:
+                chunks[-1][0].append(name)
+                chunks[-1][1].extend(part)
+            else:
+                chunks.append(([name], part))
+    return chunks
+
+
+def transposed(frame, rows, field: str = "field"):
+    """The ``rows`` (index labels) of ``frame`` laid out one row per field (its columns, named in a first
+    column ``field``) and one column per row label (the header may wrap after underscores: ``breakable``);
+    every cell as text, as ``str`` writes it ("0.1", "False", "(2, 2, 2, 2)")."""
+    table = frame.loc[list(rows)].T.astype(object).map(str)
+    table.columns = [breakable(c) for c in table.columns]
+    return table.rename_axis(None).reset_index(names=field)
+
+
+def protocol_tables(preset: str):
+    """``training_table(preset)`` laid out to fit the text column: (settings, reasons). ``settings``: a list
+    of (families, table), each table one row per setting and one column per protocol (at most
+    ``REFERENCE_COLUMNS``), the protocols grouped by the model families that train with them (a protocol
+    in the group of its first experiment's family); ``reasons``: one row per protocol with the experiments
+    that use it and the reason recorded next to the preset in the registry."""
+    from attnlib import experiments
+
+    table = training_table(preset)
+    families: dict[str, list[str]] = {}
+    for protocol in table.index:
+        users = [e for e in experiments.EXPERIMENTS.values() if e.protocol == protocol]
+        families.setdefault(users[0].family if users else "other", []).append(protocol)
+    settings = table.drop(columns=["experiments", "why"])
+    chunks = pack_groups(families)
+    return (
+        [(names, transposed(settings, members, "setting")) for names, members in chunks],
+        table[["experiments", "why"]].reset_index(),
+    )
+
+
+def model_tables(preset: str, family: str):
+    """``model_table(preset, family)`` laid out to fit the text column: a list of (groups, table), each table
+    one row per field of the model config and one column per experiment (at most ``REFERENCE_COLUMNS``),
+    the experiments of a large family grouped as in the introduction's figure (``group``: "SA quadratic",
+    "SA learned 2D"...), so that each model's whole configuration reads down one column."""
+    table = model_table(preset, family)
+    groups: dict[str, list[str]] = {}
+    for name in table.index:
+        groups.setdefault(group(name), []).append(name)
+    chunks = pack_groups(groups)
+    return [(names, transposed(table, members)) for names, members in chunks]
+
+
 def claims_ledger(params: Params, keys=None):
     """The claims ledger (``attnlib.claims.ledger``) at the chapter's preset, computed from ``results/``
     (never trains); only the claims of ``keys`` when given, in ledger order."""
