@@ -40,7 +40,8 @@
 # option). The shared layer's batch norms also see four distributions, one per pass, and the [Re] code
 # keeps one set of running statistics for all four, so evaluation normalises every pass with their
 # average: our first budget run built that way scored 25.8% on 2,000 test images with its running
-# statistics and 53.9% with each batch's own. Our runs keep the statistics per pass, the weights shared
+# statistics and 53.9% with each batch's own (a measurement of 2026-11-30 on a model since replaced,
+# recorded in the protocol history of appendix A). Our runs keep the statistics per pass, the weights shared
 # (`pass_statistics=True`: no parameter added; the [Re] form is an option). At the paper settings it has 352,750 (pairwise) and 356,282 (patchwise) parameters, the modules
 # the [Re] forward uses; their `Encoder` object also builds four stages it never calls in this mode
 # (691,582 and 709,242 parameters in all), which we neither build nor count.
