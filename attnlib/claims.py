@@ -94,9 +94,9 @@ class Claim:
 # ------------------------------------------------------------------------------------ per-layer profile
 def layer_profile(run) -> list[dict[str, float]] | None:
     """Per layer of a saved run's token attention: mean attended distance (input pixels), peak (multiple of
-    uniform) and image dependence (TV from the mean map), and `similarity` with the previous layer where the
-    history logged it. From the last history row when the run logged measures every epoch (`converge`),
-    else from `attention.npz` (the saved query pixels of the first test images). None without token maps."""
+    uniform), image dependence (TV from the mean map) and, from the second layer on, `similarity` σ with the
+    previous layer. From the last history row when the run logged measures every epoch (`converge`), else
+    from `attention.npz` (the saved query pixels of the first test images). None without token maps."""
     if run is None:
         return None
     hist = run.history
@@ -122,6 +122,8 @@ def layer_profile(run) -> list[dict[str, float]] | None:
                 "image_dependence": float(measures.image_dependence(rows[:, layer], mean[layer]).mean()),
             }
         )
+        if layer:  # σ over the saved images and query pixels, as the probe takes it over all of them
+            out[-1]["similarity"] = float(measures.layer_similarity(rows[:, layer], rows[:, layer - 1]))
     return out
 
 
@@ -281,7 +283,7 @@ def _ha_layers_differ(ev: Evidence):
     sims = {n: [p["similarity"] for p in prof if "similarity" in p] for n, prof in profiles.items()}
     sims = {n: s for n, s in sims.items() if s}
     if not sims:
-        return "layer similarity is logged by converge runs only", NOT_MEASURED
+        return "no HA token attention saved", NOT_MEASURED
     text = "; ".join(f"{ev.name(n)}: σ {_fmt_layers(s)}" for n, s in sims.items())
     below = [max(s) < DIFFERENT_LAYERS for s in sims.values()]
     return text, REPRODUCED if all(below) else NOT_REPRODUCED if not any(below) else INCONCLUSIVE

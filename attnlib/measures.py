@@ -78,8 +78,9 @@ def image_dependence(p: torch.Tensor, mean: torch.Tensor | None = None) -> torch
 
 
 def layer_similarity(p: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
-    """σ = E_{b,q} (1 − TV(p̄(q), p̄_prev(q))), p̄ the mean over heads: 1 when two layers attend alike."""
-    a, b = _check(p).mean(1), _check(prev).mean(1)
+    """σ = E_{b,q} (1 − TV(p̄(q), p̄_prev(q))), p̄ the mean over heads: 1 when two layers attend alike.
+    Any Q query rows (B, h, Q, N), the same rows in both layers."""
+    a, b = _check(p, rows=True).mean(1), _check(prev, rows=True).mean(1)
     if a.shape != b.shape:
         raise ValueError(f"layers of different shapes: {tuple(a.shape)} and {tuple(b.shape)}")
     return 1 - 0.5 * (a - b).abs().sum(-1).mean()

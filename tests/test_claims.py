@@ -108,6 +108,12 @@ def test_saved_attention_rows_give_the_profile():
     assert prof[0]["distance"] == 0 and prof[0]["peak"] == pytest.approx(n)
     assert prof[1]["peak"] == pytest.approx(1) and prof[1]["distance"] > 0
     assert prof[0]["image_dependence"] == prof[1]["image_dependence"] == 0
+    # σ: each query's head-mean map is one-hot in layer 0 and uniform in layer 1, TV = 1 − 1/N
+    assert "similarity" not in prof[0] and prof[1]["similarity"] == pytest.approx(1 / n)
+    ha = Evidence("x", runs={"vit_ha": _run(attention=att)})
+    assert _verdict("ha_layers_differ", ha) == REPRODUCED  # σ = 1/16 < 0.8
+    att["rows"] = np.repeat(rows[:, :1], 2, axis=1)  # every layer attends alike: σ = 1
+    assert _verdict("ha_layers_differ", ha) == NOT_REPRODUCED
 
 
 def test_ha_gain_verdict_follows_the_welch_intervals():
