@@ -8,7 +8,8 @@ Layout of one run (seed 0; other seeds use `<preset>-seed<N>`):
                          the model's config dataclass; not in the fingerprint: `run_config`)
         metrics.json     test_accuracy (fraction), params, wall_time_ms (Table 3 protocol), provenance (its
                          `git`: the commit the training process started from; `git_at_write` too when the
-                         tree changed before the result was written), and the sha256 of every other result file; written last: it marks completion
+                         tree changed before the result was written), and the sha256 of every other result
+                         file; written last: it marks completion
         history.csv      one row per epoch
         attention.npz    attention maps of fixed test images (`attnlib.snapshots.attention_summary`)
         centers.npz      quadratic models: centres and Σ⁻¹ of every head after every epoch
@@ -20,7 +21,6 @@ Every file is written atomically (`attnlib.store`), so a reader sees the old fil
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import io
@@ -180,7 +180,16 @@ class RunResult:
                 f"{weights} is missing (checkpoints are not kept in git); retrain with: python -m attnlib train "
                 f"{self.experiment} --preset {self.preset}"
             )
-        model = make(self.config["family"], **self._model_fields())
+        try:  # every resolved field where config.json records them: a default changed since cannot
+            # rebuild another network (runs saved before `model_resolved` existed: the registry's overrides)
+            model = make(self.config["family"], **self.config.get(RESOLVED, self.config["model"]))
+        except ConfigError as err:  # a field the model no longer has
+            raise MissingResult(
+                f"{self.path}: its network cannot be built today ({err}); retrain with: "
+                f"{self._train_command()} --force",
+                "stale",
+                str(err),
+            ) from None
         try:
             state = torch.load(weights, map_location=device, weights_only=True)
             saved = state.get("fingerprint")
@@ -201,27 +210,9 @@ class RunResult:
 
     @property
     def epochs_trained(self) -> int:
-        """Epochs the run trained: its protocol's epochs, or fewer when it ended at a plateau (converge)."""
-        trained = self.metrics.get("provenance", {}).get("epochs_trained")
-        return int(trained) if trained is not None else int(self.config["train"]["epochs"])
-
-    def _model_fields(self) -> dict:
-        """The fields the network was built from: every resolved field where config.json records them
-        (`model_resolved`), so that a default changed since cannot rebuild another network; else the
-        registry's overrides (runs saved before it was recorded)."""
-        resolved = self.config.get(RESOLVED)
-        if not isinstance(resolved, dict):
-            return self.config["model"]
-        fields = {f.name for f in dataclasses.fields(FAMILIES[self.config["family"]][0])}
-        gone = sorted(set(resolved) - fields)
-        if gone:
-            raise MissingResult(
-                f"{self.path}: its network had fields the model no longer has ({', '.join(gone)}); retrain "
-                f"with: {self._train_command()} --force",
-                "stale",
-                f"model fields no longer defined: {', '.join(gone)}",
-            )
-        return resolved
+        """Epochs the run trained (one history row each): its protocol's epochs, or fewer when it ended at a
+        plateau (converge)."""
+        return len(self.history)
 
     def _train_command(self) -> str:
         seed = self.config.get("seed", 0)

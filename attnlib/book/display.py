@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from attnlib.book.benchmarks import profile_layout, throughput_tables
 from attnlib.book.params import Params
-from attnlib.book.phrases import MISSING, NOT_USED, _times, fmt, ledger_markdown, title
+from attnlib.book.phrases import MISSING, NOT_USED, _times, fmt, ledger_markdown, title, word_list
 from attnlib.book.tables import ledger_table, model_tables, protocol_tables, sources_markdown
 from attnlib.measures import NEAR_UNIFORM, attention_peaks
 from attnlib.tables import below_target
@@ -131,7 +131,7 @@ def show_protocols(preset: str) -> None:
     settings, reasons = protocol_tables(preset)
     caption = f"Training protocols at preset {preset}"
     for families, table in settings:
-        show_table(table, caption=f"{caption}: {_listed(families)} models")
+        show_table(table, caption=f"{caption}: {word_list(families)} models")
     show_table(reasons, caption=f"{caption}: the experiments that train with each, and why")
 
 
@@ -141,7 +141,7 @@ def show_models(preset: str, family: str) -> None:
     chunks = model_tables(preset, family)
     caption = f"{family} models at preset {preset}"
     for groups, table in chunks:
-        show_table(table, caption=caption + (f": {_listed(groups)}" if len(chunks) > 1 else ""))
+        show_table(table, caption=caption + (f": {word_list(groups)}" if len(chunks) > 1 else ""))
 
 
 def show_bench(report: dict, device: str) -> None:
@@ -164,12 +164,6 @@ def show_bench(report: dict, device: str) -> None:
             caption=f"Where the time goes on {device} (share of op time; each model's first row: the op "
             "time of the profiled step, in ms)",
         )
-
-
-def _listed(names) -> str:
-    """ "a", "a and b", "a, b and c"."""
-    names = list(names)
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def show_folded_table(frame, summary: str) -> None:

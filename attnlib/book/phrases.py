@@ -315,14 +315,18 @@ def _unused_markdown(frame) -> str:
     )
 
 
+def word_list(names) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def verdict_phrase(frame) -> str:
     """ "Of the 11 claims, 2 are reproduced, 4 not reproduced, 3 inconclusive and 2 not measured" """
     from attnlib import claims
 
     counts = claims.verdict_counts(frame)
-    parts = [f"{n} {v}" for v, n in counts.items()]
-    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    return f"Of the {len(frame)} claims, {listed}"
+    return f"Of the {len(frame)} claims, {word_list(f'{n} {v}' for v, n in counts.items())}"
 
 
 def ledger_markdown(frame) -> str:
