@@ -61,8 +61,12 @@ def _data(value: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    names, presets = experiments.names(), experiments.PRESETS
-    epilog = f"experiments: {', '.join(names)}\npresets: {', '.join(presets)}"
+    names, presets = experiments.names(variants=True), experiments.PRESETS
+    variants = [n for n in names if experiments.get(n).variant_of]
+    epilog = (
+        f"experiments: {', '.join(experiments.names())}\nclaim variants (out of the tables): {', '.join(variants)}"
+        f"\npresets: {', '.join(presets)}"
+    )
     style = dict(epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser = _Parser(
         prog=PROG,
@@ -165,10 +169,11 @@ def cmd_list(args) -> int:
     from attnlib.train import measure_throughput
 
     estimate = args.measure or args.preset == "budget"
-    saved = collect(args.results_dir, args.preset).set_index("experiment")
+    listed = experiments.names(variants=True)
+    saved = collect(args.results_dir, args.preset, listed).set_index("experiment")
     done = saved["status"] == "complete"
     rows, per_run = [], []
-    for name in experiments.names():
+    for name in listed:
         rc = experiments.resolve(name, args.preset)
         row = {
             "experiment": name,
@@ -186,7 +191,8 @@ def cmd_list(args) -> int:
         if estimate:
             est = experiments.estimate_seconds(name, args.preset, throughput=ips)
             row["est. time (1 thread)"] = _minutes(est)
-            per_run.append(est)
+            if not experiments.get(name).variant_of:  # variants are trained where a claim needs them
+                per_run.append(est)
         row["saved run"] = (
             _minutes(saved.at[name, "train_seconds"]) if done[name] else saved.at[name, "status"]
         )
@@ -206,7 +212,7 @@ def cmd_list(args) -> int:
         else:
             total = experiments.grid_seconds(per_run)
             print(
-                f"\nestimated total for the grid: {total / 3600:.2f} h on 2 idle cores as two single-thread runs side "
+                f"\nestimated total for the grid ({len(per_run)} runs, variants not counted): {total / 3600:.2f} h on 2 idle cores as two single-thread runs side "
                 f"by side (train ... --threads 1), from {where}; full CIFAR-10, each run's time as listed"
             )
     if done.any():

@@ -35,6 +35,9 @@ VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED)
 
 HA_PAIRS = ("learned_content_9h", "learned_content_16h", "san_pairwise", "san_patchwise", "vit")
 LEARNED_POSITIONAL = ("learned_9h", "learned_16h")
+#: Our changes of a paper model, run where a claim may only appear with the change (issue 16 §2): reported
+#: beside the verdict, which stays about the paper's models.
+VARIANTS = {"learned_9h_pos_init": "learned_9h"}
 LEARNED_CONTENT = ("learned_content_9h", "learned_content_16h")
 QUADRATIC = ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h")
 
@@ -196,9 +199,43 @@ def _learned_fixed_shifts(ev: Evidence):
         return "no positional-only learned run saved", NOT_MEASURED
     first = {n: p[0]["peak"] for n, p in profiles.items()}
     text = "; ".join(f"{ev.name(n)}: first layer {v:.2f}× uniform" for n, v in first.items())
+    text += "".join(_variant_peak(ev, v) for v, base in VARIANTS.items() if base in LEARNED_POSITIONAL)
     if all(v >= LOCAL_PEAK for v in first.values()):
         return text, REPRODUCED
     return text, NOT_REPRODUCED if all(v < FLAT_PEAK for v in first.values()) else INCONCLUSIVE
+
+
+def _variant_peak(ev: Evidence, name: str) -> str:
+    """'; with <the change> (<name>, not the paper's model): first layer X× uniform, Y× at initialisation'
+    when the variant is saved, else ''. Positional-only heads attend alike for every input, so the
+    initial peak is that of a fresh model (seed 0) on any image."""
+    profile = layer_profile(ev.runs.get(name))
+    if not profile:
+        return ""
+    from attnlib import experiments
+
+    change = experiments.get(name).title.split(", ")[-1]
+    return (
+        f"; with {change} ({ev.name(name)}, not the paper's model): first layer {profile[0]['peak']:.2f}× "
+        f"uniform, {initial_peaks(name, ev.preset_of(name))[0]:.2f}× at initialisation"
+    )
+
+
+def initial_peaks(name: str, preset: str) -> list[float]:
+    """Per layer, the attention peak (× uniform) of a freshly built model of `name` (seed 0) on 8 random
+    images: where a positional-only model starts."""
+    import torch
+
+    from attnlib import experiments
+    from attnlib.measures import probe
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = experiments.build_model(name, preset).eval()
+        images = torch.randn(8, 3, 32, 32)
+        with torch.no_grad():
+            row = probe(model, images)
+    return [v for k, v in row.items() if k.startswith("peak_")]
 
 
 def _content_depends_on_image(ev: Evidence):
@@ -221,6 +258,7 @@ def _close_to_resnet(ev: Evidence):
         and n != "resnet18"
         and not n.startswith(("san_", "vit"))
         and not n.endswith("_ha")
+        and n not in VARIANTS  # the paper's models, not our changes of them
         and ev.preset_of(n) == same
     }
     if resnet is None or not attention:
@@ -492,13 +530,15 @@ def gather(
 
     prefer = PREFERRED.get(preset) if prefer is None else prefer
     ev = Evidence(preset)
-    own = {name: _saved(results_dir, name, preset, seeds, data) for name in experiments.names()}
+    names = experiments.names(variants=True)
+    own = {name: _saved(results_dir, name, preset, seeds, data) for name in names}
     longer = {}
     if prefer and prefer != preset:
-        longer = {name: _saved(results_dir, name, prefer, seeds, data) for name in experiments.names()}
+        longer = {name: _saved(results_dir, name, prefer, seeds, data) for name in names}
     has = {name for name, (run, _) in longer.items() if run is not None}
-    names = experiments.names()
-    paper_attention = [n for n in names if n != "resnet18" and not n.startswith(("san_", "vit"))]
+    paper_attention = [
+        n for n in experiments.names() if n != "resnet18" and not n.startswith(("san_", "vit"))
+    ]
     paper_attention = [n for n in paper_attention if not n.endswith("_ha")]
     groups = [(b, b + "_ha") for b in names if b + "_ha" in own]
     paired = {n for g in groups for n in g}

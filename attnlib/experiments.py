@@ -40,6 +40,9 @@ class Experiment:
     baseline: str | None = None  # for an HA variant: the normal model it is compared with (Table 3)
     source: str = ""  # where the paper settings come from
     overrides: dict = field(default_factory=dict)  # preset -> model fields of this experiment only
+    # a variant changes one thing of another experiment to test a claim (e.g. the initialisation); it is
+    # trained where the claims ledger needs it and stays out of the tables' grid and the timing command
+    variant_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,10 @@ _SAN_WIDTHS = {
     "budget": dict(widths=(32, 64, 128, 256), stem_width=32),
     "smoke": dict(widths=(32,) * 4, stem_width=8),
 }
+# learned_9h_pos_init: std of the positional tables and head keys (the paper's init_bert_weights: 0.02). At
+# 0.2 the budget model's heads start at about 2.4x uniform (0.02: 1.01x), at random shifts; std 0.35 would
+# start them at 7-10x, above the ledger's "localized" bar before any training, and 1.0 at about 50x.
+POSITIONAL_STD = 0.2
 _SAN_HIER_WIDTH = {"budget": dict(width=64, downsample=2), "smoke": dict(width=32, downsample=4)}
 
 
@@ -149,6 +156,12 @@ def _registry() -> dict[str, Experiment]:
                    "2021-01-19, 16 heads, attention_isotropic_gaussian False; hidden 400 as the 9-head model)"),
         Experiment("learned_9h", "paper", paper("learned", 9), "learned",
                    "SA learned 2D, 9 heads", source=f"{_PAPER_A} (runs/learned)"),
+        Experiment("learned_9h_pos_init", "paper", paper("learned", 9, positional_std=POSITIONAL_STD), "learned",
+                   f"SA learned 2D, 9 heads, positional init std {POSITIONAL_STD:g}",
+                   source="attnlib variant of learned_9h: its positional tables r and head keys w drawn from "
+                   f"N(0, {POSITIONAL_STD:g}) instead of the paper's N(0, 0.02): the scores wᵀr and their gradients "
+                   "start 100x larger (issue 16 §2: a claim that may only appear with a change)",
+                   variant_of="learned_9h"),
         Experiment("learned_16h", "paper", paper("learned", 16, **_HEADS16, **_RE_BLOCK, **_RE_VALUES[16]),
                    "learned_16h", "SA learned 2D, 16 heads", source=f"{_RE} (learned2d_nocontent_16heads.yaml)",
                    overrides=narrow16),
@@ -246,6 +259,8 @@ THROUGHPUT: dict[str, dict[str, tuple[float, float]]] = {
     for preset, table in _history_file()["throughput"].items()
     if preset in PRESETS
 }
+for _table in THROUGHPUT.values():  # a variant is its base's network (another init): the base's throughput
+    _table.update({e.name: _table[e.variant_of] for e in EXPERIMENTS.values() if e.variant_of in _table})
 CPU_PARALLEL_EFFICIENCY: float = _history_file()["throughput"]["cpu_parallel_efficiency"]
 REFERENCE_CORES = 2
 RUN_OVERHEAD_S = 15.0  # per run: building the model, attention maps of 100 images, 310 timed passes
@@ -414,8 +429,9 @@ THROUGHPUT["converge"] = THROUGHPUT["budget"]
 
 
 # ------------------------------------------------------------------------------------------------ lookups
-def names() -> list[str]:
-    return list(EXPERIMENTS)
+def names(variants: bool = False) -> list[str]:
+    """The experiments of the tables' grid, in registry order; `variants`: the claim variants too."""
+    return [n for n, e in EXPERIMENTS.items() if variants or not e.variant_of]
 
 
 def get(name: str) -> Experiment:

@@ -113,7 +113,9 @@ def attention_rows(table):
 def table1_names() -> list[str]:
     """The experiments of Table 1 of Cordonnier et al.: ResNet18 and the paper's attention models (no HA)."""
     return [
-        n for n, e in experiments.EXPERIMENTS.items() if e.family in ("resnet", "paper") and not e.baseline
+        n
+        for n, e in experiments.EXPERIMENTS.items()
+        if e.family in ("resnet", "paper") and not e.baseline and not e.variant_of
     ]
 
 

@@ -68,6 +68,20 @@ def test_peak_verdicts_follow_the_peaks():
     assert _verdict("learned_shifts", ev) == NOT_REPRODUCED
     ev.runs["learned_9h"] = _measured([1, 1], [3.0, 1.0])
     assert _verdict("learned_shifts", ev) == INCONCLUSIVE
+    # a claim variant (another init) is reported beside the verdict, which stays about the paper's models
+    ev.preset, ev.runs["learned_9h_pos_init"] = "budget", _measured([1, 1], [12.0, 3.0])
+    claim = next(c for c in claims.CLAIMS if c.key == "learned_shifts")
+    text, verdict = claim.test(ev)
+    assert (
+        verdict == INCONCLUSIVE
+        and "positional init std 0.2 (learned_9h_pos_init, not the paper's model)" in text
+    )
+    start = claims.initial_peaks("learned_9h_pos_init", "budget")[0]
+    assert f"first layer 12.00× uniform, {start:.2f}× at initialisation" in text
+    assert 1.5 < start < 5 and claims.initial_peaks("learned_9h", "budget")[0] < 1.1
+    ev.runs["resnet18"] = _run(0.5)
+    ev.runs["learned_9h_pos_init"].test_accuracy = 0.49  # a variant is not one of the paper's models
+    assert "learned_9h_pos_init" not in next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)[0]
     ha = Evidence("x", runs={"vit_ha": _measured([1, 1, 1], [8.0, 4.0, 2.0])})
     assert _verdict("ha_not_sparse", ha) == REPRODUCED
     ha.runs["vit_ha"] = _measured([1, 1, 1], [2.0, 4.0, 8.0])

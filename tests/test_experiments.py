@@ -41,10 +41,14 @@ NAMES = [
     "vit_ha",
 ]
 HA_PAIRS = [(n.removesuffix("_ha"), n) for n in NAMES if n.endswith("_ha")]
+VARIANTS = {"learned_9h_pos_init": "learned_9h"}  # claim variants: out of the grid
 
 
 def test_every_preset_covers_every_protocol_with_a_reason():
-    assert sorted(EXPERIMENTS) == sorted(NAMES) and PRESETS == ("paper", "budget", "smoke", "converge")
+    assert sorted(experiments.names()) == sorted(NAMES)
+    assert sorted(experiments.names(variants=True)) == sorted([*NAMES, *VARIANTS])
+    assert {n: e.variant_of for n, e in EXPERIMENTS.items() if e.variant_of} == VARIANTS
+    assert PRESETS == ("paper", "budget", "smoke", "converge")
     for preset in PRESETS:
         assert set(PRESET_TABLE[preset]) == {e.protocol for e in EXPERIMENTS.values()}
         for p in PRESET_TABLE[preset].values():
@@ -63,7 +67,11 @@ def test_history_file_names_only_known_protocols_and_continues_their_reasons():
             if protocol in protocols:
                 assert PRESET_TABLE[preset][protocol].reason.endswith(" " + text)
     assert experiments.history("converge", "clip") in PRESET_TABLE["converge"]["attention"].reason
-    assert set(experiments.THROUGHPUT["budget"]) == set(EXPERIMENTS)
+    assert set(experiments.THROUGHPUT["budget"]) == set(EXPERIMENTS)  # a variant: its base's throughput
+    assert all(
+        experiments.THROUGHPUT["budget"][v] == experiments.THROUGHPUT["budget"][b]
+        for v, b in VARIANTS.items()
+    )
 
 
 def test_registry_imports_no_training_code():
@@ -183,7 +191,7 @@ def smoke_results(tmp_path_factory):
     return tmp_path_factory.mktemp("smoke")
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [*NAMES, *VARIANTS])
 def test_every_experiment_trains_at_smoke(name, smoke_results):
     res = train_run(name, "smoke", results_dir=smoke_results, progress=False)
     assert inspect_run(res.path)[0] == "complete"
@@ -222,3 +230,34 @@ def test_converge_preset_is_the_budget_trained_to_a_plateau_with_measures():
         assert converge.probe_images > 0 and budget.probe_images == 0
         assert "plateau" in converge.to_dict()["train"] and "probe_images" in converge.to_dict()
         assert "plateau" not in budget.to_dict()["train"] and "probe_images" not in budget.to_dict()
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_positional_init_variant_changes_only_the_positional_init(preset):
+    from attnlib.attention import Learned2DEncoding
+
+    base, variant = resolve("learned_9h", preset), resolve("learned_9h_pos_init", preset)
+    assert variant.train == base.train and variant.model == {
+        **base.model,
+        "positional_std": experiments.POSITIONAL_STD,
+    }
+    assert count_parameters("learned_9h", preset) == count_parameters("learned_9h_pos_init", preset)
+    torch.manual_seed(0)
+    model = build_model("learned_9h_pos_init", preset)
+    encodings = [m for m in model.modules() if isinstance(m, Learned2DEncoding)]
+    assert encodings
+    for enc in encodings:
+        for module in (enc.row_embeddings, enc.col_embeddings, enc.head_keys_row, enc.head_keys_col):
+            assert abs(module.weight.std().item() / experiments.POSITIONAL_STD - 1) < 0.15
+    # everything else keeps the paper's N(0, 0.02)
+    assert abs(model.embed.weight.std().item() / 0.02 - 1) < 0.15
+
+
+def test_positional_std_is_checked():
+    from attnlib.models import make
+
+    for bad in (0, -1.0, "1", True):
+        with pytest.raises(ConfigError, match="positional_std"):
+            make("paper", encoding="learned", positional_std=bad)
+    with pytest.raises(ConfigError, match="positional_std.*only the learned"):
+        make("paper", encoding="quadratic_iso", positional_std=0.2)

@@ -264,6 +264,15 @@ class Learned2DEncoding(RelativeEncoding):
             self.head_keys_row = nn.Linear(pos_dim, heads, bias=key_bias)
             self.head_keys_col = nn.Linear(pos_dim, heads, bias=key_bias)
 
+    @torch.no_grad()
+    def init_positional(self, std: float) -> None:
+        """Draw the tables r and the head keys w from N(0, std²) (head-key biases stay as they are)."""
+        for module in (self.row_embeddings, self.col_embeddings, *self._head_keys()):
+            module.weight.normal_(0.0, std)
+
+    def _head_keys(self) -> tuple[nn.Module, ...]:
+        return (self.head_keys_row, self.head_keys_col) if self.form != "re" else ()
+
     @property
     def has_scores(self) -> bool:
         """Whether the input-independent term w^(h)ᵀ r_δ (the head keys) is part of the score (forms

@@ -24,7 +24,7 @@ we use ``init_bert_weights`` for every model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -65,6 +65,8 @@ class PaperConfig:
     block: str = "official"  # "official" | "re": whose encoder block (module docstring)
     learned_form: str = "attnlib"  # learned encoding's score: "official" | "attnlib" | "re"
     value: str = "paper"  # "paper": V^(h) = X; "standard": per-head projection X W_val^(h) ([Re] 16 heads)
+    # learned encoding: r and w ~ N(0, std²) (None: init_bert_weights' 0.02, as every run before the field)
+    positional_std: float | None = field(default=None, metadata={"before": None})
 
     def __post_init__(self):
         for name in ("layers", "hidden", "mlp", "heads", "max_pos", "downsample"):
@@ -85,6 +87,14 @@ class PaperConfig:
                 raise ConfigError(name, getattr(self, name), "True or False")
         check_probability("dropout", self.dropout)
         check_probability("attn_dropout", self.attn_dropout)
+        if self.positional_std is not None:
+            if self.encoding != "learned":
+                raise ConfigError(
+                    "positional_std", self.positional_std, "None (only the learned encoding has tables)"
+                )
+            std = self.positional_std
+            if isinstance(std, bool) or not isinstance(std, int | float) or not std > 0:
+                raise ConfigError("positional_std", std, "None or a positive number")
 
 
 def make_encoding(cfg: PaperConfig) -> nn.Module:
@@ -142,6 +152,10 @@ class AttentionClassifier(nn.Module):
         self.encoder = Encoder(block, cfg.layers, hierarchical=cfg.hierarchical)
         self.classifier = nn.Linear(cfg.hidden, cfg.num_classes)
         self.apply(init_bert_weights)
+        if cfg.positional_std is not None:
+            for encoding in self.modules():
+                if isinstance(encoding, Learned2DEncoding):
+                    encoding.init_positional(cfg.positional_std)
 
     def forward(self, x: Tensor, return_attention: bool = False):
         if x.shape[-1] % self.cfg.downsample or x.shape[-2] % self.cfg.downsample:
