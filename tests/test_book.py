@@ -601,14 +601,23 @@ def test_results_and_literature_tables_read_like_the_report():
         [book.MISSING, book.MISSING, book.NOT_MEASURED, ""],
     ]
     names = ["resnet18", "quadratic_iso_9h", "quadratic_aniso_9h", "san_pairwise", "learned_content_9h_ha"]
-    literature = book.literature_table(names)
-    assert "SAN pairwise" not in set(literature["model"])  # no figure found: no row of dashes
-    iso = literature.set_index("model").loc["SA quadratic (isotropic)"]
-    assert iso["[Re] accuracy"] == "—" and iso["Cordonnier et al. accuracy"] == "93.8%*"
-    aniso = literature.set_index("model").loc["SA quadratic (non-isotropic)"]
-    assert aniso["[Re] accuracy"] == "93.7%†" and aniso["[Re] params"] == "11.12 M‡"  # the one logged run
+    literature = book.literature_table(names)  # laid out as Table 1: units in the grouped headers
+    accuracy, params = "test accuracy (%)", "params (M)"
+    assert literature.columns.tolist()[:2] == [("", "model"), ("", "heads")]
+    assert {c[0] for c in literature.columns[2:]} == {accuracy, params}
+    by_model = literature.set_index(("", "model"))
+    assert "SAN pairwise" not in set(by_model.index)  # no figure found: no row of dashes
+    iso = by_model.loc["SA quadratic (isotropic)"]
+    assert iso[accuracy, "[Re]"] == "—" and iso[accuracy, "Cordonnier et al."] == "93.8*"
+    aniso = by_model.loc["SA quadratic (non-isotropic)"]
+    assert aniso[accuracy, "[Re]"] == "93.7†" and aniso[params, "[Re]"] == "11.12‡"  # the one logged run
+    unit = re.compile(r"%|\d\s*M$")
+    assert not any(unit.search(str(v)) for v in literature.to_numpy().ravel())
     only_re = book.literature_table(names, paper=False)
-    assert not any("Cordonnier" in c for c in only_re.columns)
+    assert not any("Cordonnier" in c[1] for c in only_re.columns)
+    pairs = book.literature_table(["vit", "vit_ha", "san_pairwise"], pairs=True, paper=False)
+    assert pairs.columns.tolist()[:2] == [("", "model"), ("", "variant")] and len(pairs) == 2
+    assert book.literature_table(["san_pairwise"]).empty
     caption = book.literature_caption(names, "Figures")
     assert "† run-log" in caption and "‡ derived" in caption and "* claimed" in caption
 

@@ -107,24 +107,26 @@ def _literature_cell(experiment: str, source: str, quantity: str) -> str:
     if not found:
         return NOT_FOUND_CELL
     r = found[0]
-    value = f"{r.value:.1%}" if quantity == "test_accuracy" else f"{r.value / 1e6:.2f} M"
+    value = f"{r.value * 100:.1f}" if quantity == "test_accuracy" else f"{r.value / 1e6:.2f}"
     return value + KIND_MARKS[r.kind]
 
 
 def literature_table(experiments, *, pairs: bool = False, paper: bool = True):
-    """The published and [Re] figures of ``experiments``, a companion to ``results_table``: one row per
-    experiment with at least one figure, one column per (source, quantity) with at least one figure.
-    Cells carry the mark of their kind (``KIND_MARKS``); "—" where none was found."""
+    """The published and [Re] figures of ``experiments``, a companion to ``results_table`` and laid out as
+    it is: one row per experiment with at least one figure, one column per (quantity, source) with at least
+    one figure, the units in the grouped headers ("test accuracy (%)", "params (M)") and numbers in the
+    cells, each with the mark of its kind (``KIND_MARKS``); "—" where none was found."""
     import pandas as pd
 
     from attnlib.experiments import get
 
-    columns = [("[Re] accuracy", RE, "test_accuracy"), ("[Re] params", RE, "params")]
+    accuracy, params = "test accuracy (%)", "params (M)"
+    columns = [((accuracy, "[Re]"), RE, "test_accuracy")]
     if paper:
-        columns += [
-            ("Cordonnier et al. accuracy", PAPER, "test_accuracy"),
-            ("official code params", PAPER, "params"),
-        ]
+        columns += [((accuracy, "Cordonnier et al."), PAPER, "test_accuracy")]
+    columns += [((params, "[Re]"), RE, "params")]
+    if paper:
+        columns += [((params, "official code"), PAPER, "params")]
     rows = []
     for name in experiments:
         cells = {column: _literature_cell(name, source, quantity) for column, source, quantity in columns}
@@ -132,17 +134,19 @@ def literature_table(experiments, *, pairs: bool = False, paper: bool = True):
             continue
         exp = get(name)
         if pairs:
-            key = {"model": title(exp.baseline or name), "variant": "HA" if exp.baseline else "normal"}
+            key = {
+                ("", "model"): title(exp.baseline or name),
+                ("", "variant"): "HA" if exp.baseline else "normal",
+            }
         else:
             model, heads = split_title(name)
-            key = {"model": model, "heads": heads}
+            key = {("", "model"): model, ("", "heads"): heads}
         rows.append({**key, **cells})
+    if not rows:
+        return pd.DataFrame()
     table = pd.DataFrame(rows)
-    if table.empty:
-        return table
-    keep = [
-        c for c in table.columns if c in ("model", "heads", "variant") or (table[c] != NOT_FOUND_CELL).any()
-    ]
+    table.columns = pd.MultiIndex.from_tuples(table.columns)
+    keep = [c for c in table.columns if c[0] == "" or (table[c] != NOT_FOUND_CELL).any()]
     return table[keep]
 
 
