@@ -51,6 +51,18 @@ HA_GAIN = 5.0  # [Re]: "at least 5% gain in each case", read as 5 accuracy point
 FIFTH = 0.25  # "almost 1/5th of the parameters": a ratio of at most 1/4
 DIFFERENT_LAYERS = 0.8  # layer similarity σ below this: consecutive layers attend differently
 
+#: The `converge` runs the ledger needs most (issue 16 §2), in the order to train them, with the claims
+#: each informs; their CPU time is kept within CONVERGE_CPU_HOURS (runs resume from their checkpoints).
+CONVERGE_PLAN = {
+    "quadratic_aniso_9h": ("centres_move", "centres_depth"),
+    "learned_9h": ("learned_shifts",),
+    "learned_9h_pos_init": ("learned_shifts",),
+    "resnet18": ("near_resnet",),
+    "learned_content_9h": ("content_maps", "near_resnet", "ha_gain"),
+    "learned_content_9h_ha": ("ha_gain", "ha_layers_differ", "ha_depth", "ha_not_sparse"),
+}
+CONVERGE_CPU_HOURS = 30.0
+
 #: The preset whose saved runs the ledger prefers to its own, per ledger preset: the runs trained to
 #: convergence, with per-layer measures logged every epoch, over the quick budget grid.
 PREFERRED = {"budget": "converge"}

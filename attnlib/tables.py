@@ -38,7 +38,7 @@ def frame(runs: dict):
     status of each None), with `COLUMNS`: `experiment`, `model` (its title), `pair` (the normal model's
     title, for Table 3), `variant` (normal / HA), `status` ("complete", "missing", "damaged" or "stale"),
     `detail` (what is wrong with a result that is not complete), and from a complete result's metrics
-    `accuracy` (fraction), `params`, `wall_time_ms`, `wall_time_std_ms`, `wall_time_device`, `epochs`,
+    `accuracy` (fraction), `params`, `wall_time_ms`, `wall_time_std_ms`, `wall_time_device`, `epochs` (trained),
     `train_seconds`, `dataset`, `test_images`. Built from fingerprint-checked results only: a damaged or
     stale result carries no numbers."""
     import pandas as pd
@@ -64,7 +64,7 @@ def frame(runs: dict):
                 wall_time_ms=m.get("wall_time_ms"),
                 wall_time_std_ms=m.get("wall_time_std_ms"),
                 wall_time_device=m.get("wall_time_device"),
-                epochs=prov.get("epochs"),
+                epochs=prov.get("epochs_trained", prov.get("epochs")),  # a converge run may stop early
                 train_seconds=prov.get("train_seconds"),
                 dataset=prov.get("dataset"),
                 test_images=prov.get("test_images"),

@@ -189,3 +189,14 @@ book.show_ledger(
     "the fold-out below gives its words (quoted, or as the research notes paraphrase it), measure, value and "
     "rule; a value taken from a `converge` run says so.",
 )
+
+# %% [markdown]
+# The verdicts on where heads attend need runs that have finished learning, so the ledger takes them from
+# the `converge` preset where a run is saved there. {glue:text}`converge_plan` The table lists those runs,
+# the claims each informs and what each has cost; they resume from their checkpoints, so they are trained
+# over several sessions.
+
+# %% tags=["hide-input"]
+plan, plan_sentence = book.converge_plan(params)
+book.glue_str("converge_plan", plan_sentence)
+book.show_table(plan, caption="The `converge` runs behind the ledger: saved state and CPU-hours (one thread).")

@@ -125,3 +125,37 @@ def test_damaged_and_stale_results_in_tables(damaged, cli):
     assert " damaged " in rows["vit_ha"] and " stale " in rows["vit"]
     assert "- vit_ha: damaged: " in out and "metrics.json" in out
     assert "- vit: stale: " in out and "train.epochs: 2 saved, 1 now" in out
+
+
+def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monkeypatch):
+    from attnlib import claims, experiments
+
+    keys = {c.key for c in claims.CLAIMS}
+    assert set(claims.CONVERGE_PLAN) <= set(experiments.names(variants=True))
+    assert all(informs and set(informs) <= keys for informs in claims.CONVERGE_PLAN.values())
+    params = book.check_params(
+        preset="budget", data=None, device="cpu", results_dir=tmp_path, train_missing=False
+    )
+    plan, sentence = book.converge_plan(params)
+    assert plan["run"].tolist() == list(claims.CONVERGE_PLAN) and set(plan["saved"]) == {"not yet"}
+    assert (
+        sentence.startswith(f"0 of the {len(plan)} `converge` runs")
+        and "CPU-hours of training" not in sentence
+    )
+    cap = sum(experiments.estimate_seconds(n, "converge") for n in claims.CONVERGE_PLAN) / 3600
+    assert (
+        f"at most {cap:.1f} CPU-hours" in sentence and f"{claims.CONVERGE_CPU_HOURS:g} CPU-hours" in sentence
+    )
+
+    real = tables.collect
+
+    def two_saved(results_dir, preset, names, **kw):  # two runs saved, one ended at its plateau
+        frame = real(results_dir, preset, names, **kw)
+        done = frame["experiment"].isin(["learned_9h", "resnet18"])
+        frame.loc[done, ["status", "epochs", "train_seconds"]] = ["complete", 23, 5400.0]
+        return frame
+
+    monkeypatch.setattr(tables, "collect", two_saved)
+    plan, sentence = book.converge_plan(params)
+    assert plan.set_index("run").loc["learned_9h", "saved"] == "23 epochs, 1.5 h"
+    assert sentence.startswith("2 of the 6 `converge` runs the ledger needs are saved, 3.0 CPU-hours")

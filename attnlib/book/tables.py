@@ -516,6 +516,45 @@ def claims_ledger(params: Params, keys=None):
     return frame if keys is None else frame[frame["claim"].isin(list(keys))]
 
 
+def converge_plan(params: Params):
+    """(table, sentence): the `converge` runs the ledger needs (``claims.CONVERGE_PLAN``), one row each: the
+    claims it informs, its saved state (epochs and CPU-hours when complete, else "not yet") and its
+    estimated CPU-hours at the epoch cap on an idle core; the sentence sums the saved and the planned time
+    against ``claims.CONVERGE_CPU_HOURS``. Never trains."""
+    import pandas as pd
+
+    from attnlib import claims, experiments, tables
+
+    saved = tables.collect(params.results_dir, "converge", list(claims.CONVERGE_PLAN), data=params.data)
+    saved = saved.set_index("experiment")
+    keys = {c.key: c.title for c in claims.CLAIMS}
+    rows, spent, done = [], 0.0, []
+    for name, informs in claims.CONVERGE_PLAN.items():
+        complete = saved.at[name, "status"] == "complete"
+        hours = saved.at[name, "train_seconds"] / 3600 if complete else None
+        if complete:
+            spent += hours
+            done.append(name)
+        estimate = experiments.estimate_seconds(name, "converge") / 3600
+        rows.append(
+            {
+                "run": name,
+                "claims it informs": "; ".join(keys[k] for k in informs),
+                "saved": f"{int(saved.at[name, 'epochs'])} epochs, {hours:.1f} h" if complete else "not yet",
+                "cap estimate (h)": f"{estimate:.1f}",
+            }
+        )
+    cap = experiments.CONVERGE_CAP
+    total = sum(experiments.estimate_seconds(n, "converge") for n in claims.CONVERGE_PLAN) / 3600
+    sentence = (
+        f"{len(done)} of the {len(rows)} `converge` runs the ledger needs are saved"
+        + (f", {spent:.1f} CPU-hours of training in all" if done else "")
+        + f"; all {len(rows)} would take at most {total:.1f} CPU-hours on idle cores if each ran to its "
+        f"{cap}-epoch cap (a run stops earlier once it plateaus; on shared cores runs take longer), within the {claims.CONVERGE_CPU_HOURS:g} CPU-hours set for them."
+    )
+    return pd.DataFrame(rows), sentence
+
+
 def ledger_table(frame):
     """The ledger at a glance: each claim's short title, whose claim it is, and the verdict
     (``ledger_markdown`` gives the words, measure, value and rule of each)."""
