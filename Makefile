@@ -12,7 +12,7 @@ export JUPYTER_PATH := $(abspath $(VENV))/share/jupyter
 export MPLBACKEND   := Agg
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup test test-fast lint book check-book chromium bench clean
+.PHONY: setup test test-fast lint book check-book chromium bench converge clean
 
 # What the built book depends on: `check-book` rebuilds it only when one of these is newer than the build.
 BOOK_STAMP  := _build/html/.attnlib-built
@@ -55,6 +55,12 @@ chromium: setup   # before the build: say at once how to install Chromium where 
 
 bench: setup
 	$(PY) -m attnlib bench
+
+# The runs behind the claims ledger (attnlib.claims.CONVERGE_PLAN), one single-thread lane per core; stop it
+# any time (Ctrl-C): each run saves a checkpoint, and the same command goes on from there.
+DATA ?= ../shared/data/cifar10
+converge: setup
+	$(PY) -m attnlib queue --preset converge --data $(DATA)
 
 clean:
 	rm -rf _build book/_build book/_executed .pytest_cache

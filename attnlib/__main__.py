@@ -1,4 +1,5 @@
-"""Command line: `python -m attnlib list | train | table1 | table3 | time | bench` (parsing and messages only).
+"""Command line: `python -m attnlib list | train | queue | table1 | table3 | time | bench` (parsing and messages
+only).
 
 Bad input exits non-zero with one line naming the parameter and the allowed values, before anything is
 written; never a traceback. Exit codes: 1 no usable result (tables, loading), 2 bad input, 3 refused
@@ -111,6 +112,34 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replace a complete result of another configuration in the run folder (e.g. trained with "
         "other --epochs); without it such a result is kept and the command refused",
+    )
+
+    p = sub.add_parser(
+        "queue",
+        help="train several experiments and seeds as single-thread lanes side by side (resumable)",
+        **style,
+    )
+    p.add_argument("--preset", **{**preset, "default": "budget"})
+    p.add_argument(
+        "--experiments",
+        nargs="+",
+        type=_choice(names),
+        default=None,
+        metavar="EXPERIMENT",
+        help="in order of priority (default: at converge the runs the claims ledger needs, else the grid)",
+    )
+    p.add_argument("--seeds", nargs="+", type=_integer(0), default=[0], metavar="SEED", help="default: 0")
+    p.add_argument(
+        "--lanes",
+        type=_integer(1),
+        default=None,
+        help="runs side by side (default: one per core, at most one per job)",
+    )
+    p.add_argument("--data", type=_data, default=None, help="as for train")
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--log-dir", default=None, help="one log file per job (default: RESULTS_DIR/logs)")
+    p.add_argument(
+        "--force", action="store_true", help="as for train: replace results of another configuration"
     )
 
     p = sub.add_parser("bench", help="throughput benchmark: python -m attnlib bench --help", add_help=False)
@@ -253,6 +282,44 @@ def cmd_train(args) -> int:
     return 0
 
 
+def cmd_queue(args) -> int:
+    from attnlib import queue
+
+    names = args.experiments or queue.default_experiments(args.preset)
+    jobs = [queue.Job(name, seed) for seed in dict.fromkeys(args.seeds) for name in dict.fromkeys(names)]
+    todo, done = queue.pending(jobs, args.preset, args.results_dir, data=args.data)
+    print(f"{args.preset}: {len(jobs)} runs, {len(done)} complete, {len(todo)} to train or resume")
+    if not todo:
+        return 0
+    lanes = args.lanes or queue.default_lanes(len(todo))
+    log_dir = Path(args.log_dir or Path(args.results_dir) / "logs")
+
+    def command(job):
+        return queue.train_command(
+            job, args.preset, results_dir=args.results_dir, data=args.data, force=args.force
+        )
+
+    runner = queue.Queue(todo, lanes, command, log_dir)
+    outcomes = runner.run()
+    print(
+        "\n".join(
+            f"- {o.job.name}: {o.status}" + (f" ({o.seconds / 60:.0f} min)" if o.seconds else "")
+            for o in outcomes
+        )
+    )
+    if runner.interrupted:
+        print(
+            f"{PROG}: interrupted; the runs saved checkpoints: rerun the same command to go on",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    failed = [o for o in outcomes if o.status.startswith("failed")]
+    if failed:
+        print(f"{PROG}: {len(failed)} run(s) failed; their logs are in {log_dir}", file=sys.stderr)
+        return EXIT_MISSING
+    return 0
+
+
 def cmd_table(args) -> int:
     from attnlib import tables
 
@@ -342,6 +409,7 @@ def cmd_bench(args) -> int:
 COMMANDS = {
     "list": cmd_list,
     "train": cmd_train,
+    "queue": cmd_queue,
     "table1": cmd_table,
     "table3": cmd_table,
     "time": cmd_time,

@@ -1,0 +1,171 @@
+"""Many trainings on one CPU machine: `python -m attnlib queue` runs experiments × seeds as N lanes of
+single-thread `python -m attnlib train` processes side by side (the fastest way on a few cores: no threads
+waiting for each other, see `experiments.grid_seconds`).
+
+Each lane takes the next job of the list when its last one ends, so the list's order is the order of
+priority. A job whose result is already complete is skipped; one cut off earlier resumes from its
+checkpoints (that is `train`'s own behaviour). Each job's output goes to its own log file. On Ctrl-C or
+SIGTERM the queue stops handing out jobs and sends SIGTERM to the running ones, which save a checkpoint
+and exit: rerun the same command to go on.
+
+    python -m attnlib queue --preset converge --data ../shared/data/cifar10      # the ledger's runs
+    python -m attnlib queue --preset budget --seeds 1 2 --experiments vit vit_ha
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from attnlib.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Job:
+    experiment: str
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.experiment}@{self.seed}"
+
+
+@dataclass
+class Outcome:
+    job: Job
+    status: str  # "trained", "failed (exit N)", "stopped", "not started"
+    seconds: float = 0.0
+    log: Path | None = None
+
+
+def default_experiments(preset: str) -> list[str]:
+    """What `queue` trains by default: at `converge` the runs the claims ledger needs
+    (`claims.CONVERGE_PLAN`, in its order), else the tables' grid (`experiments.names()`)."""
+    from attnlib import claims, experiments
+
+    return list(claims.CONVERGE_PLAN) if preset == "converge" else experiments.names()
+
+
+def pending(jobs: Sequence[Job], preset: str, results_dir, data=None) -> tuple[list[Job], list[Job]]:
+    """(to train, complete): the jobs without and with a complete result of their current configuration."""
+    from attnlib.tables import collect
+
+    todo, done = [], []
+    for job in jobs:
+        frame = collect(results_dir, preset, [job.experiment], seed=job.seed, data=data)
+        (done if frame["status"].iloc[0] == "complete" else todo).append(job)
+    return todo, done
+
+
+def train_command(job: Job, preset: str, *, results_dir, data=None, force: bool = False) -> list[str]:
+    """The `python -m attnlib train` command line of one job (one thread, no progress bars)."""
+    argv = [
+        sys.executable,
+        "-m",
+        "attnlib",
+        "train",
+        job.experiment,
+        "--preset",
+        preset,
+        "--seed",
+        str(job.seed),
+    ]
+    argv += ["--threads", "1", "--no-progress", "--results-dir", str(results_dir)]
+    if data is not None:
+        argv += ["--data", str(data)]
+    return argv + (["--force"] if force else [])
+
+
+class Queue:
+    """Runs `jobs` in `lanes` lanes; `command(job)` gives each job's argv, its output goes to
+    `log_dir/<experiment>-seed<seed>.log`. `run()` returns one `Outcome` per job, in the jobs' order."""
+
+    def __init__(self, jobs: Sequence[Job], lanes: int, command: Callable[[Job], list[str]], log_dir):
+        if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes < 1:
+            raise ConfigError("lanes", lanes, "an integer >= 1")
+        self.jobs, self.lanes, self.command = list(jobs), lanes, command
+        self.log_dir = Path(log_dir)
+        self.outcomes = {job: Outcome(job, "not started") for job in self.jobs}
+        self._next = 0
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._running: dict[Job, subprocess.Popen] = {}
+
+    def _take(self) -> Job | None:
+        with self._lock:
+            if self._stopping.is_set() or self._next >= len(self.jobs):
+                return None
+            job = self.jobs[self._next]
+            self._next += 1
+            return job
+
+    def _lane(self, lane: int) -> None:
+        while (job := self._take()) is not None:
+            log = self.log_dir / f"{job.experiment}-seed{job.seed}.log"
+            start = time.monotonic()
+            print(f"lane {lane}: {job.name} started (log: {log})", flush=True)
+            with open(log, "a") as out:
+                with self._lock:
+                    if self._stopping.is_set():
+                        return
+                    proc = subprocess.Popen(self.command(job), stdout=out, stderr=subprocess.STDOUT)
+                    self._running[job] = proc
+                code = proc.wait()
+            with self._lock:
+                del self._running[job]
+            seconds = time.monotonic() - start
+            status = (
+                "trained" if code == 0 else "stopped" if self._stopping.is_set() else f"failed (exit {code})"
+            )
+            self.outcomes[job] = Outcome(job, status, seconds, log)
+            print(f"lane {lane}: {job.name} {status} after {seconds / 60:.1f} min", flush=True)
+
+    def stop(self) -> None:
+        """Hand out no more jobs; ask the running ones to save a checkpoint and exit (SIGTERM)."""
+        with self._lock:
+            self._stopping.set()
+            for proc in self._running.values():
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+
+    def run(self) -> list[Outcome]:
+        """Run every job; on Ctrl-C or SIGTERM (main thread only) `stop()` and wait for the running jobs to
+        save their checkpoints (`interrupted` is then True). One `Outcome` per job, in the jobs' order."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.interrupted = False
+        threads = [threading.Thread(target=self._lane, args=(i + 1,), daemon=True) for i in range(self.lanes)]
+        for t in threads:
+            t.start()
+        main_thread = threading.current_thread() is threading.main_thread()
+        if main_thread:  # SIGTERM as Ctrl-C: both stop the queue the same way
+            previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(timeout=0.2)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self.stop()
+            for t in threads:
+                t.join()
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGTERM, previous)
+        return [self.outcomes[job] for job in self.jobs]
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def default_lanes(jobs: int) -> int:
+    """One lane per core of this process's CPU set, at most one per job."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cores, jobs))

@@ -1,0 +1,97 @@
+"""`python -m attnlib queue`: lanes of single-thread trainings, skipping complete results, resumable, and
+stopped cleanly by SIGTERM."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import pytest
+
+from attnlib import claims, experiments, queue
+from attnlib.__main__ import EXIT_USAGE, main
+from attnlib.errors import ConfigError
+from attnlib.queue import Job, Queue
+
+
+def test_default_experiments_are_the_ledger_plan_at_converge_else_the_grid():
+    assert queue.default_experiments("converge") == list(claims.CONVERGE_PLAN)
+    assert queue.default_experiments("budget") == experiments.names()
+
+
+def test_train_command_is_one_single_thread_train():
+    argv = queue.train_command(Job("vit", 2), "budget", results_dir="r", data="d", force=True)
+    assert argv[1:] == [
+        "-m", "attnlib", "train", "vit", "--preset", "budget", "--seed", "2",
+        "--threads", "1", "--no-progress", "--results-dir", "r", "--data", "d", "--force",
+    ]  # fmt: skip
+
+
+def test_lanes_run_side_by_side_in_the_order_given(tmp_path):
+    sleep = [sys.executable, "-c", "import time; time.sleep(1.5)"]
+    jobs = [Job(f"e{i}", 0) for i in range(4)]
+    start = time.monotonic()
+    outcomes = Queue(jobs, 2, lambda job: sleep, tmp_path).run()
+    took = time.monotonic() - start
+    assert [o.job for o in outcomes] == jobs and {o.status for o in outcomes} == {"trained"}
+    assert 3.0 <= took < 5.5  # two lanes: two rounds of 1.5 s, not four
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"e{i}-seed0.log" for i in range(4)]
+
+
+def test_a_failed_job_does_not_stop_the_others(tmp_path):
+    def command(job):
+        return [sys.executable, "-c", f"import sys; print('{job.name}'); sys.exit({3 if job.seed else 0})"]
+
+    outcomes = Queue([Job("a", 1), Job("b", 0)], 1, command, tmp_path).run()
+    assert [o.status for o in outcomes] == ["failed (exit 3)", "trained"]
+    assert (tmp_path / "a-seed1.log").read_text().strip() == "a@1"
+
+
+def test_stop_sends_sigterm_to_running_jobs_and_starts_no_more(tmp_path):
+    # the job catches SIGTERM the way `train` does (saves, then exits non-zero)
+    script = (
+        "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: sys.exit(130))\ntime.sleep(60)"
+    )
+    runner = Queue(
+        [Job("a", 0), Job("b", 0), Job("c", 0)], 2, lambda job: [sys.executable, "-c", script], tmp_path
+    )
+    threading.Timer(1.5, runner.stop).start()
+    start = time.monotonic()
+    outcomes = runner.run()
+    assert time.monotonic() - start < 20
+    assert [o.status for o in outcomes] == ["stopped", "stopped", "not started"]
+
+
+def test_lanes_must_be_positive(tmp_path):
+    with pytest.raises(ConfigError, match="lanes: got 0; allowed: an integer >= 1"):
+        Queue([Job("a", 0)], 0, lambda job: [], tmp_path)
+
+
+@pytest.mark.parametrize(
+    "argv,parameter",
+    [
+        (["queue", "--lanes", "0"], "--lanes"),
+        (["queue", "--seeds", "-1"], "--seeds"),
+        (["queue", "--experiments", "resnet50"], "--experiments"),
+    ],
+)
+def test_bad_queue_arguments_name_the_parameter(argv, parameter, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == EXIT_USAGE and parameter in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_queue_trains_what_is_missing_and_skips_what_is_complete(tmp_path, capsys):
+    argv = ["queue", "--preset", "smoke", "--experiments", "vit", "resnet18", "--seeds", "0", "1"]
+    argv += ["--results-dir", str(tmp_path), "--lanes", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "smoke: 4 runs, 0 complete, 4 to train or resume" in out and out.count(": trained") == 4
+    assert {p.name for p in (tmp_path / "logs").iterdir()} == {
+        f"{n}-seed{s}.log" for n in ("vit", "resnet18") for s in (0, 1)
+    }
+    assert (tmp_path / "vit" / "smoke-seed1" / "metrics.json").exists()
+    assert main(argv) == 0
+    assert "smoke: 4 runs, 4 complete, 0 to train or resume" in capsys.readouterr().out
