@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--data", type=_data, default=None, help="as for train")
     p.add_argument("--results-dir", default="results")
-    p.add_argument("--log-dir", default=None, help="one log file per job (default: RESULTS_DIR/logs)")
+    p.add_argument("--log-dir", default=None, help="one log file per job (default: RESULTS_DIR/logs/PRESET)")
     p.add_argument(
         "--force", action="store_true", help="as for train: replace results of another configuration"
     )
@@ -292,7 +292,7 @@ def cmd_queue(args) -> int:
     if not todo:
         return 0
     lanes = args.lanes or queue.default_lanes(len(todo))
-    log_dir = Path(args.log_dir or Path(args.results_dir) / "logs")
+    log_dir = Path(args.log_dir or Path(args.results_dir) / "logs" / args.preset)
 
     def command(job):
         return queue.train_command(

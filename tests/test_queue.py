@@ -89,7 +89,7 @@ def test_queue_trains_what_is_missing_and_skips_what_is_complete(tmp_path, capsy
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "smoke: 4 runs, 0 complete, 4 to train or resume" in out and out.count(": trained") == 4
-    assert {p.name for p in (tmp_path / "logs").iterdir()} == {
+    assert {p.name for p in (tmp_path / "logs" / "smoke").iterdir()} == {
         f"{n}-seed{s}.log" for n in ("vit", "resnet18") for s in (0, 1)
     }
     assert (tmp_path / "vit" / "smoke-seed1" / "metrics.json").exists()
