@@ -165,6 +165,19 @@ book.show_attention(runs["vit"], "vit", params, query, status=runs.status)
 book.show_attention(runs["vit_ha"], "vit_ha", params, query, status=runs.status)
 
 # %% [markdown]
+# ### Not in the report: learned 2D encoding without content, 9 heads, larger positional initialisation
+#
+# The claim variant of chapter 2 (`learned_9h_pos_init`): the model of B.2 with its positional tables and
+# head keys drawn from $\mathcal N(0, 0.2^2)$ instead of the paper's $\mathcal N(0, 0.02^2)$, trained
+# with the same protocol. Compare with B.2.
+
+# %% tags=["hide-input"]
+variant = book.load_all(["learned_9h_pos_init"], params)
+book.show_attention(
+    variant["learned_9h_pos_init"], "learned_9h_pos_init", params, query, status=variant.status
+)
+
+# %% [markdown]
 # ## C. Training curves
 #
 # {numref}`fig-curves` shows train (dashed) and test (solid) accuracy and loss after every epoch, for every

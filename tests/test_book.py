@@ -761,3 +761,30 @@ def test_bad_count_parameter_of_a_chapter(counts, message):
     """Negative or non-integer step counts of a chapter (01_theory's `steps`); papermill: tests/test_book.py."""
     with pytest.raises(book.ParameterError, match=re.escape(message)):
         book.check_params(counts=counts)
+
+
+def test_variant_phrase_compares_the_variant_with_its_base(tmp_path):
+    """The claim variant's sentence: accuracies, no interval on one seed each, the first layers' peaks."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    params = book.check_params(
+        preset="budget", data=None, device="cpu", results_dir=tmp_path, train_missing=False
+    )
+
+    def run(acc, peak):
+        row = {"epoch": 1, "distance_0": 10.0, "peak_0": peak, "image_dependence_0": 0.0}
+        return SimpleNamespace(test_accuracy=acc, history=pd.DataFrame([row]), attention=None, centers=None)
+
+    runs = {"learned_9h": run(0.468, 1.01), "learned_9h_pos_init": run(0.504, 12.18)}
+    assert book.variant_phrase("learned_9h_pos_init", runs, params) == (
+        "At preset budget `learned_9h_pos_init` reached 50.4% test accuracy against 46.8% for `learned_9h` "
+        "(one seed each: too few for an interval), and its first layer attends with a peak of 12.2 times "
+        "uniform (`learned_9h`: 1.01)."
+    )
+    assert "not trained at preset budget" in book.variant_phrase("learned_9h_pos_init", {}, params)
+    alone = book.variant_phrase(
+        "learned_9h_pos_init", {"learned_9h_pos_init": runs["learned_9h_pos_init"]}, params
+    )
+    assert alone.endswith("(`learned_9h` is not trained at this preset).")
