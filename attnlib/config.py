@@ -22,6 +22,9 @@ class TrainConfig:
     plateau: end the run before `epochs` (then a cap) once the best test accuracy gained less than this
         (a fraction: 0.005 = half a point) over the last PLATEAU_WINDOW of the epochs run
         (`attnlib.train.converged`); None: always train `epochs`. The schedule spans the cap either way.
+    plateau_lr: check `plateau` only once the learning rate has annealed to this fraction of `lr` (None:
+        from the start). At a high lr the test accuracy swings by points from epoch to epoch while the
+        model still improves, so an early check ends runs that have not converged.
     """
 
     epochs: int
@@ -37,6 +40,7 @@ class TrainConfig:
     bf16: bool | None = None
     grad_clip: float | None = None
     plateau: float | None = None
+    plateau_lr: float | None = None
 
     def __post_init__(self):
         check_positive_int("epochs", self.epochs)
@@ -56,6 +60,13 @@ class TrainConfig:
             "plateau",
             self.plateau,
             "None or a fraction of accuracy in (0, 1)",
+        )
+        check(
+            self.plateau_lr is None
+            or (isinstance(self.plateau_lr, int | float) and 0 < self.plateau_lr <= 1),
+            "plateau_lr",
+            self.plateau_lr,
+            "None or a fraction of the peak lr in (0, 1]",
         )
 
     def replace(self, **changes) -> TrainConfig:

@@ -88,7 +88,7 @@ class RunConfig:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         # settings added later are recorded only when set, so that older results keep their fingerprints
-        for key in ("grad_clip", "plateau"):
+        for key in ("grad_clip", "plateau", "plateau_lr"):
             if d["train"][key] is None:
                 del d["train"][key]
         if not d["probe_images"]:
@@ -370,6 +370,7 @@ def _smoke_presets() -> dict[str, Preset | None]:
 # claims about where heads attend need models that have finished learning, not 4-12 epoch snapshots.
 CONVERGE_CAP = 60  # epochs: the cosine schedule spans the cap; most runs stop at the plateau before it
 CONVERGE_PLATEAU = 0.005  # half a point of best test accuracy over the last 20% of the epochs run
+CONVERGE_PLATEAU_LR = 0.25  # ... checked once the lr has annealed to a quarter of its peak (why: history)
 CONVERGE_PROBE_IMAGES = 100
 # Long runs at a high lr diverge slowly (what was seen: history("converge", "clip_detail")).
 CONVERGE_MAX_LR, CONVERGE_CLIP = 0.05, 1.0
@@ -380,13 +381,15 @@ def _converge_presets() -> dict[str, Preset]:
         train = p.train.replace(  # the warm-up keeps its fraction of the steps
             epochs=CONVERGE_CAP,
             plateau=CONVERGE_PLATEAU,
+            plateau_lr=CONVERGE_PLATEAU_LR,
             lr=min(p.train.lr, CONVERGE_MAX_LR),
             grad_clip=p.train.grad_clip or CONVERGE_CLIP,
         )
         reason = (
             f"The budget protocol trained to convergence: at most {CONVERGE_CAP} epochs (cosine over the cap), "
             f"ending once the best test accuracy gained less than {CONVERGE_PLATEAU:.1%} over the last 20% of "
-            f"the epochs run (at least 10); lr at most {CONVERGE_MAX_LR} and the gradient norm clipped to "
+            f"the epochs run (at least 10), checked once the lr has annealed to {CONVERGE_PLATEAU_LR:.0%} of its "
+            f"peak {history('converge', 'plateau_lr')}; lr at most {CONVERGE_MAX_LR} and the gradient norm clipped to "
             f"{CONVERGE_CLIP:g} {history('converge', 'clip')}; per-layer attention "
             f"measures of {CONVERGE_PROBE_IMAGES} test images logged every epoch. Budget: {p.reason}"
         )

@@ -63,12 +63,15 @@ class Interrupted(RuntimeError):
 PLATEAU_WINDOW, PLATEAU_MIN_EPOCHS = 0.2, 10
 
 
-def converged(history: list[dict], plateau: float) -> bool:
-    """Whether a run has converged at the small scale: after at least PLATEAU_MIN_EPOCHS epochs, the best
-    test accuracy gained less than `plateau` over the last ⌈PLATEAU_WINDOW · E⌉ of its E epochs:
+def converged(history: list[dict], plateau: float, lr_below: float | None = None) -> bool:
+    """Whether a run has converged at the small scale: after at least PLATEAU_MIN_EPOCHS epochs (and, with
+    `lr_below`, once the last epoch's lr is at most that), the best test accuracy gained less than
+    `plateau` over the last ⌈PLATEAU_WINDOW · E⌉ of its E epochs:
     max_{e ≤ E} acc_e − max_{e ≤ E−k} acc_e < plateau."""
     n = len(history)
     if n < PLATEAU_MIN_EPOCHS:
+        return False
+    if lr_below is not None and history[-1]["lr"] > lr_below:
         return False
     k = math.ceil(PLATEAU_WINDOW * n)
     acc = [row["test_acc"] for row in history]
@@ -491,7 +494,7 @@ def fit(
     on_step(epoch, step, x, y) is called before every optimisation step (tests use it to record or
     interrupt). probe(model) is called after every epoch's evaluation; its columns join the epoch's history
     row (attnlib.measures.probe: per-layer attention measures). With `cfg.plateau` the run ends early once
-    `converged(history, cfg.plateau)`. Raises TrainingDiverged on a non-finite loss and Interrupted after SIGINT/SIGTERM (both
+    `converged(history, cfg.plateau, cfg.plateau_lr · cfg.lr)`. Raises TrainingDiverged on a non-finite loss and Interrupted after SIGINT/SIGTERM (both
     leave the last good checkpoint in place).
     """
     if progress is None:
@@ -504,7 +507,8 @@ def fit(
     state.last_saved = time.monotonic()
     with _StopRequest() as stop:
         for epoch in range(state.epoch, cfg.epochs):
-            if cfg.plateau is not None and converged(state.history, cfg.plateau):
+            lr_below = None if cfg.plateau_lr is None else cfg.plateau_lr * cfg.lr
+            if cfg.plateau is not None and converged(state.history, cfg.plateau, lr_below):
                 log.info("%s: converged after %d epochs (cap %d)", desc, len(state.history), cfg.epochs)
                 break
             stats, clock = run.train_epoch(epoch, state, ckpt, stop, interval, seed)

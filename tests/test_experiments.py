@@ -56,7 +56,12 @@ def test_every_preset_covers_every_protocol_with_a_reason():
 
 
 def test_history_file_names_only_known_protocols_and_continues_their_reasons():
-    constants = {("budget", "grid"), ("converge", "clip"), ("converge", "clip_detail")}
+    constants = {
+        ("budget", "grid"),
+        ("converge", "clip"),
+        ("converge", "clip_detail"),
+        ("converge", "plateau_lr"),
+    }
     protocols = {e.protocol for e in EXPERIMENTS.values()}
     entries = experiments._history_file()["history"]
     assert entries, "protocol_history.yaml holds the dated history"
@@ -216,7 +221,13 @@ def test_every_experiment_trains_at_smoke(name, smoke_results):
 
 
 def test_converge_preset_is_the_budget_trained_to_a_plateau_with_measures():
-    from attnlib.experiments import CONVERGE_CAP, CONVERGE_CLIP, CONVERGE_MAX_LR, CONVERGE_PLATEAU
+    from attnlib.experiments import (
+        CONVERGE_CAP,
+        CONVERGE_CLIP,
+        CONVERGE_MAX_LR,
+        CONVERGE_PLATEAU,
+        CONVERGE_PLATEAU_LR,
+    )
 
     for name in EXPERIMENTS:
         budget, converge = resolve(name, "budget"), resolve(name, "converge")
@@ -224,12 +235,15 @@ def test_converge_preset_is_the_budget_trained_to_a_plateau_with_measures():
         assert converge.train == budget.train.replace(
             epochs=CONVERGE_CAP,
             plateau=CONVERGE_PLATEAU,
+            plateau_lr=CONVERGE_PLATEAU_LR,
             lr=min(budget.train.lr, CONVERGE_MAX_LR),
             grad_clip=budget.train.grad_clip or CONVERGE_CLIP,
         )
         assert converge.probe_images > 0 and budget.probe_images == 0
         assert "plateau" in converge.to_dict()["train"] and "probe_images" in converge.to_dict()
         assert "plateau" not in budget.to_dict()["train"] and "probe_images" not in budget.to_dict()
+        assert "plateau_lr" in converge.to_dict()["train"] and "plateau_lr" not in budget.to_dict()["train"]
+        assert experiments.history("converge", "plateau_lr") in converge.reason
 
 
 @pytest.mark.parametrize("preset", PRESETS)

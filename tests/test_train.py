@@ -517,6 +517,22 @@ def test_converged_compares_the_best_accuracy_before_and_inside_the_last_fifth()
     assert converged(window, 0.005) and not converged(window[:17], 0.005)
 
 
+def test_converged_waits_for_the_lr_to_anneal_when_asked():
+    flat = [dict(row, lr=0.1) for row in _acc(*[0.1 * i for i in range(7)], 0.80, 0.801, 0.802)]
+    assert converged(flat, 0.005) and not converged(flat, 0.005, lr_below=0.05)
+    flat[-1]["lr"] = 0.05
+    assert converged(flat, 0.005, lr_below=0.05)
+
+
+def test_plateau_lr_delays_the_end_until_the_schedule_anneals(tmp_path):
+    cfg = CFG.replace(epochs=30, plateau=0.2, plateau_lr=0.2)  # plateaus at once, but the lr must fall first
+    _, out = run(tmp_path / "ckpt", cfg=cfg)
+    lrs = [row["lr"] for row in out.history]
+    assert lrs[-1] <= 0.2 * cfg.lr < lrs[-2] and len(out.history) < cfg.epochs
+    with pytest.raises(ConfigError, match="plateau_lr"):
+        CFG.replace(plateau_lr=0)
+
+
 def test_plateau_ends_the_run_early_and_a_resume_trains_no_further(tmp_path):
     cfg = CFG.replace(epochs=40, plateau=0.2)  # 20 points: every run on random labels plateaus at once
     model, out = run(tmp_path / "ckpt", cfg=cfg)
