@@ -115,7 +115,11 @@ class Queue:
                 with self._lock:
                     if self._stopping.is_set():
                         return
-                    proc = subprocess.Popen(self.command(job), stdout=out, stderr=subprocess.STDOUT)
+                    # own session: a Ctrl-C in the terminal reaches the queue only, which then sends each
+                    # run one SIGTERM (a second signal would make `train` give up without its checkpoint)
+                    proc = subprocess.Popen(
+                        self.command(job), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                    )
                     self._running[job] = proc
                 code = proc.wait()
             with self._lock:

@@ -63,6 +63,15 @@ def test_stop_sends_sigterm_to_running_jobs_and_starts_no_more(tmp_path):
     assert [o.status for o in outcomes] == ["stopped", "stopped", "not started"]
 
 
+def test_runs_get_their_own_session_so_a_terminal_ctrl_c_reaches_only_the_queue(tmp_path):
+    import os
+
+    Queue(
+        [Job("a", 0)], 1, lambda job: [sys.executable, "-c", "import os; print(os.getsid(0))"], tmp_path
+    ).run()
+    assert int((tmp_path / "a-seed0.log").read_text()) != os.getsid(0)
+
+
 def test_lanes_must_be_positive(tmp_path):
     with pytest.raises(ConfigError, match="lanes: got 0; allowed: an integer >= 1"):
         Queue([Job("a", 0)], 0, lambda job: [], tmp_path)
