@@ -7,6 +7,8 @@ in Debian's ``chromium``, driven by Playwright, and fails when a page
   ``about:`` is aborted and reported: the book must work on a plane),
 - shows unrendered TeX (``\\(``, ``\\[``, ``$$``, ``\\frac``... left in the visible text, a math element that
   MathJax did not typeset, or a MathJax error),
+- shows Markdown as typed (`` `name` `` or ``**bold**`` in the visible text: a glued sentence or a table
+  caption is plain text),
 - logs a JavaScript error (console errors and uncaught exceptions; a local file that fails to load counts),
 - has a figure (``img``, ``svg``, ``canvas``, ``video``) wider than its text column or the window,
 - or has a table wider than the box that holds it (its ``scrollWidth`` over the parent's ``clientWidth``:
@@ -76,6 +78,13 @@ async () => {
   for (const m of text.matchAll(pattern)) {
     out.tex.push(text.slice(Math.max(0, m.index - 30), m.index + 40).replace(/\s+/g, " "));
     if (out.tex.length >= 5) break;
+  }
+  // Markdown shown as typed: `code` or **bold** in the visible text (a glued string or a table caption
+  // is plain text, not Markdown)
+  out.markdown = [];
+  for (const m of text.matchAll(/`[^`\s][^`]{0,80}`|\*\*[^*\s][^*]{0,80}\*\*/g)) {
+    out.markdown.push(text.slice(Math.max(0, m.index - 30), m.index + m[0].length + 10).replace(/\s+/g, " "));
+    if (out.markdown.length >= 5) break;
   }
   // Figures wider than their text column or the window.
   const page = document.documentElement.clientWidth;
@@ -256,6 +265,8 @@ def _check_page(browser, file: Path, root: Path, screenshots: Path | None, timeo
             report.problems.append(f"MathJax error: {error}")
         for tex in found["tex"]:
             report.problems.append(f"unrendered TeX in the text: …{tex}…")
+        for markdown in found["markdown"]:
+            report.problems.append(f"unrendered Markdown in the text: …{markdown}…")
         for wide in found["wide"]:
             report.problems.append(f"figure wider than the page: {wide}")
         for wide in found["wideTables"]:

@@ -187,7 +187,7 @@ book.show_ledger(
     ledger,
     caption=f"The claims ledger at preset {params.preset}: each claim and the verdict its rule gives; "
     "the fold-out below gives its words (quoted, or as the research notes paraphrase it), measure, value and "
-    "rule; a value taken from a `converge` run says so.",
+    "rule; a value taken from a converge run says so.",
 )
 
 # %% [markdown]
@@ -199,4 +199,4 @@ book.show_ledger(
 # %% tags=["hide-input"]
 plan, plan_sentence = book.converge_plan(params)
 book.glue_str("converge_plan", plan_sentence)
-book.show_table(plan, caption="The `converge` runs behind the ledger: saved state and CPU-hours (one thread).")
+book.show_table(plan, caption="The converge runs behind the ledger: saved state and CPU-hours (one thread).")

@@ -779,12 +779,12 @@ def test_variant_phrase_compares_the_variant_with_its_base(tmp_path):
 
     runs = {"learned_9h": run(0.468, 1.01), "learned_9h_pos_init": run(0.504, 12.18)}
     assert book.variant_phrase("learned_9h_pos_init", runs, params) == (
-        "At preset budget `learned_9h_pos_init` reached 50.4% test accuracy against 46.8% for `learned_9h` "
+        "At preset budget learned_9h_pos_init reached 50.4% test accuracy against 46.8% for learned_9h "
         "(one seed each: too few for an interval), and its first layer attends with a peak of 12.2 times "
-        "uniform (`learned_9h`: 1.01)."
+        "uniform (learned_9h: 1.01)."
     )
     assert "not trained at preset budget" in book.variant_phrase("learned_9h_pos_init", {}, params)
     alone = book.variant_phrase(
         "learned_9h_pos_init", {"learned_9h_pos_init": runs["learned_9h_pos_init"]}, params
     )
-    assert alone.endswith("(`learned_9h` is not trained at this preset).")
+    assert alone.endswith("(learned_9h is not trained at this preset).")

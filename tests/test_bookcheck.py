@@ -1,6 +1,6 @@
 """The real-browser check of the book (attnlib.bookcheck): what counts as remote, which pages it opens, and,
 where Chromium is installed, that it catches each kind of fault on small pages made for it (a remote
-script, TeX left unrendered, a JavaScript error, a figure wider than the page, a table wider than its
+script, TeX or Markdown left unrendered, a JavaScript error, a figure wider than the page, a table wider than its
 column) and passes a clean page."""
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ PAGES = {
     "\\[ \\frac{1}{2} \\]</p></body></html>",
     "command.html": "<html><body><p>a width \\alpha left in the prose</p></body></html>",
     "error.html": "<html><body><p>text</p><script>undefinedFunction();</script></body></html>",
+    "markdown.html": "<html><body><p>0 of the 6 `converge` runs</p><table><caption>**Wall time** of"
+    "</caption><tr><td>1</td></tr></table><p>a <code>`quoted`</code> span is fine</p></body></html>",
     "wide.html": '<html><body><main style="width: 600px"><canvas width="2400" height="50"></canvas>'
     "</main></body></html>",
     # a table too wide for its scrolling box (as the theme wraps cell outputs), beside one that fits
@@ -106,6 +108,8 @@ def test_the_browser_catches_each_fault(tmp_path):
     assert any("not typeset by MathJax" in p for p in tex) and any("unrendered TeX" in p for p in tex)
     assert any("unrendered TeX in the text: …a width \\alpha" in p for p in reports["command.html"].problems)
     assert any("undefinedFunction" in p for p in reports["error.html"].problems)
+    markdown = [p for p in reports["markdown.html"].problems if "unrendered Markdown" in p]
+    assert len(markdown) == 2 and "`converge`" in markdown[0] and "**Wall time**" in markdown[1], markdown
     assert any("figure wider than the page" in p for p in reports["wide.html"].problems)
     wide_tables = [p for p in reports["widetable.html"].problems if "table wider than its column" in p]
     assert len(wide_tables) == 2, reports["widetable.html"].problems

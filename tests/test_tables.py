@@ -139,8 +139,7 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
     plan, sentence = book.converge_plan(params)
     assert plan["run"].tolist() == list(claims.CONVERGE_PLAN) and set(plan["saved"]) == {"not yet"}
     assert (
-        sentence.startswith(f"0 of the {len(plan)} `converge` runs")
-        and "CPU-hours of training" not in sentence
+        sentence.startswith(f"0 of the {len(plan)} converge runs") and "CPU-hours of training" not in sentence
     )
     cap = sum(experiments.estimate_seconds(n, "converge") for n in claims.CONVERGE_PLAN) / 3600
     assert (
@@ -158,4 +157,4 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
     monkeypatch.setattr(tables, "collect", two_saved)
     plan, sentence = book.converge_plan(params)
     assert plan.set_index("run").loc["learned_9h", "saved"] == "23 epochs, 1.5 h"
-    assert sentence.startswith("2 of the 6 `converge` runs the ledger needs are saved, 3.0 CPU-hours")
+    assert sentence.startswith("2 of the 6 converge runs the ledger needs are saved, 3.0 CPU-hours")

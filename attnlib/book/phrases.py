@@ -92,20 +92,21 @@ def compare_phrase(base: str, variant: str, runs: dict, params: Params) -> str:
 def variant_phrase(variant: str, runs: dict, params: Params) -> str:
     """A sentence on a claim variant (``Experiment.variant_of``) against its base model from saved results:
     test accuracy over the saved seeds of each (with a Welch interval once both have two) and the first
-    layer's attention peak (multiple of uniform) of each seed-0 run."""
+    layer's attention peak (multiple of uniform) of each seed-0 run. Plain text (for ``glue:text``: no
+    Markdown)."""
     from attnlib import compare, experiments
     from attnlib.claims import layer_profile
 
     base = experiments.get(variant).variant_of
     a, b = runs.get(base), runs.get(variant)
     if b is None:
-        return f"`{variant}` is not trained at preset {params.preset} yet."
+        return f"{variant} is not trained at preset {params.preset} yet."
     acc_b = seed_accuracies(variant, params) or [b.test_accuracy]
-    text = f"At preset {params.preset} `{variant}` reached {fmt(sum(acc_b) / len(acc_b))} test accuracy"
+    text = f"At preset {params.preset} {variant} reached {fmt(sum(acc_b) / len(acc_b))} test accuracy"
     if a is None:
-        return text + f" (`{base}` is not trained at this preset)."
+        return text + f" ({base} is not trained at this preset)."
     acc_a = seed_accuracies(base, params) or [a.test_accuracy]
-    text += f" against {fmt(sum(acc_a) / len(acc_a))} for `{base}`"
+    text += f" against {fmt(sum(acc_a) / len(acc_a))} for {base}"
     if min(len(acc_a), len(acc_b)) < 2:
         seeds = "one seed each" if len(acc_a) == len(acc_b) == 1 else f"{len(acc_b)} and {len(acc_a)} seeds"
         text += f" ({seeds}: too few for an interval)"
@@ -115,7 +116,7 @@ def variant_phrase(variant: str, runs: dict, params: Params) -> str:
     if all(peaks.values()):
         text += (
             f", and its first layer attends with a peak of {peaks[variant][0]['peak']:.1f} times uniform "
-            f"(`{base}`: {peaks[base][0]['peak']:.2f})"
+            f"({base}: {peaks[base][0]['peak']:.2f})"
         )
     return text + "."
 

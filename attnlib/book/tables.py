@@ -547,7 +547,7 @@ def converge_plan(params: Params):
     cap = experiments.CONVERGE_CAP
     total = sum(experiments.estimate_seconds(n, "converge") for n in claims.CONVERGE_PLAN) / 3600
     sentence = (
-        f"{len(done)} of the {len(rows)} `converge` runs the ledger needs are saved"
+        f"{len(done)} of the {len(rows)} converge runs the ledger needs are saved"
         + (f", {spent:.1f} CPU-hours of training in all" if done else "")
         + f"; all {len(rows)} would take at most {total:.1f} CPU-hours on idle cores if each ran to its "
         f"{cap}-epoch cap (a run stops earlier once it plateaus; on shared cores runs take longer), within the {claims.CONVERGE_CPU_HOURS:g} CPU-hours set for them."
