@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     preset = dict(type=_choice(presets), default="paper", metavar="{" + ",".join(presets) + "}")
 
+    def experiments_options(p, help: str) -> None:  # commands over several experiments: queue, time
+        p.add_argument("--preset", **{**preset, "default": "budget"})
+        p.add_argument(
+            "--experiments", nargs="+", type=_choice(names), default=None, metavar="EXPERIMENT", help=help
+        )
+
     p = sub.add_parser("list", help="experiments, parameters and (budget) estimated times", **style)
     p.add_argument("--preset", **preset)
     p.add_argument(
@@ -119,14 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="train several experiments and seeds as single-thread lanes side by side (resumable)",
         **style,
     )
-    p.add_argument("--preset", **{**preset, "default": "budget"})
-    p.add_argument(
-        "--experiments",
-        nargs="+",
-        type=_choice(names),
-        default=None,
-        metavar="EXPERIMENT",
-        help="in order of priority (default: at converge the runs the claims ledger needs, else the grid)",
+    experiments_options(
+        p, "in order of priority (default: at converge the runs the claims ledger needs, else the grid)"
     )
     p.add_argument("--seeds", nargs="+", type=_integer(0), default=[0], metavar="SEED", help="default: 0")
     p.add_argument(
@@ -162,15 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="time every model (and its HA variant) together, one process, interleaved: Table 3's wall time",
         **style,
     )
-    p.add_argument("--preset", **{**preset, "default": "budget"})
-    p.add_argument(
-        "--experiments",
-        nargs="+",
-        type=_choice(names),
-        default=None,
-        metavar="EXPERIMENT",
-        help="the models to time (default: every experiment)",
-    )
+    experiments_options(p, "the models to time (default: every experiment)")
     p.add_argument("--threads", type=_integer(1), default=1, help="CPU threads for every model (default 1)")
     p.add_argument("--device", type=_choice(("cpu", "cuda")), default="cpu", help="cpu (default) or cuda")
     p.add_argument("--results-dir", default="results")

@@ -35,9 +35,6 @@ VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED)
 
 HA_PAIRS = ("learned_content_9h", "learned_content_16h", "san_pairwise", "san_patchwise", "vit")
 LEARNED_POSITIONAL = ("learned_9h", "learned_16h")
-#: Our changes of a paper model, run where a claim may only appear with the change (issue 16 §2): reported
-#: beside the verdict, which stays about the paper's models.
-VARIANTS = {"learned_9h_pos_init": "learned_9h"}
 LEARNED_CONTENT = ("learned_content_9h", "learned_content_16h")
 QUADRATIC = ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h")
 
@@ -211,10 +208,25 @@ def _learned_fixed_shifts(ev: Evidence):
         return "no positional-only learned run saved", NOT_MEASURED
     first = {n: p[0]["peak"] for n, p in profiles.items()}
     text = "; ".join(f"{ev.name(n)}: first layer {v:.2f}× uniform" for n, v in first.items())
-    text += "".join(_variant_peak(ev, v) for v, base in VARIANTS.items() if base in LEARNED_POSITIONAL)
+    # our changes of these models (registry variants) are reported beside the verdict, which stays theirs
+    text += "".join(_variant_peak(ev, v) for v in _variants_of(LEARNED_POSITIONAL))
     if all(v >= LOCAL_PEAK for v in first.values()):
         return text, REPRODUCED
     return text, NOT_REPRODUCED if all(v < FLAT_PEAK for v in first.values()) else INCONCLUSIVE
+
+
+def _variant_base(name: str) -> str | None:
+    """The experiment a claim variant changes (`Experiment.variant_of`), None for any other."""
+    from attnlib import experiments
+
+    return experiments.get(name).variant_of
+
+
+def _variants_of(bases) -> list[str]:
+    """The registry's claim variants of the experiments `bases`, in registry order."""
+    from attnlib import experiments
+
+    return [n for n in experiments.names(variants=True) if _variant_base(n) in bases]
 
 
 def _variant_peak(ev: Evidence, name: str) -> str:
@@ -270,7 +282,7 @@ def _close_to_resnet(ev: Evidence):
         and n != "resnet18"
         and not n.startswith(("san_", "vit"))
         and not n.endswith("_ha")
-        and n not in VARIANTS  # the paper's models, not our changes of them
+        and _variant_base(n) is None  # the paper's models, not our changes of them
         and ev.preset_of(n) == same
     }
     if resnet is None or not attention:

@@ -368,7 +368,7 @@ def _smoke_presets() -> dict[str, Preset | None]:
 
 # Converge: the budget's models and protocols, trained until the test accuracy stops rising (issue 16): the
 # claims about where heads attend need models that have finished learning, not 4-12 epoch snapshots.
-CONVERGE_CAP = 60  # epochs: the cosine schedule spans the cap; most runs stop at the plateau before it
+CONVERGE_CAP = 60  # epochs: the cosine schedule spans the cap; a run may stop at its plateau before it
 CONVERGE_PLATEAU = 0.005  # half a point of best test accuracy over the last 20% of the epochs run
 CONVERGE_PLATEAU_LR = 0.25  # ... checked once the lr has annealed to a quarter of its peak (why: history)
 CONVERGE_PROBE_IMAGES = 100

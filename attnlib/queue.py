@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnlib.errors import ConfigError
+from attnlib.checks import check_positive_int
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,6 @@ class Outcome:
     job: Job
     status: str  # "trained", "failed (exit N)", "stopped", "not started"
     seconds: float = 0.0
-    log: Path | None = None
 
 
 def default_experiments(preset: str) -> list[str]:
@@ -57,11 +56,13 @@ def pending(jobs: Sequence[Job], preset: str, results_dir, data=None) -> tuple[l
     """(to train, complete): the jobs without and with a complete result of their current configuration."""
     from attnlib.tables import collect
 
-    todo, done = [], []
-    for job in jobs:
-        frame = collect(results_dir, preset, [job.experiment], seed=job.seed, data=data)
-        (done if frame["status"].iloc[0] == "complete" else todo).append(job)
-    return todo, done
+    complete = set()
+    for seed in dict.fromkeys(job.seed for job in jobs):  # one look at the saved results per seed
+        names = list(dict.fromkeys(job.experiment for job in jobs if job.seed == seed))
+        frame = collect(results_dir, preset, names, seed=seed, data=data)
+        complete |= {(n, seed) for n in frame.loc[frame["status"] == "complete", "experiment"]}
+    done = [job for job in jobs if (job.experiment, job.seed) in complete]
+    return [job for job in jobs if (job.experiment, job.seed) not in complete], done
 
 
 def train_command(job: Job, preset: str, *, results_dir, data=None, force: bool = False) -> list[str]:
@@ -88,8 +89,7 @@ class Queue:
     `log_dir/<experiment>-seed<seed>.log`. `run()` returns one `Outcome` per job, in the jobs' order."""
 
     def __init__(self, jobs: Sequence[Job], lanes: int, command: Callable[[Job], list[str]], log_dir):
-        if not isinstance(lanes, int) or isinstance(lanes, bool) or lanes < 1:
-            raise ConfigError("lanes", lanes, "an integer >= 1")
+        check_positive_int("lanes", lanes)
         self.jobs, self.lanes, self.command = list(jobs), lanes, command
         self.log_dir = Path(log_dir)
         self.outcomes = {job: Outcome(job, "not started") for job in self.jobs}
@@ -128,7 +128,7 @@ class Queue:
             status = (
                 "trained" if code == 0 else "stopped" if self._stopping.is_set() else f"failed (exit {code})"
             )
-            self.outcomes[job] = Outcome(job, status, seconds, log)
+            self.outcomes[job] = Outcome(job, status, seconds)
             print(f"lane {lane}: {job.name} {status} after {seconds / 60:.1f} min", flush=True)
 
     def stop(self) -> None:

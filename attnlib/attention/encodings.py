@@ -267,11 +267,9 @@ class Learned2DEncoding(RelativeEncoding):
     @torch.no_grad()
     def init_positional(self, std: float) -> None:
         """Draw the tables r and the head keys w from N(0, std²) (head-key biases stay as they are)."""
-        for module in (self.row_embeddings, self.col_embeddings, *self._head_keys()):
+        keys = (self.head_keys_row, self.head_keys_col) if self.has_scores else ()
+        for module in (self.row_embeddings, self.col_embeddings, *keys):
             module.weight.normal_(0.0, std)
-
-    def _head_keys(self) -> tuple[nn.Module, ...]:
-        return (self.head_keys_row, self.head_keys_col) if self.form != "re" else ()
 
     @property
     def has_scores(self) -> bool:

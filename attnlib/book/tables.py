@@ -528,7 +528,7 @@ def converge_plan(params: Params):
     saved = tables.collect(params.results_dir, "converge", list(claims.CONVERGE_PLAN), data=params.data)
     saved = saved.set_index("experiment")
     keys = {c.key: c.title for c in claims.CLAIMS}
-    rows, spent, done = [], 0.0, []
+    rows, spent, total, done = [], 0.0, 0.0, []
     for name, informs in claims.CONVERGE_PLAN.items():
         complete = saved.at[name, "status"] == "complete"
         hours = saved.at[name, "train_seconds"] / 3600 if complete else None
@@ -536,6 +536,7 @@ def converge_plan(params: Params):
             spent += hours
             done.append(name)
         estimate = experiments.estimate_seconds(name, "converge") / 3600
+        total += estimate
         rows.append(
             {
                 "run": name,
@@ -545,7 +546,6 @@ def converge_plan(params: Params):
             }
         )
     cap = experiments.CONVERGE_CAP
-    total = sum(experiments.estimate_seconds(n, "converge") for n in claims.CONVERGE_PLAN) / 3600
     sentence = (
         f"{len(done)} of the {len(rows)} converge runs the ledger needs are saved"
         + (f", {spent:.1f} CPU-hours of training in all" if done else "")
