@@ -69,8 +69,10 @@ PREFERRED = {"budget": "converge"}
 class Evidence:
     """What the verdicts are computed from.
 
-    runs: {experiment: RunResult or None}, seed 0; accuracies: {experiment: [test accuracy of every saved
-    seed]}; both at `presets[experiment]` where given, else at `preset`; params_paper: {experiment:
+    runs: {experiment: RunResult or None}, seed 0, at `presets[experiment]` where given, else at `preset`;
+    accuracies: {experiment: [test accuracy of every saved seed]}, at `seed_presets[experiment]` where
+    given, else at `preset` (a comparison over seeds may come from another preset than the maps: see
+    `gather`); params_paper: {experiment:
     parameters at the paper preset}; theorem_error: relative error of `attention_from_conv` against
     `F.conv2d` (None: not checked)."""
 
@@ -80,6 +82,7 @@ class Evidence:
     params_paper: dict[str, int] = field(default_factory=dict)
     theorem_error: float | None = None
     presets: dict[str, str] = field(default_factory=dict)
+    seed_presets: dict[str, str] = field(default_factory=dict)
 
     def preset_of(self, experiment: str) -> str:
         """The preset the evidence of `experiment` comes from."""
@@ -88,6 +91,11 @@ class Evidence:
     def name(self, experiment: str) -> str:
         """`experiment` as a value names it: with its preset in brackets when that is not the ledger's."""
         other = self.preset_of(experiment)
+        return experiment if other == self.preset else f"{experiment} ({other})"
+
+    def seeds_name(self, experiment: str) -> str:
+        """`experiment` as a comparison over its seeds names it (its accuracies' preset in brackets)."""
+        other = self.seed_presets.get(experiment, self.preset)
         return experiment if other == self.preset else f"{experiment} ({other})"
 
 
@@ -311,11 +319,11 @@ def _ha_gain(ev: Evidence):
             continue
         w = compare.welch(a, b)
         if w.interval is None:
-            parts.append(f"{ev.name(base)}: {w.difference} (n = {len(a)}/{len(b)}: no interval)")
+            parts.append(f"{ev.seeds_name(base)}: {w.difference} (n = {len(a)}/{len(b)}: no interval)")
             verdicts.append(INCONCLUSIVE)
             continue
         low, high = w.interval
-        parts.append(f"{ev.name(base)}: {w.difference} (n = {len(a)}/{len(b)})")
+        parts.append(f"{ev.seeds_name(base)}: {w.difference} (n = {len(a)}/{len(b)})")
         verdicts.append(REPRODUCED if low >= HA_GAIN else NOT_REPRODUCED if high < HA_GAIN else INCONCLUSIVE)
     if NOT_REPRODUCED in verdicts:
         verdict = NOT_REPRODUCED  # "in each case": one pair that is surely below refutes it
@@ -549,8 +557,11 @@ def gather(
     Each experiment's runs come from `prefer` (None: `PREFERRED.get(preset)`, `converge` for `budget`) where
     its seed-0 run is saved there, else from `preset`; a model and its HA variant move together (both
     must be saved at `prefer`), and so do ResNet18 and the paper's attention models it is compared with
-    (ResNet18 moves when it and one of them are saved at `prefer`). `Evidence.presets` records the choice."""
-    from attnlib import experiments
+    (ResNet18 moves when it and one of them are saved at `prefer`). `Evidence.presets` records the choice.
+    A group's accuracies over seeds move with it only where `prefer` has, for each member, MIN_SEEDS seeds
+    or as many as `preset`: a converge run of one seed gives the maps, not the interval of a comparison
+    (`Evidence.seed_presets` records that choice)."""
+    from attnlib import compare, experiments
 
     prefer = PREFERRED.get(preset) if prefer is None else prefer
     ev = Evidence(preset)
@@ -569,15 +580,19 @@ def gather(
     groups += [(n,) for n in names if n not in paired and n != "resnet18"]
     for group in groups:
         moves = all(n in has for n in group)
+        enough = moves and all(len(longer[n][1]) >= min(compare.MIN_SEEDS, len(own[n][1])) for n in group)
         for name in group:
-            ev.runs[name], ev.accuracies[name] = (longer if moves else own)[name]
+            ev.runs[name] = (longer if moves else own)[name][0]
+            ev.accuracies[name] = (longer if enough else own)[name][1]
             if moves:
                 ev.presets[name] = prefer
+            if enough:
+                ev.seed_presets[name] = prefer
     if "resnet18" in own:
         moves = "resnet18" in has and any(n in has for n in paper_attention)
         ev.runs["resnet18"], ev.accuracies["resnet18"] = (longer if moves else own)["resnet18"]
         if moves:
-            ev.presets["resnet18"] = prefer
+            ev.presets["resnet18"] = ev.seed_presets["resnet18"] = prefer
     ev.runs = {n: ev.runs[n] for n in names}  # registry order, as before
     ev.accuracies = {n: ev.accuracies[n] for n in names}
     for base in HA_PAIRS:

@@ -242,7 +242,9 @@ drawn = book.show_measure_curves(
 # The [Re] report's claims about HA, as the claims ledger (introduction) tests them at this preset, or from
 # a pair's `converge` runs where both are saved (the value then says "(converge)"): the accuracy gain over
 # seeds with its Welch interval, the share of parameters at the paper's settings, and what the HA models'
-# attention maps do layer by layer.
+# attention maps do layer by layer. The gain is compared over the seeds of this preset until the
+# `converge` preset holds as many (or three) per side: one long run per side shows the maps, it cannot
+# give an interval.
 
 # %% tags=["hide-input"]
 book.show_ledger(

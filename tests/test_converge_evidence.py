@@ -251,3 +251,34 @@ def test_ha_effects_split_keeps_every_column():
         md[0] == "| model | ν | p | seeds asked | [Re] log | same sign as [Re] |"
         and md[2] == "| ViT | 3.1 | 0.14 | 5 per side | +5.0 | yes |"
     )
+
+
+def test_a_comparison_over_seeds_stays_where_the_seeds_are(monkeypatch):
+    """One converge seed per side gives the pair's maps, not its Welch interval: the accuracies stay at
+    the ledger's preset while it has more seeds (MIN_SEEDS or as many as the ledger's), and the value
+    says where they come from."""
+    run = lambda: type("R", (), {"test_accuracy": 0.5})()  # noqa: E731
+    seeds = {
+        ("budget", "vit"): [0.40, 0.41, 0.42],
+        ("budget", "vit_ha"): [0.50, 0.51, 0.52],
+        ("converge", "vit"): [0.60],
+        ("converge", "vit_ha"): [0.55],
+    }
+
+    def saved(results_dir, name, preset, seeds_, data):
+        found = seeds[preset, name] if (preset, name) in seeds else []
+        return (run() if found else None), list(found)
+
+    monkeypatch.setattr(claims, "_saved", saved)
+    ev = claims.gather("unused", "budget")
+    assert ev.presets == {"vit": "converge", "vit_ha": "converge"} and ev.seed_presets == {}
+    assert ev.accuracies["vit"] == [0.40, 0.41, 0.42]
+    gain = next(c for c in claims.CLAIMS if c.key == "ha_gain").test(ev)[0]
+    assert "vit: +10.0" in gain and "(n = 3/3)" in gain and "vit (converge)" not in gain
+    # three converge seeds per side: the comparison moves too, and says so
+    seeds["converge", "vit"] += [0.61, 0.62]
+    seeds["converge", "vit_ha"] += [0.56, 0.57]
+    ev = claims.gather("unused", "budget")
+    assert ev.seed_presets == {"vit": "converge", "vit_ha": "converge"}
+    gain = next(c for c in claims.CLAIMS if c.key == "ha_gain").test(ev)[0]
+    assert "vit (converge): -5.0" in gain and "(n = 3/3)" in gain
