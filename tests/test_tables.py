@@ -142,19 +142,37 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
         sentence.startswith(f"0 of the {len(plan)} converge runs") and "CPU-hours of training" not in sentence
     )
     cap = sum(experiments.estimate_seconds(n, "converge") for n in claims.CONVERGE_PLAN) / 3600
-    assert (
-        f"at most {cap:.1f} CPU-hours" in sentence and f"{claims.CONVERGE_CPU_HOURS:g} CPU-hours" in sentence
-    )
+    assert f"the other 6 would take at most {cap:.1f} CPU-hours" in sentence
+    assert "further seeds" not in sentence  # none saved here
+    assert f"come to {cap:.1f} CPU-hours" in sentence
+    assert f"within the {claims.CONVERGE_CPU_HOURS:g} CPU-hours" in sentence
 
     real = tables.collect
 
-    def two_saved(results_dir, preset, names, **kw):  # two runs saved, one ended at its plateau
-        frame = real(results_dir, preset, names, **kw)
-        done = frame["experiment"].isin(["learned_9h", "resnet18"])
-        frame.loc[done, ["status", "epochs", "train_seconds"]] = ["complete", 23, 5400.0]
+    def two_saved(results_dir, preset, names=None, seed=0, **kw):  # two runs saved, one ended at its plateau
+        frame = real(results_dir, preset, names, seed=seed, **kw)
+        if preset == "converge":
+            done = frame["experiment"].isin(["learned_9h", "resnet18"])
+            frame.loc[done, ["status", "epochs", "train_seconds"]] = ["complete", 23, 5400.0]
+        elif seed in (1, 2):  # and two further budget seeds of vit, 0.5 h each
+            done = frame["experiment"] == "vit"
+            frame.loc[done, ["status", "epochs", "train_seconds"]] = ["complete", 6, 1800.0]
         return frame
 
     monkeypatch.setattr(tables, "collect", two_saved)
     plan, sentence = book.converge_plan(params)
     assert plan.set_index("run").loc["learned_9h", "saved"] == "23 epochs, 1.5 h"
     assert sentence.startswith("2 of the 6 converge runs the ledger needs are saved, 3.0 CPU-hours")
+    ahead = (
+        sum(
+            experiments.estimate_seconds(n, "converge")
+            for n in claims.CONVERGE_PLAN
+            if n not in ("learned_9h", "resnet18")
+        )
+        / 3600
+    )
+    assert f"the other 4 would take at most {ahead:.1f} CPU-hours" in sentence
+    assert "further seeds, behind the comparisons over seeds, took 1.0 CPU-hours (2 runs)" in sentence
+    assert f"come to {3.0 + ahead + 1.0:.1f} CPU-hours" in sentence
+    monkeypatch.setattr(claims, "CONVERGE_CPU_HOURS", 1.0)
+    assert "beyond the 1 CPU-hours" in book.converge_plan(params)[1]

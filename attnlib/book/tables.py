@@ -519,8 +519,9 @@ def claims_ledger(params: Params, keys=None):
 def converge_plan(params: Params):
     """(table, sentence): the `converge` runs the ledger needs (``claims.CONVERGE_PLAN``), one row each: the
     claims it informs, its saved state (epochs and CPU-hours when complete, else "not yet") and its
-    estimated CPU-hours at the epoch cap on an idle core; the sentence sums the saved and the planned time
-    against ``claims.CONVERGE_CPU_HOURS``. Never trains."""
+    estimated CPU-hours at the epoch cap on an idle core. The sentence sums the saved hours, the cap
+    estimates of the runs not saved yet and the budget's further seeds (1 and up, behind the comparisons
+    over seeds) against ``claims.CONVERGE_CPU_HOURS``. Never trains."""
     import pandas as pd
 
     from attnlib import claims, experiments, tables
@@ -528,15 +529,16 @@ def converge_plan(params: Params):
     saved = tables.collect(params.results_dir, "converge", list(claims.CONVERGE_PLAN), data=params.data)
     saved = saved.set_index("experiment")
     keys = {c.key: c.title for c in claims.CLAIMS}
-    rows, spent, total, done = [], 0.0, 0.0, []
+    rows, spent, ahead, done = [], 0.0, 0.0, []
     for name, informs in claims.CONVERGE_PLAN.items():
         complete = saved.at[name, "status"] == "complete"
         hours = saved.at[name, "train_seconds"] / 3600 if complete else None
+        estimate = experiments.estimate_seconds(name, "converge") / 3600
         if complete:
             spent += hours
             done.append(name)
-        estimate = experiments.estimate_seconds(name, "converge") / 3600
-        total += estimate
+        else:
+            ahead += estimate
         rows.append(
             {
                 "run": name,
@@ -545,12 +547,31 @@ def converge_plan(params: Params):
                 "cap estimate (h)": f"{estimate:.1f}",
             }
         )
-    cap = experiments.CONVERGE_CAP
-    sentence = (
-        f"{len(done)} of the {len(rows)} converge runs the ledger needs are saved"
-        + (f", {spent:.1f} CPU-hours of training in all" if done else "")
-        + f"; all {len(rows)} would take at most {total:.1f} CPU-hours on idle cores if each ran to its "
-        f"{cap}-epoch cap (a run stops earlier once it plateaus; on shared cores runs take longer), within the {claims.CONVERGE_CPU_HOURS:g} CPU-hours set for them."
+    seeds = [tables.collect(params.results_dir, "budget", seed=s, data=params.data) for s in range(1, 10)]
+    seeds = pd.concat(seeds)
+    seeds = seeds[seeds["status"] == "complete"]
+    extra = float(seeds["train_seconds"].sum()) / 3600
+    left = len(rows) - len(done)
+    parts = [f"{len(done)} of the {len(rows)} converge runs the ledger needs are saved"]
+    if done:
+        parts[0] += f", {spent:.1f} CPU-hours of training in all"
+    if left:
+        parts.append(
+            f"the other {left} would take at most {ahead:.1f} CPU-hours on idle cores if each ran to its "
+            f"{experiments.CONVERGE_CAP}-epoch cap (a run stops earlier once it plateaus; on shared cores "
+            "runs take longer)"
+        )
+    sentence = "; ".join(parts) + "."
+    if len(seeds):
+        sentence += (
+            f" The budget grid's further seeds, behind the comparisons over seeds, took {extra:.1f} "
+            f"CPU-hours ({len(seeds)} runs)."
+        )
+    sentence += (
+        f" Together these runs come to {spent + ahead + extra:.1f} CPU-hours (as saved, and the cap "
+        "estimates of the runs to come), "
+        + ("within" if spent + ahead + extra <= claims.CONVERGE_CPU_HOURS else "beyond")
+        + f" the {claims.CONVERGE_CPU_HOURS:g} CPU-hours set for them."
     )
     return pd.DataFrame(rows), sentence
 
