@@ -26,7 +26,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,9 +73,15 @@ def converged(history: list[dict], plateau: float, lr_below: float | None = None
         return False
     if lr_below is not None and history[-1]["lr"] > lr_below:
         return False
+    return late_gain([row["test_acc"] for row in history]) < plateau
+
+
+def late_gain(acc: Sequence[float]) -> float:
+    """What the best test accuracy gained over the last ⌈PLATEAU_WINDOW · E⌉ of E epochs (the plateau rule's
+    measure): max_{e ≤ E} acc_e − max_{e ≤ E−k} acc_e."""
+    n = len(acc)
     k = math.ceil(PLATEAU_WINDOW * n)
-    acc = [row["test_acc"] for row in history]
-    return max(acc) - max(acc[: n - k]) < plateau
+    return max(acc) - max(acc[: n - k] or acc[:1])
 
 
 @dataclass

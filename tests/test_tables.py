@@ -159,9 +159,17 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
             frame.loc[done, ["status", "epochs", "train_seconds"]] = ["complete", 6, 1800.0]
         return frame
 
+    curves = {"learned_9h": [0.5] * 20 + [0.502, 0.503, 0.501], "resnet18": [i / 100 for i in range(60)]}
+    for name, acc in curves.items():  # learned_9h plateaued at epoch 23; resnet18 still rising at the cap
+        run_dir(tmp_path, name, "converge").mkdir(parents=True)
+        pd.DataFrame({"test_acc": acc}).to_csv(run_dir(tmp_path, name, "converge") / "history.csv")
     monkeypatch.setattr(tables, "collect", two_saved)
     plan, sentence = book.converge_plan(params)
     assert plan.set_index("run").loc["learned_9h", "saved"] == "23 epochs, 1.5 h"
+    ended = plan.set_index("run")["ended at"]
+    assert ended["learned_9h"] == "its plateau (+0.3 points over its last 20%)"
+    assert ended["resnet18"] == "the cap (+12.0 points over its last 20%)"
+    assert ended["quadratic_aniso_9h"] == ""  # not saved yet
     assert sentence.startswith("2 of the 6 converge runs the ledger needs are saved, 3.0 CPU-hours")
     ahead = (
         sum(

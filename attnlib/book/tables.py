@@ -516,10 +516,22 @@ def claims_ledger(params: Params, keys=None):
     return frame if keys is None else frame[frame["claim"].isin(list(keys))]
 
 
+def _how_it_ended(results_dir, name: str) -> str:
+    """How a saved `converge` run ended: at its plateau or at the epoch cap, with what the best test accuracy
+    gained over its last epochs (``train.late_gain``, the plateau rule's measure)."""
+    import pandas as pd
+
+    from attnlib import experiments, runs, train
+
+    acc = pd.read_csv(runs.run_dir(results_dir, name, "converge") / "history.csv")["test_acc"].tolist()
+    window = f"+{train.late_gain(acc) * 100:.1f} points over its last {train.PLATEAU_WINDOW:.0%}"
+    return f"{'the cap' if len(acc) >= experiments.CONVERGE_CAP else 'its plateau'} ({window})"
+
+
 def converge_plan(params: Params):
     """(table, sentence): the `converge` runs the ledger needs (``claims.CONVERGE_PLAN``), one row each: the
-    claims it informs, its saved state (epochs and CPU-hours when complete, else "not yet") and its
-    estimated CPU-hours at the epoch cap on an idle core. The sentence sums the saved hours, the cap
+    claims it informs, its saved state (epochs and CPU-hours when complete, else "not yet"), how it ended
+    (plateau or cap) and its estimated CPU-hours at the epoch cap on an idle core. The sentence sums the saved hours, the cap
     estimates of the runs not saved yet and the budget's further seeds (1 and up, behind the comparisons
     over seeds) against ``claims.CONVERGE_CPU_HOURS``. Never trains."""
     import pandas as pd
@@ -544,6 +556,7 @@ def converge_plan(params: Params):
                 "run": name,
                 "claims it informs": "; ".join(keys[k] for k in informs),
                 "saved": f"{int(saved.at[name, 'epochs'])} epochs, {hours:.1f} h" if complete else "not yet",
+                "ended at": _how_it_ended(params.results_dir, name) if complete else "",
                 "cap estimate (h)": f"{estimate:.1f}",
             }
         )
