@@ -282,3 +282,19 @@ def test_a_comparison_over_seeds_stays_where_the_seeds_are(monkeypatch):
     assert ev.seed_presets == {"vit": "converge", "vit_ha": "converge"}
     gain = next(c for c in claims.CLAIMS if c.key == "ha_gain").test(ev)[0]
     assert "vit (converge): -5.0" in gain and "(n = 3/3)" in gain
+
+
+def test_measure_endpoints_give_each_layers_first_and_last_epoch():
+    from attnlib.book.tables import measure_endpoints
+
+    table = measure_endpoints({"a": _history(5, 3), "b": _history(4, 2, offset=0.25)})
+    assert table[["model", "measure"]].values.tolist() == [
+        ["a", "peak (× uniform)"],
+        ["a", "distance (px)"],
+        ["b", "peak (× uniform)"],
+        ["b", "distance (px)"],
+    ]
+    a_distance = table.iloc[1]
+    assert a_distance["layer 1"] == "1.0 → 5.0" and a_distance["layer 3"] == "21.0 → 25.0"
+    assert table.iloc[2]["layer 2"] == "3.00 → 3.00" and table.iloc[3]["layer 3"] == ""  # b has 2 layers
+    assert table.iloc[3]["layer 1"] == "1.2 → 4.2"

@@ -7,7 +7,13 @@ from __future__ import annotations
 from attnlib.book.benchmarks import profile_layout, throughput_tables
 from attnlib.book.params import Params
 from attnlib.book.phrases import MISSING, NOT_USED, _times, fmt, ledger_markdown, title, word_list
-from attnlib.book.tables import ledger_table, model_tables, protocol_tables, sources_markdown
+from attnlib.book.tables import (
+    ledger_table,
+    measure_endpoints,
+    model_tables,
+    protocol_tables,
+    sources_markdown,
+)
 from attnlib.measures import NEAR_UNIFORM, attention_peaks
 from attnlib.tables import below_target
 
@@ -338,6 +344,12 @@ def show_measure_curves(figures: dict, params: Params) -> int:
             "line per layer (per application of the shared block for HA), dark to light with depth. Epochs "
             f"trained: {epochs}."
             + (f" Not yet trained at this preset: {', '.join(title(e) for e in absent)}." if absent else ""),
+        )
+        show_table(
+            measure_endpoints({title(e): runs[e].history for e in shown}),
+            caption=f"The figure's numbers: each layer's attention peak and attended distance after the first "
+            f"and after the last epoch ({MEASURED_PRESET} runs, seed 0).",
+            wrap_names=True,
         )
         drawn += 1
     return drawn

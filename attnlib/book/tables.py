@@ -528,6 +528,28 @@ def _how_it_ended(results_dir, name: str) -> str:
     return f"{'the cap' if len(acc) >= experiments.CONVERGE_CAP else 'its plateau'} ({window})"
 
 
+def measure_endpoints(histories: dict, measures=("peak", "distance")):
+    """The numbers behind a figure of measures against the epoch: per run (``{name: history}``) and measure,
+    each layer's value after the first and after the last epoch (a pandas DataFrame, one row per run and
+    measure, columns "layer 1"... as "first → last")."""
+    import pandas as pd
+
+    from attnlib import viz
+
+    spec = {"peak": ("peak (× uniform)", "{:.2f}"), "distance": ("distance (px)", "{:.1f}")}
+    rows = []
+    for name, history in histories.items():
+        for measure in measures:
+            series = viz.layer_series(history, measure)
+            if not series:
+                continue
+            label, fmt = spec[measure]
+            row = {"model": name, "measure": label}
+            row |= {f"layer {i + 1}": f"{fmt.format(v[0])} → {fmt.format(v[-1])}" for i, v in series.items()}
+            rows.append(row)
+    return pd.DataFrame(rows).fillna("")
+
+
 def converge_plan(params: Params):
     """(table, sentence): the `converge` runs the ledger needs (``claims.CONVERGE_PLAN``), one row each: the
     claims it informs, its saved state (epochs and CPU-hours when complete, else "not yet"), how it ended
