@@ -301,8 +301,10 @@ book.glue_str("repro_quad_peak", book.MISSING if peaks is None else f"{peaks.min
 # {glue:text}`local_peak` times uniform, so what counts is how far the peak rises from where it started
 # (the spread 0.2 was chosen so that the budget's models start below that bar). It is trained at the `converge` preset beside
 # `learned_9h`, stays out of the tables, and the ledger's row on fixed shifts reports it next to the
-# verdict, which remains about the paper's models. {glue:text}`pos_init_result` Its attention maps are
-# drawn in appendix B after B.10, to be compared with those of `learned_9h` (B.2).
+# verdict, which remains about the paper's models. {glue:text}`pos_init_result` The `converge` runs of the
+# two (their measures against the epoch are drawn below) show whether more training changes this:
+# {glue:text}`pos_init_converge` Their attention maps are drawn in appendix B after B.10, to be compared
+# with those of `learned_9h` (B.2).
 
 # %% tags=["hide-input"]
 for key, name in (("pos_init_start", "learned_9h_pos_init"), ("pos_init_paper_start", "learned_9h")):
@@ -310,6 +312,8 @@ for key, name in (("pos_init_start", "learned_9h_pos_init"), ("pos_init_paper_st
 book.glue_str("local_peak", f"{claims.LOCAL_PEAK:g}")
 variant = book.load_all(["learned_9h_pos_init"], params)
 book.glue_str("pos_init_result", book.variant_phrase("learned_9h_pos_init", {**runs, **variant}, params))
+longer = book.measured_runs(["learned_9h", "learned_9h_pos_init"], params)
+book.glue_str("pos_init_converge", " ".join(book.measured_peaks_phrase(n, r) for n, r in longer.items()))
 INIT_LABELS = {"paper": "paper's init, N(0, 0.02²)", "default": "PyTorch's default init"}
 shifts = {init: theory.learn_shift(init=init, seed=params.seed) for init in theory.INITS}
 for init, fit in shifts.items():

@@ -298,3 +298,19 @@ def test_measure_endpoints_give_each_layers_first_and_last_epoch():
     assert a_distance["layer 1"] == "1.0 → 5.0" and a_distance["layer 3"] == "21.0 → 25.0"
     assert table.iloc[2]["layer 2"] == "3.00 → 3.00" and table.iloc[3]["layer 3"] == ""  # b has 2 layers
     assert table.iloc[3]["layer 1"] == "1.2 → 4.2"
+
+
+def test_measured_peaks_phrase_names_the_flat_layers_and_where_the_others_ended():
+    from attnlib.book import measured_peaks_phrase
+
+    run = lambda history: type("R", (), {"history": history, "test_accuracy": 0.5})()  # noqa: E731
+    sharp = _history(5, 3)  # peaks 2, 3, 4 in every epoch
+    assert measured_peaks_phrase("m", run(sharp)) == (
+        "Trained at the converge preset for 5 epochs (50.0% test accuracy), m ended with attention peaks of "
+        "2.00, 3.00 and 4.00 times uniform in its layers 1, 2 and 3."
+    )
+    flat = sharp.assign(peak_0=1.01, peak_1=[1.0, 1.0, 1.0, 1.0, 1.2])  # layer 2 passes 1.1 once: not flat
+    text = measured_peaks_phrase("m", run(flat))
+    assert "m kept layer 1 below 1.1 times uniform attention in every epoch" in text
+    assert text.endswith("and its layers 2 and 3 ended at 1.20 and 4.00 times uniform.")
+    assert measured_peaks_phrase("m", None) == "The converge run of m is not saved yet."

@@ -121,6 +121,29 @@ def variant_phrase(variant: str, runs: dict, params: Params) -> str:
     return text + "."
 
 
+def measured_peaks_phrase(name: str, run, preset: str = "converge") -> str:
+    """A sentence on how a run's per-layer attention peak evolved, from its history (the `converge` runs log
+    it every epoch): which layers stayed below NEAR_UNIFORM times uniform in every epoch, and where the
+    others ended. Plain text (for ``glue:text``)."""
+    from attnlib import viz
+
+    if run is None:
+        return f"The {preset} run of {name} is not saved yet."
+    series = viz.layer_series(run.history, "peak")
+    if not series:
+        return f"The {preset} run of {name} logged no attention peaks."
+    flat = [i + 1 for i, v in series.items() if v.max() < NEAR_UNIFORM]
+    ended = {i + 1: f"{v[-1]:.2f}" for i, v in series.items() if i + 1 not in flat}
+    text = f"Trained at the {preset} preset for {len(run.history)} epochs ({fmt(run.test_accuracy)} test accuracy), {name}"
+    layers = lambda numbers: ("layer " if len(numbers) == 1 else "layers ") + word_list(map(str, numbers))  # noqa: E731
+    if not flat:
+        return f"{text} ended with attention peaks of {word_list(ended.values())} times uniform in its {layers(list(ended))}."
+    text += f" kept {layers(flat)} below {NEAR_UNIFORM:g} times uniform attention in every epoch"
+    if ended:
+        text += f", and its {layers(list(ended))} ended at {word_list(ended.values())} times uniform"
+    return text + "."
+
+
 def _time_phrase(variant: str, params: Params) -> str:
     """ " and 0.92× its inference time" from the timing file (``python -m attnlib time``), or ""."""
     from attnlib.tables import timing_columns
