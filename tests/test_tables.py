@@ -144,7 +144,10 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
     cap = sum(experiments.estimate_seconds(n, "converge") for n in claims.CONVERGE_PLAN) / 3600
     assert f"the other 6 would take at most {cap:.1f} CPU-hours" in sentence
     assert "further seeds" not in sentence  # none saved here
-    assert f"come to {cap:.1f} CPU-hours" in sentence
+    pairs = [name for base in claims.HA_PAIRS for name in (base, base + "_ha")]  # 3 seeds each asked
+    asked = 3 * sum(experiments.estimate_seconds(n, "budget") for n in pairs) / 3600
+    assert f"still ask for {3 * len(pairs)} more budget runs (about {asked:.1f} CPU-hours" in sentence
+    assert f"come to {cap + asked:.1f} CPU-hours" in sentence
     assert f"within the {claims.CONVERGE_CPU_HOURS:g} CPU-hours" in sentence
 
     real = tables.collect
@@ -181,6 +184,29 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
     )
     assert f"the other 4 would take at most {ahead:.1f} CPU-hours" in sentence
     assert "further seeds, behind the comparisons over seeds, took 1.0 CPU-hours (2 runs)" in sentence
-    assert f"come to {3.0 + ahead + 1.0:.1f} CPU-hours" in sentence
+    assert f"come to {3.0 + ahead + 1.0 + asked:.1f} CPU-hours" in sentence
     monkeypatch.setattr(claims, "CONVERGE_CPU_HOURS", 1.0)
     assert "beyond the 1 CPU-hours" in book.converge_plan(params)[1]
+
+
+def test_seeds_asked_follow_the_standard(tmp_path, monkeypatch):
+    """The HA comparisons' missing budget seeds: MIN_SEEDS per side, MORE_SEEDS while inconclusive."""
+    from attnlib import claims, compare, experiments
+    from attnlib.book import tables as book_tables
+
+    saved = {name: [] for base in claims.HA_PAIRS for name in (base, base + "_ha")}
+    saved |= {"vit": [0.40, 0.42, 0.44, 0.41], "vit_ha": [0.41, 0.43, 0.42, 0.45]}  # inconclusive at 4/4
+    saved |= {"san_pairwise": [0.50, 0.51, 0.50], "san_pairwise_ha": [0.60, 0.61, 0.60]}  # clear at 3/3
+    monkeypatch.setattr(book_tables, "seed_accuracies", lambda name, params, seeds=None: saved[name])
+    params = book.check_params(
+        preset="budget", data=None, device="cpu", results_dir=tmp_path, train_missing=False
+    )
+    runs, hours = book_tables._seeds_asked(params)
+    empty = [n for n in saved if not saved[n]]
+    assert compare.welch(saved["vit"], saved["vit_ha"]).seeds_wanted == compare.MORE_SEEDS
+    assert runs == 2 + compare.MIN_SEEDS * len(empty)  # vit: one more each; san_pairwise: none
+    expected = experiments.estimate_seconds("vit", "budget") + experiments.estimate_seconds(
+        "vit_ha", "budget"
+    )
+    expected += compare.MIN_SEEDS * sum(experiments.estimate_seconds(n, "budget") for n in empty)
+    assert hours == pytest.approx(expected / 3600)

@@ -550,12 +550,32 @@ def measure_endpoints(histories: dict, measures=("peak", "distance")):
     return pd.DataFrame(rows).fillna("")
 
 
+def _seeds_asked(params: Params) -> tuple[int, float]:
+    """(runs, estimated CPU-hours on an idle core) of the budget seeds the HA comparisons still lack by the
+    project's standard (``compare.Welch.seeds_wanted`` per side)."""
+    import dataclasses
+
+    from attnlib import claims, compare, experiments
+
+    budget = dataclasses.replace(params, preset="budget")
+    runs, seconds = 0, 0.0
+    for base in claims.HA_PAIRS:
+        sides = {name: seed_accuracies(name, budget) for name in (base, base + "_ha")}
+        wanted = compare.welch(*sides.values()).seeds_wanted if all(sides.values()) else compare.MIN_SEEDS
+        for name, accuracies in sides.items():
+            missing = max(0, wanted - len(accuracies))
+            runs += missing
+            seconds += missing * experiments.estimate_seconds(name, "budget")
+    return runs, seconds / 3600
+
+
 def converge_plan(params: Params):
     """(table, sentence): the `converge` runs the ledger needs (``claims.CONVERGE_PLAN``), one row each: the
     claims it informs, its saved state (epochs and CPU-hours when complete, else "not yet"), how it ended
     (plateau or cap) and its estimated CPU-hours at the epoch cap on an idle core. The sentence sums the saved hours, the cap
-    estimates of the runs not saved yet and the budget's further seeds (1 and up, behind the comparisons
-    over seeds) against ``claims.CONVERGE_CPU_HOURS``. Never trains."""
+    estimates of the runs not saved yet, the budget's further seeds (1 and up, behind the comparisons over
+    seeds) and the estimates of the seeds those comparisons still ask for, against
+    ``claims.CONVERGE_CPU_HOURS``. Never trains."""
     import pandas as pd
 
     from attnlib import claims, experiments, tables
@@ -582,6 +602,7 @@ def converge_plan(params: Params):
                 "cap estimate (h)": f"{estimate:.1f}",
             }
         )
+    asked, asked_hours = _seeds_asked(params)
     seeds = [tables.collect(params.results_dir, "budget", seed=s, data=params.data) for s in range(1, 10)]
     seeds = pd.concat(seeds)
     seeds = seeds[seeds["status"] == "complete"]
@@ -602,10 +623,16 @@ def converge_plan(params: Params):
             f" The budget grid's further seeds, behind the comparisons over seeds, took {extra:.1f} "
             f"CPU-hours ({len(seeds)} runs)."
         )
+    if asked:
+        sentence += (
+            f" The comparisons over seeds still ask for {asked} more budget runs (about {asked_hours:.1f} "
+            "CPU-hours on idle cores)."
+        )
+    total = spent + ahead + extra + asked_hours
     sentence += (
-        f" Together these runs come to {spent + ahead + extra:.1f} CPU-hours (as saved, and the cap "
-        "estimates of the runs to come), "
-        + ("within" if spent + ahead + extra <= claims.CONVERGE_CPU_HOURS else "beyond")
+        f" Together these runs come to {total:.1f} CPU-hours (as saved, and the estimates of the runs to "
+        "come), "
+        + ("within" if total <= claims.CONVERGE_CPU_HOURS else "beyond")
         + f" the {claims.CONVERGE_CPU_HOURS:g} CPU-hours set for them."
     )
     return pd.DataFrame(rows), sentence
