@@ -130,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seeds", nargs="+", type=_integer(0), default=[0], metavar="SEED", help="default: 0")
     p.add_argument(
+        "--asked",
+        action="store_true",
+        help="instead of --experiments x --seeds: the seeds the HA comparisons still lack by the project's "
+        "standard (3 per side, 5 while the Welch interval holds 0; attnlib.claims.seeds_asked)",
+    )
+    p.add_argument(
         "--lanes",
         type=_integer(1),
         default=None,
@@ -277,8 +283,21 @@ def cmd_train(args) -> int:
 def cmd_queue(args) -> int:
     from attnlib import queue
 
-    names = args.experiments or queue.default_experiments(args.preset)
-    jobs = [queue.Job(name, seed) for seed in dict.fromkeys(args.seeds) for name in dict.fromkeys(names)]
+    if args.asked:
+        from attnlib import claims
+
+        if args.experiments or args.seeds != [0]:
+            given, value = (
+                ("--experiments", args.experiments) if args.experiments else ("--seeds", args.seeds)
+            )
+            raise ConfigError(given, value, "none with --asked (it chooses the experiments and seeds itself)")
+        jobs = [
+            queue.Job(name, seed)
+            for name, seed in claims.seeds_asked(args.results_dir, args.preset, args.data)
+        ]
+    else:
+        names = args.experiments or queue.default_experiments(args.preset)
+        jobs = [queue.Job(name, seed) for seed in dict.fromkeys(args.seeds) for name in dict.fromkeys(names)]
     todo, done = queue.pending(jobs, args.preset, args.results_dir, data=args.data)
     print(f"{args.preset}: {len(jobs)} runs, {len(done)} complete, {len(todo)} to train or resume")
     if not todo:

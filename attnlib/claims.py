@@ -602,6 +602,28 @@ def gather(
     return ev
 
 
+def seeds_asked(results_dir, preset: str = "budget", data=None) -> list[tuple[str, int]]:
+    """The runs (experiment, seed) that the HA comparisons at `preset` still lack by the project's standard
+    (`compare.Welch.seeds_wanted` per side: MIN_SEEDS, then MORE_SEEDS while the interval holds 0), each
+    side's lowest unused seeds, in `HA_PAIRS` order. A run cut off before it finished counts as missing, so
+    training it resumes it. Never trains."""
+    import itertools
+
+    from attnlib import compare, tables
+
+    jobs = []
+    for base in HA_PAIRS:
+        found = {
+            n: tables.seed_accuracies(results_dir, preset, n, data=data)[0] for n in (base, base + "_ha")
+        }
+        accuracies = [list(seeds.values()) for seeds in found.values()]
+        wanted = compare.welch(*accuracies).seeds_wanted if all(accuracies) else compare.MIN_SEEDS
+        for name, seeds in found.items():
+            free = (s for s in itertools.count() if s not in seeds)
+            jobs += [(name, next(free)) for _ in range(max(0, wanted - len(seeds)))]
+    return jobs
+
+
 def verdict_counts(frame) -> dict[str, int]:
     """{verdict: number of claims} in VERDICTS order (zeros left out)."""
     counts = frame["verdict"].value_counts()

@@ -104,3 +104,51 @@ def test_queue_trains_what_is_missing_and_skips_what_is_complete(tmp_path, capsy
     assert (tmp_path / "vit" / "smoke-seed1" / "metrics.json").exists()
     assert main(argv) == 0
     assert "smoke: 4 runs, 4 complete, 0 to train or resume" in capsys.readouterr().out
+
+
+def test_asked_chooses_its_own_experiments_and_seeds(capsys):
+    for extra, parameter in ((["--seeds", "3"], "--seeds"), (["--experiments", "vit"], "--experiments")):
+        assert main(["queue", "--asked", *extra]) == EXIT_USAGE
+        assert f"{parameter}: got" in capsys.readouterr().err
+
+
+def test_asked_queues_the_seeds_the_comparisons_lack(tmp_path, monkeypatch, capsys):
+    asked = [("vit", 4), ("vit_ha", 3)]
+    monkeypatch.setattr(claims, "seeds_asked", lambda results_dir, preset, data: asked)
+    seen = []
+
+    def pending(jobs, preset, results_dir, data=None):
+        seen.extend(jobs)
+        return [], list(jobs)  # all complete: nothing trains
+
+    monkeypatch.setattr(queue, "pending", pending)
+    assert main(["queue", "--asked", "--results-dir", str(tmp_path)]) == 0
+    assert seen == [Job("vit", 4), Job("vit_ha", 3)]
+    assert "budget: 2 runs, 2 complete" in capsys.readouterr().out
+
+
+def test_seeds_asked_follow_the_standard(monkeypatch):
+    """MIN_SEEDS per side, MORE_SEEDS while the interval holds 0; each side's lowest unused seeds."""
+    from attnlib import compare, tables
+
+    saved = {name: {} for base in claims.HA_PAIRS for name in (base, base + "_ha")}
+    saved["vit"] = {0: 0.40, 1: 0.42, 2: 0.44, 3: 0.41}  # inconclusive at 4/4: one more each
+    saved["vit_ha"] = {0: 0.41, 1: 0.43, 2: 0.42, 5: 0.45}
+    saved["san_pairwise"] = {0: 0.50, 1: 0.51, 2: 0.50}  # clear at 3/3: none
+    saved["san_pairwise_ha"] = {0: 0.60, 1: 0.61, 2: 0.60}
+    saved["san_patchwise"] = {0: 0.50, 1: 0.51}  # 2/1: up to 3 per side
+    saved["san_patchwise_ha"] = {0: 0.60}
+    monkeypatch.setattr(
+        tables, "seed_accuracies", lambda results_dir, preset, name, data=None: (saved[name], [])
+    )
+    assert compare.welch(list(saved["vit"].values()), list(saved["vit_ha"].values())).seeds_wanted == 5
+    jobs = claims.seeds_asked("unused")
+    assert [j for j in jobs if j[0].startswith(("vit", "san"))] == [
+        ("san_patchwise", 2),
+        ("san_patchwise_ha", 1),
+        ("san_patchwise_ha", 2),
+        ("vit", 4),
+        ("vit_ha", 3),
+    ]
+    empty = [n for n in saved if not saved[n]]  # no seed saved: MIN_SEEDS each, seeds 0, 1, 2
+    assert [j for j in jobs if j[0] in empty] == [(n, s) for n in empty for s in range(compare.MIN_SEEDS)]

@@ -189,24 +189,18 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
     assert "beyond the 1 CPU-hours" in book.converge_plan(params)[1]
 
 
-def test_seeds_asked_follow_the_standard(tmp_path, monkeypatch):
-    """The HA comparisons' missing budget seeds: MIN_SEEDS per side, MORE_SEEDS while inconclusive."""
-    from attnlib import claims, compare, experiments
-    from attnlib.book import tables as book_tables
+def test_seeds_asked_are_estimated_in_the_plan(tmp_path, monkeypatch):
+    from attnlib import claims, experiments
+    from attnlib.book.tables import _seeds_asked
 
-    saved = {name: [] for base in claims.HA_PAIRS for name in (base, base + "_ha")}
-    saved |= {"vit": [0.40, 0.42, 0.44, 0.41], "vit_ha": [0.41, 0.43, 0.42, 0.45]}  # inconclusive at 4/4
-    saved |= {"san_pairwise": [0.50, 0.51, 0.50], "san_pairwise_ha": [0.60, 0.61, 0.60]}  # clear at 3/3
-    monkeypatch.setattr(book_tables, "seed_accuracies", lambda name, params, seeds=None: saved[name])
+    monkeypatch.setattr(
+        claims, "seeds_asked", lambda results_dir, preset, data=None: [("vit", 4), ("vit_ha", 3)]
+    )
     params = book.check_params(
         preset="budget", data=None, device="cpu", results_dir=tmp_path, train_missing=False
     )
-    runs, hours = book_tables._seeds_asked(params)
-    empty = [n for n in saved if not saved[n]]
-    assert compare.welch(saved["vit"], saved["vit_ha"]).seeds_wanted == compare.MORE_SEEDS
-    assert runs == 2 + compare.MIN_SEEDS * len(empty)  # vit: one more each; san_pairwise: none
+    runs, hours = _seeds_asked(params)
     expected = experiments.estimate_seconds("vit", "budget") + experiments.estimate_seconds(
         "vit_ha", "budget"
     )
-    expected += compare.MIN_SEEDS * sum(experiments.estimate_seconds(n, "budget") for n in empty)
-    assert hours == pytest.approx(expected / 3600)
+    assert runs == 2 and hours == pytest.approx(expected / 3600)

@@ -552,21 +552,11 @@ def measure_endpoints(histories: dict, measures=("peak", "distance")):
 
 def _seeds_asked(params: Params) -> tuple[int, float]:
     """(runs, estimated CPU-hours on an idle core) of the budget seeds the HA comparisons still lack by the
-    project's standard (``compare.Welch.seeds_wanted`` per side)."""
-    import dataclasses
+    project's standard (``claims.seeds_asked``)."""
+    from attnlib import claims, experiments
 
-    from attnlib import claims, compare, experiments
-
-    budget = dataclasses.replace(params, preset="budget")
-    runs, seconds = 0, 0.0
-    for base in claims.HA_PAIRS:
-        sides = {name: seed_accuracies(name, budget) for name in (base, base + "_ha")}
-        wanted = compare.welch(*sides.values()).seeds_wanted if all(sides.values()) else compare.MIN_SEEDS
-        for name, accuracies in sides.items():
-            missing = max(0, wanted - len(accuracies))
-            runs += missing
-            seconds += missing * experiments.estimate_seconds(name, "budget")
-    return runs, seconds / 3600
+    jobs = claims.seeds_asked(params.results_dir, "budget", data=params.data)
+    return len(jobs), sum(experiments.estimate_seconds(name, "budget") for name, _ in jobs) / 3600
 
 
 def converge_plan(params: Params):
