@@ -10,6 +10,7 @@ and exit: rerun the same command to go on.
 
     python -m attnlib queue --preset converge --data ../shared/data/cifar10      # the ledger's runs
     python -m attnlib queue --preset budget --seeds 1 2 --experiments vit vit_ha
+    python -m attnlib queue --preset budget --asked --data ../shared/data/cifar10  # seeds the comparisons lack
 """
 
 from __future__ import annotations
