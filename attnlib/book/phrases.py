@@ -134,14 +134,21 @@ def measured_peaks_phrase(name: str, run, preset: str = "converge") -> str:
         return f"The {preset} run of {name} logged no attention peaks."
     flat = [i + 1 for i, v in series.items() if v.max() < NEAR_UNIFORM]
     ended = {i + 1: f"{v[-1]:.2f}" for i, v in series.items() if i + 1 not in flat}
-    text = f"Trained at the {preset} preset for {len(run.history)} epochs ({fmt(run.test_accuracy)} test accuracy), {name}"
-    layers = lambda numbers: ("layer " if len(numbers) == 1 else "layers ") + word_list(map(str, numbers))  # noqa: E731
+    text = f"Trained at the {preset} preset for {len(run.history)} epochs ({fmt(run.test_accuracy)} test "
+    text += f"accuracy), {name}"
     if not flat:
-        return f"{text} ended with attention peaks of {word_list(ended.values())} times uniform in its {layers(list(ended))}."
-    text += f" kept {layers(flat)} below {NEAR_UNIFORM:g} times uniform attention in every epoch"
+        peaks = word_list(ended.values())
+        return f"{text} ended with attention peaks of {peaks} times uniform in its {_layers(ended)}."
+    text += f" kept {_layers(flat)} below {NEAR_UNIFORM:g} times uniform attention in every epoch"
     if ended:
-        text += f", and its {layers(list(ended))} ended at {word_list(ended.values())} times uniform"
+        text += f", and its {_layers(ended)} ended at {word_list(ended.values())} times uniform"
     return text + "."
+
+
+def _layers(numbers) -> str:
+    """ "layer 1", "layers 1, 2 and 3" (1-based layer numbers)."""
+    numbers = [str(n) for n in numbers]
+    return ("layer " if len(numbers) == 1 else "layers ") + word_list(numbers)
 
 
 def _time_phrase(variant: str, params: Params) -> str:
