@@ -313,7 +313,10 @@ book.glue_str("local_peak", f"{claims.LOCAL_PEAK:g}")
 variant = book.load_all(["learned_9h_pos_init"], params)
 book.glue_str("pos_init_result", book.variant_phrase("learned_9h_pos_init", {**runs, **variant}, params))
 longer = book.measured_runs(["learned_9h", "learned_9h_pos_init"], params)
-book.glue_str("pos_init_converge", " ".join(book.measured_peaks_phrase(n, r) for n, r in longer.items()))
+book.glue_str(
+    "pos_init_converge",
+    " ".join(book.measured_peaks_phrase(n, r, first=i == 0) for i, (n, r) in enumerate(longer.items())),
+)
 INIT_LABELS = {"paper": "paper's init, N(0, 0.02²)", "default": "PyTorch's default init"}
 shifts = {init: theory.learn_shift(init=init, seed=params.seed) for init in theory.INITS}
 for init, fit in shifts.items():

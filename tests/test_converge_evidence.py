@@ -314,3 +314,6 @@ def test_measured_peaks_phrase_names_the_flat_layers_and_where_the_others_ended(
     assert "m kept layer 1 below 1.1 times uniform attention in every epoch" in text
     assert text.endswith("and its layers 2 and 3 ended at 1.20 and 4.00 times uniform.")
     assert measured_peaks_phrase("m", None) == "The converge run of m is not saved yet."
+    assert measured_peaks_phrase("m", run(flat), first=False).startswith(
+        "m, after 5 epochs (50.0%), kept layer 1 below"
+    )

@@ -121,10 +121,11 @@ def variant_phrase(variant: str, runs: dict, params: Params) -> str:
     return text + "."
 
 
-def measured_peaks_phrase(name: str, run, preset: str = "converge") -> str:
+def measured_peaks_phrase(name: str, run, preset: str = "converge", first: bool = True) -> str:
     """A sentence on how a run's per-layer attention peak evolved, from its history (the `converge` runs log
     it every epoch): which layers stayed below NEAR_UNIFORM times uniform in every epoch, and where the
-    others ended. Plain text (for ``glue:text``)."""
+    others ended. ``first=False``: a sentence following another such one (it does not name the preset
+    again). Plain text (for ``glue:text``)."""
     from attnlib import viz
 
     if run is None:
@@ -134,8 +135,11 @@ def measured_peaks_phrase(name: str, run, preset: str = "converge") -> str:
         return f"The {preset} run of {name} logged no attention peaks."
     flat = [i + 1 for i, v in series.items() if v.max() < NEAR_UNIFORM]
     ended = {i + 1: f"{v[-1]:.2f}" for i, v in series.items() if i + 1 not in flat}
-    text = f"Trained at the {preset} preset for {len(run.history)} epochs ({fmt(run.test_accuracy)} test "
-    text += f"accuracy), {name}"
+    epochs, accuracy = len(run.history), fmt(run.test_accuracy)
+    if first:
+        text = f"Trained at the {preset} preset for {epochs} epochs ({accuracy} test accuracy), {name}"
+    else:
+        text = f"{name}, after {epochs} epochs ({accuracy}),"
     if not flat:
         peaks = word_list(ended.values())
         return f"{text} ended with attention peaks of {peaks} times uniform in its {_layers(ended)}."
