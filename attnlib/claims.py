@@ -90,13 +90,14 @@ class Evidence:
 
     def name(self, experiment: str) -> str:
         """`experiment` as a value names it: with its preset in brackets when that is not the ledger's."""
-        other = self.preset_of(experiment)
-        return experiment if other == self.preset else f"{experiment} ({other})"
+        return self._labelled(experiment, self.preset_of(experiment))
 
     def seeds_name(self, experiment: str) -> str:
         """`experiment` as a comparison over its seeds names it (its accuracies' preset in brackets)."""
-        other = self.seed_presets.get(experiment, self.preset)
-        return experiment if other == self.preset else f"{experiment} ({other})"
+        return self._labelled(experiment, self.seed_presets.get(experiment, self.preset))
+
+    def _labelled(self, experiment: str, preset: str) -> str:
+        return experiment if preset == self.preset else f"{experiment} ({preset})"
 
 
 @dataclass(frozen=True)

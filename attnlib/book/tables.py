@@ -543,9 +543,11 @@ def measure_endpoints(histories: dict, measures=("peak", "distance")):
             series = viz.layer_series(history, measure)
             if not series:
                 continue
-            label, fmt = spec[measure]
+            label, number = spec[measure]  # (not `fmt`: that is the module's prose formatter)
             row = {"model": name, "measure": label}
-            row |= {f"layer {i + 1}": f"{fmt.format(v[0])} → {fmt.format(v[-1])}" for i, v in series.items()}
+            row |= {
+                f"layer {i + 1}": f"{number.format(v[0])} → {number.format(v[-1])}" for i, v in series.items()
+            }
             rows.append(row)
     return pd.DataFrame(rows).fillna("")
 
@@ -562,9 +564,9 @@ def _seeds_asked(params: Params) -> tuple[int, float]:
 def converge_plan(params: Params):
     """(table, sentence): the `converge` runs the ledger needs (``claims.CONVERGE_PLAN``), one row each: the
     claims it informs, its saved state (epochs and CPU-hours when complete, else "not yet"), how it ended
-    (plateau or cap) and its estimated CPU-hours at the epoch cap on an idle core. The sentence sums the saved hours, the cap
-    estimates of the runs not saved yet, the budget's further seeds (1 and up, behind the comparisons over
-    seeds) and the estimates of the seeds those comparisons still ask for, against
+    (plateau or cap) and its estimated CPU-hours at the epoch cap on an idle core. The sentence sums the
+    saved hours, the cap estimates of the runs not saved yet, the budget's further seeds (1 and up, behind
+    the comparisons over seeds) and the estimates of the seeds those comparisons still ask for, against
     ``claims.CONVERGE_CPU_HOURS``. Never trains."""
     import pandas as pd
 
