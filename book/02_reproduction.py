@@ -195,24 +195,7 @@ book.note("\n".join(f"- {line}" for line in book.NOT_FOUND[:3]), "important")
 
 # %% tags=["hide-input"]
 for name in ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h"):
-    run = runs[name]
-    label = f"fig-centres-{name}"
-    if run is None or run.centers is None:
-        book.note_missing(f"Attention centres of {book.title(name)}", params.preset, [name], runs.status)
-        book.show(
-            viz.placeholder(f"{book.title(name)}: {book.MISSING}"),
-            label,
-            f"{book.title(name)}: {book.MISSING}.",
-        )
-        continue
-    grid = "×".join(str(int(g)) for g in run.attention["grid"])
-    book.show(
-        viz.quadratic_centres(run.centers["centers"][-1], run.centers["inverse_covariance"][-1]),
-        label,
-        f"{book.title(name)}: attention centres $\\Delta^{{(h)}}$ after training, one panel per layer, in "
-        f"pixels of the {grid} attention grid. Dots are the heads' centres (numbered), ellipses one standard "
-        "deviation of each head's Gaussian; the query pixel is the square at the origin.",
-    )
+    book.show_centres(name, runs[name], f"fig-centres-{name}", params.preset, runs.status)
 
 # %% [markdown]
 # How the centres moved during training ({numref}`fig-paths-quadratic_iso_9h` and
@@ -221,22 +204,23 @@ for name in ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h"):
 
 # %% tags=["hide-input"]
 for name in ("quadratic_iso_9h", "quadratic_aniso_9h"):
-    run = runs[name]
-    label = f"fig-paths-{name}"
-    if run is None or run.centers is None:
-        book.note_missing(f"Evolution of the centres of {book.title(name)}", params.preset, [name], runs.status)
-        book.show(
-            viz.placeholder(f"{book.title(name)}: {book.MISSING}"),
-            label,
-            f"{book.title(name)}: {book.MISSING}.",
-        )
-        continue
-    book.show(
-        viz.centre_trajectories(run.centers["centers"], x_values=run.centers["epoch"]),
-        label,
-        f"{book.title(name)}: attention centres during training, one panel per layer, from the initial "
-        "centre of each head (hollow) to its final one (filled).",
-    )
+    book.show_centre_paths(name, runs[name], f"fig-paths-{name}", params.preset, runs.status)
+
+# %% [markdown]
+# **After longer training.** The `converge` runs of the quadratic models train until their test accuracy
+# stops rising, or up to the preset's epoch cap: {glue:text}`quad_converge`
+
+# %% tags=["hide-input"]
+QUADRATIC = ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h")
+other = params.preset != book.MEASURED_PRESET  # at the converge preset, the figures above are those runs
+quad_longer = {n: r for n, r in book.measured_runs(QUADRATIC, params).items() if r is not None and other}
+phrases = [book.measured_centres_phrase(n, r, runs[n]) for n, r in quad_longer.items()]
+if phrases:
+    phrases.append("Their centres and paths follow, each figure naming the preset.")
+book.glue_str("quad_converge", " ".join(phrases) or ("the figures above." if not other else "none is saved yet."))
+for name, run in quad_longer.items():
+    book.show_centres(name, run, f"fig-centres-{name}-converge", book.MEASURED_PRESET, named=True)
+    book.show_centre_paths(name, run, f"fig-paths-{name}-converge", book.MEASURED_PRESET, named=True)
 
 # %% [markdown]
 # ## What learned encodings attend to

@@ -317,3 +317,24 @@ def test_measured_peaks_phrase_names_the_flat_layers_and_where_the_others_ended(
     assert measured_peaks_phrase("m", run(flat), first=False).startswith(
         "m, after 5 epochs (50.0%), kept layer 1 below"
     )
+
+
+def test_measured_centres_phrase_gives_each_layers_displacement_and_spread():
+    from attnlib.book import measured_centres_phrase
+
+    start = np.array([[[0.0, 0.0], [2.0, 0.0]], [[0.0, 0.0], [0.0, 4.0]]])  # 2 layers, 2 heads
+    step = np.array([[[1.0, 0.0], [1.0, 0.0]], [[0.0, 0.0], [0.0, 2.0]]])
+    run = lambda *epochs: type(  # noqa: E731
+        "R", (), {"centers": {"centers": np.stack(epochs)}, "test_accuracy": 0.5}
+    )()
+    # layer 1: both heads move 1 (to 1, 0 and 3, 0: spread stays 1); layer 2: heads move 0 and 2 (spread 2 -> 3)
+    text = measured_centres_phrase(
+        "m", run(start, start + step / 2, start + step), run(start, start + step / 2)
+    )
+    assert text == (
+        "Trained at the converge preset for 2 epochs (50.0% test accuracy), m moved its centres by 1.00 and "
+        "1.00 key positions on average in its layers 1 and 2 (after the shorter run's 1 epoch: 0.50 and 0.50); "
+        "their spread per layer went from 1.0 and 2.0 to 1.0 and 3.0 key positions."
+    )
+    assert measured_centres_phrase("m", None) == "The converge run of m is not saved yet."
+    assert "shorter" not in measured_centres_phrase("m", run(start, start + step))

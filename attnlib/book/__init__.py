@@ -47,6 +47,7 @@ from attnlib.tables import frame as results_frame
 
 from .benchmarks import bench_machine_markdown, bench_reports, peak_shared, profile_layout, throughput_tables
 from .display import (
+    MEASURED_PRESET,
     glue_figure,
     glue_str,
     glue_text,
@@ -58,6 +59,8 @@ from .display import (
     show,
     show_attention,
     show_bench,
+    show_centre_paths,
+    show_centres,
     show_folded_table,
     show_ledger,
     show_measure_curves,
@@ -94,6 +97,7 @@ from .phrases import (
     learned_protocol_phrase,
     ledger_markdown,
     markdown_table,
+    measured_centres_phrase,
     measured_peaks_phrase,
     provenance_markdown,
     rank_agreement,
@@ -173,6 +177,7 @@ __all__ = [
     "check_params",
     "claims_ledger",
     "compare_phrase",
+    "measured_centres_phrase",
     "measured_peaks_phrase",
     "variant_phrase",
     "default_data",
@@ -229,7 +234,10 @@ __all__ = [
     "show_bench",
     "show_folded_table",
     "show_ledger",
+    "MEASURED_PRESET",
     "measured_runs",
+    "show_centre_paths",
+    "show_centres",
     "show_measure_curves",
     "show_models",
     "show_protocols",

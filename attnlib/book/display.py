@@ -278,6 +278,56 @@ def show_ledger(frame, caption: str) -> None:
     )
 
 
+def show_centres(name: str, run, label: str, preset: str, status: dict | None = None, named=False) -> None:
+    """Figure ``label``: the final attention centres of a quadratic model, one panel per layer, or a
+    placeholder and a note when ``run`` (at ``preset``; ``named``: the caption names the preset and the
+    epochs, for a figure of another preset than the chapter's) is not saved."""
+    from attnlib import viz
+
+    if _centres_missing(name, run, label, preset, "Attention centres", status):
+        return
+    grid = "×".join(str(int(g)) for g in run.attention["grid"])
+    show(
+        viz.quadratic_centres(run.centers["centers"][-1], run.centers["inverse_covariance"][-1]),
+        label,
+        f"{title(name)}{_at(preset, run, named)}: attention centres $\\Delta^{{(h)}}$ after training, one panel per "
+        f"layer, in pixels of the {grid} attention grid. Dots are the heads' centres (numbered), ellipses one "
+        "standard deviation of each head's Gaussian; the query pixel is the square at the origin.",
+    )
+
+
+def show_centre_paths(
+    name: str, run, label: str, preset: str, status: dict | None = None, named=False
+) -> None:
+    """Figure ``label``: a quadratic model's centres during training, from initial to final, one panel per
+    layer, or a placeholder and a note when ``run`` is not saved."""
+    from attnlib import viz
+
+    if _centres_missing(name, run, label, preset, "Evolution of the centres", status):
+        return
+    show(
+        viz.centre_trajectories(run.centers["centers"], x_values=run.centers["epoch"]),
+        label,
+        f"{title(name)}{_at(preset, run, named)}: attention centres during training, one panel per layer, from the "
+        "initial centre of each head (hollow) to its final one (filled).",
+    )
+
+
+def _at(preset: str, run, named: bool) -> str:
+    """ " (converge preset, 60 epochs)" when ``named``, else ""."""
+    return f" ({preset} preset, {len(run.centers['epoch']) - 1} epochs)" if named else ""
+
+
+def _centres_missing(name, run, label, preset, what, status) -> bool:
+    from attnlib import viz
+
+    if run is not None and run.centers is not None:
+        return False
+    note_missing(f"{what} of {title(name)}", preset, [name], status)
+    show(viz.placeholder(f"{title(name)}: {MISSING}"), label, f"{title(name)}: {MISSING}.")
+    return True
+
+
 #: The preset whose runs log the per-layer measures every epoch, and the command that trains one.
 MEASURED_PRESET = "converge"
 

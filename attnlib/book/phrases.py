@@ -149,6 +149,38 @@ def measured_peaks_phrase(name: str, run, preset: str = "converge", first: bool 
     return text + "."
 
 
+def measured_centres_phrase(name: str, run, shorter=None, preset: str = "converge") -> str:
+    """A sentence on how far a quadratic model's centres moved in a longer run, and how their spread per layer
+    (RMS distance from the layer's mean centre, ``measures.centre_spread``) ended against its initialisation;
+    ``shorter``: the same model's run at the book's preset, whose displacements follow in brackets. Plain text
+    (for ``glue:text``)."""
+    import numpy as np
+    import torch
+
+    from attnlib.measures import centre_displacement, centre_spread
+
+    def centres(r):
+        c = None if r is None or r.centers is None else r.centers.get("centers")
+        return None if c is None else torch.as_tensor(np.asarray(c, np.float64))
+
+    ours = centres(run)
+    if ours is None:
+        return f"The {preset} run of {name} is not saved yet."
+    moved = [f"{v:.2f}" for v in centre_displacement(ours)[-1].tolist()]
+    layers = _layers(range(1, len(moved) + 1))
+    text = (
+        f"Trained at the {preset} preset for {len(ours) - 1} epochs ({fmt(run.test_accuracy)} test accuracy), "
+        f"{name} moved its centres by {word_list(moved)} key positions on average in its {layers}"
+    )
+    before = centres(shorter)
+    if before is not None:
+        short_moved = word_list(f"{v:.2f}" for v in centre_displacement(before)[-1].tolist())
+        epochs = len(before) - 1
+        text += f" (after the shorter run's {epochs} epoch{'s' if epochs != 1 else ''}: {short_moved})"
+    start, end = (word_list(f"{v:.1f}" for v in centre_spread(ours[i]).tolist()) for i in (0, -1))
+    return f"{text}; their spread per layer went from {start} to {end} key positions."
+
+
 def _layers(numbers) -> str:
     """ "layer 1", "layers 1, 2 and 3" (1-based layer numbers)."""
     numbers = [str(n) for n in numbers]
