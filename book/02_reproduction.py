@@ -288,7 +288,8 @@ book.glue_str("repro_quad_peak", book.MISSING if peaks is None else f"{peaks.min
 # verdict, which remains about the paper's models. {glue:text}`pos_init_result` The `converge` runs of the
 # two (their measures against the epoch are drawn below) show whether more training changes this:
 # {glue:text}`pos_init_converge` Their attention maps are drawn in appendix B after B.10, to be compared
-# with those of `learned_9h` (B.2).
+# with those of `learned_9h` (B.2): at this chapter's preset, then, with every saved `converge` run, after
+# the longer training.
 
 # %% tags=["hide-input"]
 for key, name in (("pos_init_start", "learned_9h_pos_init"), ("pos_init_paper_start", "learned_9h")):

@@ -21,7 +21,7 @@
 # appendix for our trained models. **C** shows the training curves of every run.
 
 # %% tags=["hide-input"]
-from attnlib import book, experiments, viz
+from attnlib import book, claims, experiments, viz
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke
@@ -176,6 +176,16 @@ variant = book.load_all(["learned_9h_pos_init"], params)
 book.show_attention(
     variant["learned_9h_pos_init"], "learned_9h_pos_init", params, query, status=variant.status
 )
+
+# %% [markdown]
+# ### Not in the report: after longer training
+#
+# The runs of the `converge` preset, which the claims ledger reads where they are saved (chapter 2: trained
+# until the test accuracy stops rising, or up to the preset's epoch cap), drawn as above, each caption
+# naming the preset and the epochs. {glue:text}`appendix_converge`
+
+# %% tags=["hide-input"]
+book.glue_str("appendix_converge", book.show_measured_attention(claims.CONVERGE_PLAN, params, query))
 
 # %% [markdown]
 # ## C. Training curves

@@ -338,3 +338,26 @@ def test_measured_centres_phrase_gives_each_layers_displacement_and_spread():
     )
     assert measured_centres_phrase("m", None) == "The converge run of m is not saved yet."
     assert "shorter" not in measured_centres_phrase("m", run(start, start + step))
+
+
+def test_appendix_draws_the_maps_of_each_saved_converge_run(tiny_converge, tmp_path, monkeypatch):
+    """Each saved converge run with attention maps gets its two figures, labelled and captioned with the
+    preset and its epochs; a run without maps (ResNet18) or not saved gets none; at the converge preset itself
+    nothing is drawn twice."""
+    from attnlib import book
+    from attnlib.book import display
+
+    shown = []
+    monkeypatch.setattr(display, "show", lambda fig, name=None, caption=None: shown.append((name, caption)))
+    monkeypatch.setattr(display, "note", lambda text, kind="note": None)
+    params = book.check_params(preset="smoke", results_dir=str(tmp_path), train_missing=False)
+    names = ["learned_9h", "resnet18", "vit"]
+    assert book.show_measured_attention(names, params) == "No converge run is saved yet." and not shown
+    for name in ("learned_9h", "resnet18"):
+        train_run(name, "converge", results_dir=tmp_path, progress=False)
+    assert book.show_measured_attention(names, params) == "Saved so far: learned_9h."
+    assert [n for n, _ in shown] == ["fig-learned_9h-converge-one", "fig-learned_9h-converge-mean"]
+    assert all(c.startswith(f"{book.title('learned_9h')} (converge preset, 2 epochs): ") for _, c in shown)
+    at_converge = dataclasses.replace(params, preset="converge")
+    assert book.show_measured_attention(names, at_converge).startswith("At the converge preset")
+    assert len(shown) == 2

@@ -193,11 +193,18 @@ def show_sources(experiments) -> None:
 
 
 def show_attention(
-    run, experiment: str, params: Params, query: int = 0, name: str | None = None, status: dict | None = None
+    run,
+    experiment: str,
+    params: Params,
+    query: int = 0,
+    name: str | None = None,
+    status: dict | None = None,
+    named: bool = False,
 ) -> None:
     """The saved attention maps of one run as two numbered figures, ``{name}-one`` (a fixed query pixel,
     first saved test image) and ``{name}-mean`` (the same query pixel, averaged over the saved test images);
-    ``name`` defaults to ``fig-<experiment>`` (``-q<query>`` added for another query). A missing run still
+    ``name`` defaults to ``fig-<experiment>`` (``-q<query>`` added for another query); ``named``: the
+    captions name the preset and the epochs (for a run of another preset than the chapter's). A missing run still
     gets both figure numbers, with a placeholder saying it is not yet trained, so references resolve
     (``status``, the ``Runs.status`` of ``load_all``, says whether its saved result is damaged or stale).
 
@@ -214,6 +221,8 @@ def show_attention(
         for part in ("one", "mean"):
             show(viz.placeholder(f"{model}: {MISSING}"), f"{label}-{part}", f"{model}: {MISSING}.")
         return
+    if named:
+        model += f" ({params.preset} preset, {len(run.history)} epochs)"
     images = run.config.get("attention_mean_images", "the saved")
     hierarchical = run.config.get("model", {}).get("hierarchical", False)
     unit = "application of the shared block" if hierarchical else "layer"
@@ -342,6 +351,23 @@ def measured_runs(experiments, params: Params):
     return load_all(
         experiments, dataclasses.replace(params, preset=MEASURED_PRESET, seed=0, train_missing=False)
     )
+
+
+def show_measured_attention(experiments, params: Params, query: int = 0) -> str:
+    """The attention maps of the saved ``converge`` runs of ``experiments`` (those that have maps), each as
+    ``show_attention`` draws them, labelled ``fig-<experiment>-converge`` and captioned with the preset;
+    nothing when the chapter's own preset is ``converge`` (its figures are those runs). Returns a sentence
+    saying which were drawn (plain text, for ``glue:text``)."""
+    import dataclasses
+
+    if params.preset == MEASURED_PRESET:
+        return f"At the {MEASURED_PRESET} preset they are the figures above."
+    runs = measured_runs(experiments, params)
+    longer = dataclasses.replace(params, preset=MEASURED_PRESET, seed=0)
+    drawn = [e for e, run in runs.items() if run is not None and run.attention]  # ResNet18 saves none
+    for e in drawn:
+        show_attention(runs[e], e, longer, query, name=f"fig-{e}-converge", named=True)
+    return f"Saved so far: {word_list(drawn)}." if drawn else f"No {MEASURED_PRESET} run is saved yet."
 
 
 def show_measure_curves(figures: dict, params: Params) -> int:
