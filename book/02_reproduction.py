@@ -212,15 +212,7 @@ for name in ("quadratic_iso_9h", "quadratic_aniso_9h"):
 
 # %% tags=["hide-input"]
 QUADRATIC = ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h")
-other = params.preset != book.MEASURED_PRESET  # at the converge preset, the figures above are those runs
-quad_longer = {n: r for n, r in book.measured_runs(QUADRATIC, params).items() if r is not None and other}
-phrases = [book.measured_centres_phrase(n, r, runs[n]) for n, r in quad_longer.items()]
-if phrases:
-    phrases.append("Their centres and paths follow, each figure naming the preset.")
-book.glue_str("quad_converge", " ".join(phrases) or ("the figures above." if not other else "none is saved yet."))
-for name, run in quad_longer.items():
-    book.show_centres(name, run, f"fig-centres-{name}-converge", book.MEASURED_PRESET, named=True)
-    book.show_centre_paths(name, run, f"fig-paths-{name}-converge", book.MEASURED_PRESET, named=True)
+book.glue_str("quad_converge", book.show_measured_centres(QUADRATIC, runs, params))
 
 # %% [markdown]
 # ## What learned encodings attend to

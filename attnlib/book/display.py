@@ -221,8 +221,7 @@ def show_attention(
         for part in ("one", "mean"):
             show(viz.placeholder(f"{model}: {MISSING}"), f"{label}-{part}", f"{model}: {MISSING}.")
         return
-    if named:
-        model += f" ({params.preset} preset, {len(run.history)} epochs)"
+    model += _at(params.preset, run, named)
     images = run.config.get("attention_mean_images", "the saved")
     hierarchical = run.config.get("model", {}).get("hierarchical", False)
     unit = "application of the shared block" if hierarchical else "layer"
@@ -323,8 +322,8 @@ def show_centre_paths(
 
 
 def _at(preset: str, run, named: bool) -> str:
-    """ " (converge preset, 60 epochs)" when ``named``, else ""."""
-    return f" ({preset} preset, {len(run.centers['epoch']) - 1} epochs)" if named else ""
+    """ " (converge preset, 60 epochs)" when ``named``, else "" (captions of a run of another preset)."""
+    return f" ({preset} preset, {len(run.history)} epochs)" if named else ""
 
 
 def _centres_missing(name, run, label, preset, what, status) -> bool:
@@ -368,6 +367,26 @@ def show_measured_attention(experiments, params: Params, query: int = 0) -> str:
     for e in drawn:
         show_attention(runs[e], e, longer, query, name=f"fig-{e}-converge", named=True)
     return f"Saved so far: {word_list(drawn)}." if drawn else f"No {MEASURED_PRESET} run is saved yet."
+
+
+def show_measured_centres(experiments, shorter, params: Params) -> str:
+    """The final centres and the paths of the saved ``converge`` runs of the quadratic ``experiments``
+    (``show_centres`` / ``show_centre_paths``, labelled ``fig-centres-<experiment>-converge`` and
+    ``fig-paths-<experiment>-converge``, captioned with the preset); nothing when the chapter's own preset is
+    ``converge``. Returns the sentences on how far their centres moved (``measured_centres_phrase``, beside
+    the ``shorter`` runs at the chapter's preset), plain text for ``glue:text``."""
+    from attnlib.book.phrases import measured_centres_phrase
+
+    if params.preset == MEASURED_PRESET:
+        return "the figures above."
+    runs = {e: r for e, r in measured_runs(experiments, params).items() if r is not None}
+    for e, run in runs.items():
+        show_centres(e, run, f"fig-centres-{e}-converge", MEASURED_PRESET, named=True)
+        show_centre_paths(e, run, f"fig-paths-{e}-converge", MEASURED_PRESET, named=True)
+    if not runs:
+        return "none is saved yet."
+    phrases = [measured_centres_phrase(e, r, shorter[e]) for e, r in runs.items()]
+    return " ".join([*phrases, "Their centres and paths follow, each figure naming the preset."])
 
 
 def show_measure_curves(figures: dict, params: Params) -> int:
