@@ -255,6 +255,64 @@ def test_changed_source_is_redecoded(imagefolder, tmp_path):
     assert len(list(cache.glob("*.pt"))) == 1  # replaced, not accumulated
 
 
+def test_recopied_source_keeps_its_cache(imagefolder, pickled, tmp_path, monkeypatch):
+    """The same files with new modification times (a data folder re-materialised each session, a copy
+    without -p) keep their cache: the key is the file names and sizes."""
+    cache = tmp_path / "cache"
+    for root in (imagefolder[0], pickled[0]):
+        D.load_cifar10(root, cache_dir=cache)
+        for path in (root, *root.rglob("*")):
+            os.utime(path, (1.7e9, 1.7e9))
+    monkeypatch.setattr(D, "decode_images", no_decoding)
+    monkeypatch.setattr(D, "_read_pickle_split", no_decoding)
+    assert torch.equal(D.load_cifar10(imagefolder[0], cache_dir=cache).train.images, imagefolder[1])
+    assert torch.equal(D.load_cifar10(pickled[0], cache_dir=cache).test.images, pickled[1][2])
+
+
+def test_resized_file_is_redecoded(imagefolder, tmp_path):
+    root, train, _ = imagefolder
+    cache = tmp_path / "cache"
+    D.load_cifar10(root, cache_dir=cache)
+    path = root / "train" / "dog" / "0.png"
+    before = path.stat().st_size
+    new = torch.zeros(3, 32, 32, dtype=torch.uint8)  # compresses far below the random image's size
+    save_image(new, path)
+    assert path.stat().st_size != before
+    with pytest.warns(UserWarning, match="source files changed"):
+        d = D.load_cifar10(root, cache_dir=cache)
+    assert torch.equal(d.train.images[2 * D.CLASSES.index("dog")], new)
+
+
+def test_concurrent_loads_decode_once(imagefolder, tmp_path, monkeypatch):
+    """Two loads started together (two training lanes): one decodes and writes the cache while the other
+    waits on the cache folder's lock, then reads that cache."""
+    import threading
+    import time
+
+    root, train, _ = imagefolder
+    cache = tmp_path / "cache"
+    decode, calls = D.decode_images, []
+
+    def slow_decode(*args, **kwargs):
+        calls.append(threading.get_ident())
+        time.sleep(0.5)  # long enough for the other load to find no cache and wait
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(D, "decode_images", slow_decode)
+    results = [None, None]
+
+    def load(i):
+        results[i] = D.load_cifar10(root, cache_dir=cache)
+
+    threads = [threading.Thread(target=load, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(calls)) == 1, "both loads decoded"
+    assert all(torch.equal(r.train.images, train) for r in results)
+
+
 FILL_CACHE = """
 import logging, resource, signal
 from attnlib import data as D
