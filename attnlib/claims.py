@@ -151,13 +151,10 @@ def layer_profile(run) -> list[dict[str, float]] | None:
 def centre_moves(run) -> list[float] | None:
     """Mean displacement of the quadratic centres Δ from their initialisation per layer, in key positions
     (tokens), at the end of a saved run; None without a centres log."""
-    centers = None if run is None else run.centers
-    if not centers or "centers" not in centers:
+    centres = measures.logged_centres(run)
+    if centres is None:
         return None
-    import torch
-
-    moved = measures.centre_displacement(torch.as_tensor(np.asarray(centers["centers"], np.float64)))
-    return [float(v) for v in moved[-1]]
+    return [float(v) for v in measures.centre_displacement(centres)[-1]]
 
 
 # ------------------------------------------------------------------------------------------------ rules

@@ -141,6 +141,17 @@ def centre_spread(centers: torch.Tensor) -> torch.Tensor:
     return (centers - centers.mean(-2, keepdim=True)).norm(dim=-1).pow(2).mean(-1).sqrt()
 
 
+def logged_centres(run) -> torch.Tensor | None:
+    """The quadratic centres Δ a saved run logged, (E+1, L, h, 2) in float64 (row 0 = initialisation), or None
+    for a run without a centres log (not quadratic, or nothing saved)."""
+    import numpy as np
+
+    centers = None if run is None else run.centers
+    if not centers or "centers" not in centers:
+        return None
+    return torch.as_tensor(np.asarray(centers["centers"], np.float64))
+
+
 #: A map whose strongest probability is below this multiple of uniform (1/N over N keys) attends to every
 #: key almost alike: the model averages its features over the image, whatever colours its panels show.
 NEAR_UNIFORM = 1.1

@@ -143,11 +143,9 @@ def test_measure_curves_draw_one_panel_per_measure_and_a_line_per_layer():
 
 def test_measure_curves_of_a_saved_converge_run(tiny_converge, tmp_path):
     run = train_run("quadratic_iso_9h", "converge", results_dir=tmp_path, progress=False)
-    import torch
+    from attnlib.measures import centre_displacement, logged_centres
 
-    from attnlib.measures import centre_displacement
-
-    moved = centre_displacement(torch.as_tensor(np.asarray(run.centers["centers"], np.float64))).numpy()
+    moved = centre_displacement(logged_centres(run)).numpy()
     fig = viz.measures_vs_epochs({"q": run.history}, displacements={"q": moved})
     layers = len(viz.layer_series(run.history, "distance"))
     assert layers > 1 and len(fig.axes[0].get_lines()) == layers

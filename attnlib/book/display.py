@@ -395,11 +395,8 @@ def show_measure_curves(figures: dict, params: Params) -> int:
     one column per run found, in the order given; a model and its HA variant side by side). Without any
     such run: one note saying so and naming the command that trains them, and no figure (nor for a figure
     none of whose runs is saved). Returns the number of figures drawn."""
-    import numpy as np
-    import torch
-
     from attnlib import viz
-    from attnlib.measures import centre_displacement
+    from attnlib.measures import centre_displacement, logged_centres
 
     every = list(dict.fromkeys(e for experiments, _ in figures.values() for e in experiments))
     runs = measured_runs(every, params)
@@ -419,10 +416,8 @@ def show_measure_curves(figures: dict, params: Params) -> int:
             continue
         displacements = {}
         for e in shown:
-            centers = runs[e].centers
-            if centers and "centers" in centers:
-                moved = centre_displacement(torch.as_tensor(np.asarray(centers["centers"], np.float64)))
-                displacements[title(e)] = moved.numpy()
+            if (centres := logged_centres(runs[e])) is not None:
+                displacements[title(e)] = centre_displacement(centres).numpy()
         figure = viz.measures_vs_epochs(
             {title(e): runs[e].history for e in shown}, displacements=displacements
         )

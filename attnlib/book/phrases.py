@@ -154,14 +154,8 @@ def measured_centres_phrase(name: str, run, shorter=None, preset: str = "converg
     (RMS distance from the layer's mean centre, ``measures.centre_spread``) ended against its initialisation;
     ``shorter``: the same model's run at the book's preset, whose displacements follow in brackets. Plain text
     (for ``glue:text``)."""
-    import numpy as np
-    import torch
-
     from attnlib.measures import centre_displacement, centre_spread
-
-    def centres(r):
-        c = None if r is None or r.centers is None else r.centers.get("centers")
-        return None if c is None else torch.as_tensor(np.asarray(c, np.float64))
+    from attnlib.measures import logged_centres as centres
 
     ours = centres(run)
     if ours is None:
