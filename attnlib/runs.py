@@ -322,6 +322,7 @@ _OPTIONAL_TYPES = {
 _PROVENANCE_TYPES = {
     "epochs": (lambda v: _count(v) and v >= 1, "an integer >= 1"),
     "train_seconds": (lambda v: _number(v, 0), "a number >= 0"),
+    "threads": (lambda v: v is None or (_count(v) and v >= 1), "an integer >= 1 or null"),
 }
 
 
@@ -556,6 +557,7 @@ def _write_result(path: Path, config: dict, rc, model, fit, dataset, device, inf
             "train_images": len(dataset.train),
             "test_images": len(dataset.test),
             "device": device_name(device),
+            "threads": torch.get_num_threads() if torch.device(device).type == "cpu" else None,
             "world_size": info.world_size,
             "bf16": rc.train.bf16 if rc.train.bf16 is not None else _bf16(device),
             "torch": torch.__version__,

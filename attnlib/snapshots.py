@@ -5,6 +5,7 @@ images (``attention.npz``) and the single-image inference wall time (Table 3's p
 from __future__ import annotations
 
 import platform
+import re
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,17 @@ def device_name(device: torch.device | str) -> str:
     except OSError:
         name = platform.processor() or platform.machine()
     return f"{name} ({torch.get_num_threads()} threads)"
+
+
+def cpu_threads(provenance: dict) -> int | None:
+    """The CPU threads a run trained with: its provenance's ``threads``, else the count in its device name
+    ("AMD EPYC (1 threads)", as runs saved before ``threads`` was recorded say); None for a GPU run, or
+    where neither says."""
+    threads = provenance.get("threads")
+    if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1:
+        return threads
+    found = re.search(r"\((\d+) threads\)$", str(provenance.get("device", "")))
+    return int(found[1]) if found else None
 
 
 @torch.inference_mode()

@@ -12,6 +12,7 @@ import numpy as np
 
 from attnlib import experiments
 from attnlib.runs import Runs, inspect_run, load_run, run_config, run_dir
+from attnlib.snapshots import cpu_threads
 
 #: The columns of `frame`, the one results table.
 COLUMNS = (
@@ -28,6 +29,7 @@ COLUMNS = (
     "wall_time_device",
     "epochs",
     "train_seconds",
+    "cpu_seconds",
     "dataset",
     "test_images",
 )
@@ -39,7 +41,8 @@ def frame(runs: dict):
     title, for Table 3), `variant` (normal / HA), `status` ("complete", "missing", "damaged" or "stale"),
     `detail` (what is wrong with a result that is not complete), and from a complete result's metrics
     `accuracy` (fraction), `params`, `wall_time_ms`, `wall_time_std_ms`, `wall_time_device`, `epochs` (trained),
-    `train_seconds`, `dataset`, `test_images`. Built from fingerprint-checked results only: a damaged or
+    `train_seconds` (wall time of the training, evaluation included), `cpu_seconds` (that times the CPU
+    threads it used; None for a GPU run), `dataset`, `test_images`. Built from fingerprint-checked results only: a damaged or
     stale result carries no numbers."""
     import pandas as pd
 
@@ -66,11 +69,18 @@ def frame(runs: dict):
                 wall_time_device=m.get("wall_time_device"),
                 epochs=prov.get("epochs_trained", prov.get("epochs")),  # a converge run may stop early
                 train_seconds=prov.get("train_seconds"),
+                cpu_seconds=_cpu_seconds(prov),
                 dataset=prov.get("dataset"),
                 test_images=prov.get("test_images"),
             )
         rows.append(row)
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _cpu_seconds(provenance: dict) -> float | None:
+    """CPU time of a run's training: its wall time times its CPU threads (None for a GPU run)."""
+    threads, seconds = cpu_threads(provenance), provenance.get("train_seconds")
+    return None if threads is None or seconds is None else seconds * threads
 
 
 def saved(

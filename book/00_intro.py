@@ -199,4 +199,8 @@ book.show_ledger(
 # %% tags=["hide-input"]
 plan, plan_sentence = book.converge_plan(params)
 book.glue_str("converge_plan", plan_sentence)
-book.show_table(plan, caption="The converge runs behind the ledger: saved state and CPU-hours (one thread).")
+book.show_table(
+    plan,
+    caption="The converge runs behind the ledger: saved state, CPU-hours (wall time times threads) and "
+    "the machine each trained on.",
+)

@@ -135,6 +135,9 @@ def test_result_folder_is_complete(trained):
     ):
         assert key in prov
     assert prov["test_images"] == 32 and prov["dataset"].startswith("synthetic")
+    assert prov["threads"] == torch.get_num_threads() and prov["device"].endswith(
+        f"({prov['threads']} threads)"
+    )
     assert list(res.history.columns)[:5] == ["epoch", "train_loss", "train_acc", "test_loss", "test_acc"]
     assert res.config["model"]["hierarchical"] is False and res.config["train"]["epochs"] == 1
     assert (
@@ -298,6 +301,7 @@ def test_stale_detail_lists_a_resolved_field_once(copy):
         ("files", {"config.json": 1}, "files is {'config.json': 1}, not an object of file names"),
         ("wall_time_device", 3, "wall_time_device is 3, not a string"),
         ("provenance.epochs", "1", "provenance.epochs is '1', not an integer >= 1"),
+        ("provenance.threads", 0, "provenance.threads is 0, not an integer >= 1 or null"),
     ],
 )
 def test_hand_edited_metrics_are_damaged(copy, key, value, message):
@@ -485,3 +489,17 @@ def test_bad_run_arguments_through_the_api_write_nothing(tmp_path):
     with pytest.raises(ConfigError, match="experiment: got 'vit_huge'; allowed: resnet18"):
         run_or_load("vit_huge", "smoke", results_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+def test_cpu_time_is_wall_time_times_threads(trained):
+    """A run's CPU time (the budget accounting's unit) is its training wall time times its CPU threads:
+    from provenance.threads, else from the device name runs saved before that field carry; none on a GPU."""
+    from attnlib.snapshots import cpu_threads
+    from attnlib.tables import collect
+
+    assert cpu_threads({"threads": 2, "device": "AMD EPYC (1 threads)"}) == 2
+    assert cpu_threads({"device": "AMD EPYC (1 threads)"}) == 1
+    assert cpu_threads({"device": "Intel(R) Xeon(R) Processor (16 threads)", "threads": None}) == 16
+    assert cpu_threads({"device": "NVIDIA H200", "threads": None}) is None
+    row = collect(trained, "smoke", ["vit"]).iloc[0]
+    assert row["cpu_seconds"] == pytest.approx(row["train_seconds"] * torch.get_num_threads())

@@ -146,20 +146,26 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
     assert "further seeds" not in sentence  # none saved here
     pairs = [name for base in claims.HA_PAIRS for name in (base, base + "_ha")]  # 3 seeds each asked
     asked = 3 * sum(experiments.estimate_seconds(n, "budget") for n in pairs) / 3600
-    assert f"still ask for {3 * len(pairs)} more budget runs (about {asked:.1f} CPU-hours" in sentence
+    assert (
+        f"still ask for {3 * len(pairs)} more budget runs (learned_content_9h seeds 0, 1 and 2, " in sentence
+    )
+    assert f"; about {asked:.1f} CPU-hours on idle cores)." in sentence
     assert f"come to {cap + asked:.1f} CPU-hours" in sentence
     assert f"within the {claims.CONVERGE_CPU_HOURS:g} CPU-hours" in sentence
 
     real = tables.collect
+    COLS = ["status", "epochs", "train_seconds", "cpu_seconds", "wall_time_device"]
 
     def two_saved(results_dir, preset, names=None, seed=0, **kw):  # two runs saved, one ended at its plateau
-        frame = real(results_dir, preset, names, seed=seed, **kw)
+        frame = real(results_dir, preset, names, seed=seed, **kw).astype({"wall_time_device": object})
         if preset == "converge":
-            done = frame["experiment"].isin(["learned_9h", "resnet18"])
-            frame.loc[done, ["status", "epochs", "train_seconds"]] = ["complete", 23, 5400.0]
+            done = frame["experiment"] == "learned_9h"
+            frame.loc[done, COLS] = ["complete", 23, 5400.0, 5400.0, "CPU (1 threads)"]
+            done = frame["experiment"] == "resnet18"  # 0.75 h on 2 threads: 1.5 CPU-hours
+            frame.loc[done, COLS] = ["complete", 23, 2700.0, 5400.0, "CPU (2 threads)"]
         elif seed in (1, 2):  # and two further budget seeds of vit, 0.5 h each
             done = frame["experiment"] == "vit"
-            frame.loc[done, ["status", "epochs", "train_seconds"]] = ["complete", 6, 1800.0]
+            frame.loc[done, COLS] = ["complete", 6, 1800.0, 1800.0, "CPU (1 threads)"]
         return frame
 
     curves = {"learned_9h": [0.5] * 20 + [0.502, 0.503, 0.501], "resnet18": [i / 100 for i in range(60)]}
@@ -168,7 +174,12 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
         pd.DataFrame({"test_acc": acc}).to_csv(run_dir(tmp_path, name, "converge") / "history.csv")
     monkeypatch.setattr(tables, "collect", two_saved)
     plan, sentence = book.converge_plan(params)
-    assert plan.set_index("run").loc["learned_9h", "saved"] == "23 epochs, 1.5 h"
+    rows = plan.set_index("run")
+    assert rows.loc["learned_9h", "saved"] == rows.loc["resnet18", "saved"] == "23 epochs, 1.5 CPU-hours"
+    assert (
+        rows.loc["resnet18", "trained on"] == "CPU (2 threads)"
+        and rows.loc["learned_9h_pos_init", "trained on"] == ""
+    )
     ended = plan.set_index("run")["ended at"]
     assert ended["learned_9h"] == "its plateau (+0.3 points over its last 20%)"
     assert ended["resnet18"] == "the cap (+12.0 points over its last 20%)"
@@ -185,8 +196,21 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
     assert f"the other 4 would take at most {ahead:.1f} CPU-hours" in sentence
     assert "further seeds, behind the comparisons over seeds, took 1.0 CPU-hours (2 runs)" in sentence
     assert f"come to {3.0 + ahead + 1.0 + asked:.1f} CPU-hours" in sentence
+    assert "leave no room" not in sentence
     monkeypatch.setattr(claims, "CONVERGE_CPU_HOURS", 1.0)
     assert "beyond the 1 CPU-hours" in book.converge_plan(params)[1]
+    # the converge runs come first: seeds that would take the total past the budget are not counted on
+    monkeypatch.setattr(claims, "CONVERGE_CPU_HOURS", 3.0 + ahead + 1.0 + asked / 2)
+    sentence = book.converge_plan(params)[1]
+    assert (
+        "ask for 30 more budget runs (learned_content_9h seeds 0, 1 and 2, learned_content_9h_ha seeds"
+        in sentence
+    )
+    assert (
+        "which the " in sentence
+        and "CPU-hours leave no room for: those comparisons keep the seeds" in sentence
+    )
+    assert f"come to {3.0 + ahead + 1.0:.1f} CPU-hours" in sentence and "within the" in sentence
 
 
 def test_seeds_asked_are_estimated_in_the_plan(tmp_path, monkeypatch):
@@ -203,4 +227,11 @@ def test_seeds_asked_are_estimated_in_the_plan(tmp_path, monkeypatch):
     expected = experiments.estimate_seconds("vit", "budget") + experiments.estimate_seconds(
         "vit_ha", "budget"
     )
-    assert runs == 2 and hours == pytest.approx(expected / 3600)
+    assert runs == [("vit", 4), ("vit_ha", 3)] and hours == pytest.approx(expected / 3600)
+
+
+def test_seed_runs_are_named_per_experiment():
+    from attnlib.book.tables import seed_runs_phrase
+
+    jobs = [("learned_content_16h", 4), ("learned_content_16h_ha", 3), ("learned_content_16h_ha", 4)]
+    assert seed_runs_phrase(jobs) == "learned_content_16h seed 4, learned_content_16h_ha seeds 3 and 4"

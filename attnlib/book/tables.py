@@ -17,6 +17,7 @@ from attnlib.book.phrases import (
     fmt,
     is_missing,
     title,
+    word_list,
 )
 from attnlib.book.runs import seed_accuracies
 from attnlib.literature import PAPER, RE, REFERENCES, reference_value, references, short
@@ -552,18 +553,34 @@ def measure_endpoints(histories: dict, measures=("peak", "distance")):
     return pd.DataFrame(rows).fillna("")
 
 
-def _seeds_asked(params: Params) -> tuple[int, float]:
-    """(runs, estimated CPU-hours on an idle core) of the budget seeds the HA comparisons still lack by the
-    project's standard (``claims.seeds_asked``)."""
+def _seeds_asked(params: Params) -> tuple[list[tuple[str, int]], float]:
+    """(runs as (experiment, seed), estimated CPU-hours on an idle core) of the budget seeds the HA
+    comparisons still lack by the project's standard (``claims.seeds_asked``)."""
     from attnlib import claims, experiments
 
     jobs = claims.seeds_asked(params.results_dir, "budget", data=params.data)
-    return len(jobs), sum(experiments.estimate_seconds(name, "budget") for name, _ in jobs) / 3600
+    return jobs, sum(experiments.estimate_seconds(name, "budget") for name, _ in jobs) / 3600
+
+
+def seed_runs_phrase(jobs) -> str:
+    """ "vit seed 4 and vit_ha seeds 3 and 4": runs (experiment, seed) grouped by experiment, in order."""
+    seeds: dict[str, list[int]] = {}
+    for name, seed in jobs:
+        seeds.setdefault(name, []).append(seed)
+    return ", ".join(
+        f"{name} seed{'s' if len(s) > 1 else ''} {word_list(str(x) for x in s)}" for name, s in seeds.items()
+    )
+
+
+def _saved_cell(row) -> str:
+    """ "60 epochs, 3.2 CPU-hours": a saved run's epochs and CPU time (wall time times threads)."""
+    return f"{row['epochs']:.0f} epochs, {row['cpu_seconds'] / 3600:.1f} CPU-hours"
 
 
 def converge_plan(params: Params):
     """(table, sentence): the `converge` runs the ledger needs (``claims.CONVERGE_PLAN``), one row each: the
-    claims it informs, its saved state (epochs and CPU-hours when complete, else "not yet"), how it ended
+    claims it informs, its saved state (epochs and CPU-hours, wall time times threads, when complete, else
+    "not yet"), the machine it trained on, how it ended
     (plateau or cap) and its estimated CPU-hours at the epoch cap on an idle core. The sentence sums the
     saved hours, the cap estimates of the runs not saved yet, the budget's further seeds (1 and up, behind
     the comparisons over seeds) and the estimates of the seeds those comparisons still ask for, against
@@ -575,32 +592,34 @@ def converge_plan(params: Params):
     saved = tables.collect(params.results_dir, "converge", list(claims.CONVERGE_PLAN), data=params.data)
     saved = saved.set_index("experiment")
     keys = {c.key: c.title for c in claims.CLAIMS}
-    rows, spent, ahead, done = [], 0.0, 0.0, []
+    rows, spent, ahead, done = [], 0.0, 0.0, 0
     for name, informs in claims.CONVERGE_PLAN.items():
         complete = saved.at[name, "status"] == "complete"
-        hours = saved.at[name, "train_seconds"] / 3600 if complete else None
+        done += complete
+        hours = saved.at[name, "cpu_seconds"] / 3600 if complete else None  # wall time x CPU threads
         estimate = experiments.estimate_seconds(name, "converge") / 3600
         if complete:
             spent += hours
-            done.append(name)
         else:
             ahead += estimate
         rows.append(
             {
                 "run": name,
                 "claims it informs": "; ".join(keys[k] for k in informs),
-                "saved": f"{int(saved.at[name, 'epochs'])} epochs, {hours:.1f} h" if complete else "not yet",
+                "saved": _saved_cell(saved.loc[name]) if complete else "not yet",
+                "trained on": saved.at[name, "wall_time_device"] if complete else "",
                 "ended at": _how_it_ended(params.results_dir, name) if complete else "",
                 "cap estimate (h)": f"{estimate:.1f}",
             }
         )
     asked, asked_hours = _seeds_asked(params)
+    budget = claims.CONVERGE_CPU_HOURS
     seeds = [tables.collect(params.results_dir, "budget", seed=s, data=params.data) for s in range(1, 10)]
     seeds = pd.concat(seeds)
     seeds = seeds[seeds["status"] == "complete"]
-    extra = float(seeds["train_seconds"].sum()) / 3600
-    left = len(rows) - len(done)
-    parts = [f"{len(done)} of the {len(rows)} converge runs the ledger needs are saved"]
+    extra = float(seeds["cpu_seconds"].sum()) / 3600
+    left = len(rows) - done
+    parts = [f"{done} of the {len(rows)} converge runs the ledger needs are saved"]
     if done:
         parts[0] += f", {spent:.1f} CPU-hours of training in all"
     if left:
@@ -615,17 +634,23 @@ def converge_plan(params: Params):
             f" The budget grid's further seeds, behind the comparisons over seeds, took {extra:.1f} "
             f"CPU-hours ({len(seeds)} runs)."
         )
+    planned = spent + ahead + extra
+    room = planned + asked_hours <= budget  # the converge runs come first: the ledger's maps need them
     if asked:
         sentence += (
-            f" The comparisons over seeds still ask for {asked} more budget runs (about {asked_hours:.1f} "
-            "CPU-hours on idle cores)."
+            f" The comparisons over seeds still ask for {len(asked)} more budget runs "
+            f"({seed_runs_phrase(asked)}; about {asked_hours:.1f} CPU-hours on idle cores)"
         )
-    total = spent + ahead + extra + asked_hours
+        sentence += (
+            "."
+            if room
+            else f", which the {budget:g} CPU-hours leave no room for: those comparisons keep the seeds "
+            "they have."
+        )
+    total = planned + (asked_hours if room else 0.0)
     sentence += (
         f" Together these runs come to {total:.1f} CPU-hours (as saved, and the estimates of the runs to "
-        "come), "
-        + ("within" if total <= claims.CONVERGE_CPU_HOURS else "beyond")
-        + f" the {claims.CONVERGE_CPU_HOURS:g} CPU-hours set for them."
+        "come), " + ("within" if total <= budget else "beyond") + f" the {budget:g} CPU-hours set for them."
     )
     return pd.DataFrame(rows), sentence
 
