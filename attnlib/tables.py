@@ -42,7 +42,7 @@ def frame(runs: dict):
     `detail` (what is wrong with a result that is not complete), and from a complete result's metrics
     `accuracy` (fraction), `params`, `wall_time_ms`, `wall_time_std_ms`, `wall_time_device`, `epochs` (trained),
     `train_seconds` (wall time of the training, evaluation included), `cpu_seconds` (that times the CPU
-    threads it used; None for a GPU run), `dataset`, `test_images`. Built from fingerprint-checked results only: a damaged or
+    threads and processes it used; None for a GPU run), `dataset`, `test_images`. Built from fingerprint-checked results only: a damaged or
     stale result carries no numbers."""
     import pandas as pd
 
@@ -78,9 +78,11 @@ def frame(runs: dict):
 
 
 def _cpu_seconds(provenance: dict) -> float | None:
-    """CPU time of a run's training: its wall time times its CPU threads (None for a GPU run)."""
+    """CPU time of a run's training: its wall time times its CPU threads, times its processes under
+    torchrun (None for a GPU run)."""
     threads, seconds = cpu_threads(provenance), provenance.get("train_seconds")
-    return None if threads is None or seconds is None else seconds * threads
+    processes = provenance.get("world_size") or 1
+    return None if threads is None or seconds is None else seconds * threads * processes
 
 
 def saved(

@@ -501,5 +501,9 @@ def test_cpu_time_is_wall_time_times_threads(trained):
     assert cpu_threads({"device": "AMD EPYC (1 threads)"}) == 1
     assert cpu_threads({"device": "Intel(R) Xeon(R) Processor (16 threads)", "threads": None}) == 16
     assert cpu_threads({"device": "NVIDIA H200", "threads": None}) is None
+    from attnlib.tables import _cpu_seconds
+
+    assert _cpu_seconds({"train_seconds": 10.0, "device": "X (2 threads)", "world_size": 2}) == 40.0
+    assert _cpu_seconds({"train_seconds": 10.0, "device": "NVIDIA H200", "world_size": 1}) is None
     row = collect(trained, "smoke", ["vit"]).iloc[0]
     assert row["cpu_seconds"] == pytest.approx(row["train_seconds"] * torch.get_num_threads())
