@@ -212,6 +212,23 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
     )
     assert f"come to {3.0 + ahead + 1.0:.1f} CPU-hours" in sentence and "within the" in sentence
 
+    def all_saved(results_dir, preset, names=None, seed=0, **kw):  # every converge run saved, 1 h each
+        frame = real(results_dir, preset, names, seed=seed, **kw).astype({"wall_time_device": object})
+        if preset == "converge":
+            frame[COLS] = ["complete", 60, 3600.0, 3600.0, "CPU (1 threads)"]
+        return frame
+
+    for name in claims.CONVERGE_PLAN:
+        run_dir(tmp_path, name, "converge").mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"test_acc": [0.5] * 60}).to_csv(run_dir(tmp_path, name, "converge") / "history.csv")
+    monkeypatch.setattr(tables, "collect", all_saved)
+    monkeypatch.setattr(claims, "seeds_asked", lambda *a, **kw: [])
+    sentence = book.converge_plan(params)[1]
+    assert sentence.startswith("6 of the 6 converge runs the ledger needs are saved, 6.0 CPU-hours")
+    assert sentence.endswith(
+        f"Together these runs took 6.0 CPU-hours, within the {claims.CONVERGE_CPU_HOURS:g} CPU-hours set for them."
+    )
+
 
 def test_seeds_asked_are_estimated_in_the_plan(tmp_path, monkeypatch):
     from attnlib import claims, experiments

@@ -648,10 +648,12 @@ def converge_plan(params: Params):
             "they have."
         )
     total = planned + (asked_hours if room else 0.0)
-    sentence += (
-        f" Together these runs come to {total:.1f} CPU-hours (as saved, and the estimates of the runs to "
-        "come), " + ("within" if total <= budget else "beyond") + f" the {budget:g} CPU-hours set for them."
-    )
+    if left or (asked and room):
+        together = f"come to {total:.1f} CPU-hours (as saved, and the estimates of the runs to come)"
+    else:
+        together = f"took {total:.1f} CPU-hours"
+    where = "within" if total <= budget else "beyond"
+    sentence += f" Together these runs {together}, {where} the {budget:g} CPU-hours set for them."
     return pd.DataFrame(rows), sentence
 
 
