@@ -228,6 +228,10 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
     assert sentence.endswith(
         f"Together these runs took 6.0 CPU-hours, within the {claims.CONVERGE_CPU_HOURS:g} CPU-hours set for them."
     )
+    monkeypatch.setattr(claims, "CONVERGE_CPU_HOURS", 5.99)  # 6.0 would read as equal: two decimals
+    assert book.converge_plan(params)[1].endswith(
+        "took 6.00 CPU-hours, beyond the 5.99 CPU-hours set for them."
+    )
 
 
 def test_seeds_asked_are_estimated_in_the_plan(tmp_path, monkeypatch):

@@ -648,10 +648,11 @@ def converge_plan(params: Params):
             "they have."
         )
     total = planned + (asked_hours if room else 0.0)
+    shown = f"{total:.{2 if f'{total:.1f}' == f'{budget:.1f}' else 1}f}"  # 30.04 is beyond 30: show why
     if left or (asked and room):
-        together = f"come to {total:.1f} CPU-hours (as saved, and the estimates of the runs to come)"
+        together = f"come to {shown} CPU-hours (as saved, and the estimates of the runs to come)"
     else:
-        together = f"took {total:.1f} CPU-hours"
+        together = f"took {shown} CPU-hours"
     where = "within" if total <= budget else "beyond"
     sentence += f" Together these runs {together}, {where} the {budget:g} CPU-hours set for them."
     return pd.DataFrame(rows), sentence
