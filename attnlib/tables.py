@@ -42,8 +42,8 @@ def frame(runs: dict):
     `detail` (what is wrong with a result that is not complete), and from a complete result's metrics
     `accuracy` (fraction), `params`, `wall_time_ms`, `wall_time_std_ms`, `wall_time_device`, `epochs` (trained),
     `train_seconds` (wall time of the training, evaluation included), `cpu_seconds` (that times the CPU
-    threads and processes it used; None for a GPU run), `dataset`, `test_images`. Built from fingerprint-checked results only: a damaged or
-    stale result carries no numbers."""
+    threads and processes it used; None for a GPU run), `dataset`, `test_images`. Built from
+    fingerprint-checked results only: a damaged or stale result carries no numbers."""
     import pandas as pd
 
     statuses = getattr(runs, "status", {})

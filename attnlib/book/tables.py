@@ -572,11 +572,6 @@ def seed_runs_phrase(jobs) -> str:
     )
 
 
-def _saved_cell(row) -> str:
-    """ "60 epochs, 3.2 CPU-hours": a saved run's epochs and CPU time (wall time times threads)."""
-    return f"{row['epochs']:.0f} epochs, {row['cpu_seconds'] / 3600:.1f} CPU-hours"
-
-
 def converge_plan(params: Params):
     """(table, sentence): the `converge` runs the ledger needs (``claims.CONVERGE_PLAN``), one row each: the
     claims it informs, its saved state (epochs and CPU-hours, wall time times threads, when complete, else
@@ -602,11 +597,12 @@ def converge_plan(params: Params):
             spent += hours
         else:
             ahead += estimate
+        cell = f"{saved.at[name, 'epochs']:.0f} epochs, {hours:.1f} CPU-hours" if complete else "not yet"
         rows.append(
             {
                 "run": name,
                 "claims it informs": "; ".join(keys[k] for k in informs),
-                "saved": _saved_cell(saved.loc[name]) if complete else "not yet",
+                "saved": cell,
                 "trained on": saved.at[name, "wall_time_device"] if complete else "",
                 "ended at": _how_it_ended(params.results_dir, name) if complete else "",
                 "cap estimate (h)": f"{estimate:.1f}",
