@@ -277,8 +277,7 @@ def test_on_cuda_the_default_with_keys_is_sdpa_and_equals_the_reference(monkeypa
 )
 def test_attention_dropout_is_unbiased_on_every_path(path, values):
     """Training-mode attention averages to the eval-mode output (mask and 1/(1−p) rescaling). One forward
-    over 4000 copies of an image; every copy draws its own mask (positional-only: one mask per forward,
-    shared by the batch, so 4000 forwards)."""
+    over 4000 copies of an image; every copy draws its own mask (positional-only paths too)."""
     torch.manual_seed(0)
     content = path != "positional"
     layer = MultiHeadSelfAttention2d(4, 2, QuadraticEncoding(2), content, attn_dropout=0.5, values=values)
@@ -286,10 +285,7 @@ def test_attention_dropout_is_unbiased_on_every_path(path, values):
     with torch.no_grad():
         ref = layer.eval()(x)[0]
         layer.train()
-        if path == "positional":
-            draws = torch.cat([ops.attention(layer, x, path=path)[0] for _ in range(4000)])
-        else:
-            draws = ops.attention(layer, x.expand(4000, -1, -1, -1), path=path)[0]
+        draws = ops.attention(layer, x.expand(4000, -1, -1, -1), path=path)[0]
     assert not torch.allclose(draws[0], ref)  # dropout is active
     assert torch.allclose(draws.mean(0), ref, atol=0.05)
 
@@ -352,3 +348,105 @@ def test_every_form_of_the_encoding_terms_equals_the_generic_one(name):
     torch.testing.assert_close(
         enc.linear_query_bias(xs, w, b, 3, 4), generic.linear_query_bias(enc, xs, w, b, 3, 4), **close
     )
+
+
+# ------------------------------------------------------------------------- [Re] score layout, dropout per image
+RE_LAYOUT = [
+    (enc, values, path, keys_given, side)
+    for enc in ("none", "learned re")
+    for values in ("input", "projected")
+    for path in ("explicit", "sdpa", "bilinear")
+    for keys_given in (False, True)
+    for side in ((3, 4), (4, 4))
+    if not (path == "bilinear" and (keys_given or values == "projected"))
+]
+
+
+def _re_layout_layer(enc: str, values: str, layout: str = "re", seed: int = 0) -> MultiHeadSelfAttention2d:
+    torch.manual_seed(seed)
+    layer = MultiHeadSelfAttention2d(
+        D, HEADS, ENCODINGS[enc](4), True, head_dim=4, values=values, qkv_bias=False, out_dim=5,
+        score_layout=layout,
+    ).double().eval()  # fmt: skip
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    return layer
+
+
+@pytest.mark.parametrize("enc, values, path, keys_given, side", RE_LAYOUT)
+def test_the_re_score_layout_on_every_path_equals_the_reference_in_float64(
+    enc, values, path, keys_given, side
+):
+    """Every path's [Re] layout (scores on the W x H grid, transposed values and output) equals the reference,
+    which writes the [Re] code's (B, W, H) view and permute, on square and non-square grids."""
+    layer = _re_layout_layer(enc, values)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, *side, D, generator=g, dtype=torch.float64, requires_grad=True)
+    keys = None
+    if keys_given:
+        keys = reference.compute_keys(layer, torch.randn(2, *side, D, generator=g, dtype=torch.float64))
+        keys = keys.detach().requires_grad_()
+    maps = path != "sdpa"
+    out, probs, grads = _values_and_grads(
+        lambda: ops.attention(layer, x, keys, maps, path=path), layer, x, keys
+    )
+    ref, ref_probs, ref_grads = _values_and_grads(
+        lambda: reference.attention(layer, x, keys, maps), layer, x, keys
+    )
+    torch.testing.assert_close(out, ref, atol=1e-12, rtol=1e-10)
+    if maps:
+        torch.testing.assert_close(probs, ref_probs, atol=1e-12, rtol=1e-10)
+    for g_, r in zip(grads, ref_grads, strict=True):
+        if r is not None:
+            torch.testing.assert_close(
+                g_ if g_ is not None else torch.zeros_like(r), r, atol=1e-10, rtol=1e-9
+            )
+
+
+def test_the_re_score_layout_is_the_intended_score_of_transposed_pixels_on_a_square_grid():
+    """Written out on a 3x3 grid: the [Re] score of query (i, j) and key (k, l) is the intended score of query
+    (j, i) and key (l, k); the values stay in place, so the two layouts give different outputs."""
+    re_layer = _re_layout_layer("learned re", "input")
+    intended = _re_layout_layer("learned re", "input", layout="intended")
+    intended.load_state_dict(re_layer.state_dict())
+    x = torch.randn(2, 3, 3, D, dtype=torch.float64)
+    _, p_re = ops.attention(re_layer, x, None, True, path="explicit")
+    _, p = ops.attention(intended, x, None, True, path="explicit")
+    # logits from the maps (log p up to a per-row constant): compare the centred log-probabilities
+    log_re, log = p_re.log().view(2, HEADS, 3, 3, 3, 3), p.log().view(2, HEADS, 3, 3, 3, 3)
+    expected = log.permute(0, 1, 3, 2, 5, 4)  # [q=(i,j), k=(k,l)] <- [(j,i), (l,k)]
+    centre = lambda t: t - t.mean(dim=(-2, -1), keepdim=True)  # noqa: E731
+    torch.testing.assert_close(centre(log_re), centre(expected), atol=1e-12, rtol=1e-10)
+    out_re, out = re_layer(x), intended(x)
+    assert (out_re - out).abs().max() > 1e-3
+
+
+def test_a_re_score_layout_without_content_or_with_head_key_scores_is_a_config_error():
+    with pytest.raises(ConfigError, match="score_layout"):
+        MultiHeadSelfAttention2d(D, HEADS, ENCODINGS["learned official"](D), False, score_layout="re")
+    with pytest.raises(ConfigError, match="score_layout"):
+        MultiHeadSelfAttention2d(D, HEADS, ENCODINGS["learned attnlib"](D), True, score_layout="re")
+    with pytest.raises(ConfigError, match="score_layout"):
+        MultiHeadSelfAttention2d(D, HEADS, None, True, score_layout="sideways")
+
+
+@pytest.mark.parametrize(
+    "encoding, content, path",
+    [("learned official", False, "positional"), ("quadratic iso", False, "positional"),
+     ("learned re", True, "explicit"), ("learned re", True, "sdpa"), ("learned re", True, "bilinear"),
+     ("none", True, "explicit")],
+)  # fmt: skip
+def test_attention_dropout_draws_a_mask_per_image_on_every_path(encoding, content, path):
+    """Two identical images in one training batch at p = 0.5 get different outputs (each image its own
+    mask, as the [Re] code's dropout after expanding to the batch), on every path and in the reference."""
+    torch.manual_seed(0)
+    layer = MultiHeadSelfAttention2d(D, HEADS, ENCODINGS[encoding](D), content, attn_dropout=0.5).train()
+    x = torch.randn(1, 3, 3, D).expand(2, -1, -1, -1).contiguous()
+    out, _ = ops.attention(layer, x, None, False, path=path)
+    assert (out[0] - out[1]).abs().max() > 1e-3
+    ref, _ = reference.attention(layer, x, None, False, torch.nn.Dropout(0.5))
+    assert (ref[0] - ref[1]).abs().max() > 1e-3
+    layer.eval()  # and without dropout the two images agree
+    out, _ = ops.attention(layer, x, None, False, path=path)
+    torch.testing.assert_close(out[0], out[1])

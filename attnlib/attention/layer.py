@@ -23,6 +23,12 @@ formulation every path equals (``tests/test_attention_paths.py``).
 
 Hierarchical Attention: ``forward(x, keys=...)`` uses the given keys (B, heads, N, d_h), e.g. the first
 application's ``compute_keys``, instead of X W_key.
+
+``score_layout``: "intended" (the score above) or "re", the [Re] learned-2D-with-content code, which reads the
+(B, H, W, ·) queries and keys as (B, W, H, ·) and permutes the scores back: A_re[q, k] = Ã[σq, σk], σ the
+transposition of the H x W grid, Ã the score of the tokens laid on a W x H grid (``ops`` docstring). On a
+square grid the query at (i, j) attends with the score of (j, i) against the transposed key, while the
+values stay where they are.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from . import ops
 from .encodings import RelativeEncoding
 
 VALUES = ("input", "projected")
+SCORE_LAYOUTS = ("intended", "re")  # "re": the [Re] code's (B, W, H) read of queries / keys
 
 
 class MultiHeadSelfAttention2d(nn.Module):
@@ -52,6 +59,8 @@ class MultiHeadSelfAttention2d(nn.Module):
         values: what V^(h) is: "input" (X) or "projected" (X W_val^(h)); module docstring.
         out_dim: output features D_out (default D).
         qkv_bias: biases of query / key / value projections (official paper code: True; [Re]: False).
+        score_layout: "intended" or "re" (module docstring); "re" needs content and no input-independent
+            encoding scores (the [Re] code permutes only the query-based terms).
 
     Shapes: x (B, H, W, D) -> out (B, H, W, D_out), and with ``return_attention=True`` also the
     probabilities (B, heads, N, N), N = H·W row-major, each row summing to one.
@@ -68,9 +77,17 @@ class MultiHeadSelfAttention2d(nn.Module):
         values: str = "input",
         out_dim: int | None = None,
         qkv_bias: bool = True,
+        score_layout: str = "intended",
     ):
         super().__init__()
         check_choice("values", values, VALUES)
+        check_choice("score_layout", score_layout, SCORE_LAYOUTS)
+        if score_layout == "re" and (not content or (encoding is not None and encoding.has_scores)):
+            raise ConfigError(
+                "score_layout",
+                score_layout,
+                "'intended' (the [Re] layout needs content and no head-key scores)",
+            )
         if encoding is not None and not isinstance(encoding, RelativeEncoding):
             raise ConfigError("encoding", type(encoding).__name__, "a RelativeEncoding or None")
         if not content and encoding is None:
@@ -83,7 +100,7 @@ class MultiHeadSelfAttention2d(nn.Module):
         self.dim, self.heads, self.content, self.values = dim, heads, content, values
         self.head_dim = dim if head_dim is None else head_dim
         self.out_dim = dim if out_dim is None else out_dim
-        self.attn_dropout = attn_dropout
+        self.attn_dropout, self.score_layout = attn_dropout, score_layout
         self.encoding = encoding
         if content:
             self.query = nn.Linear(dim, heads * self.head_dim, bias=qkv_bias)
@@ -111,4 +128,5 @@ class MultiHeadSelfAttention2d(nn.Module):
         return (
             f"dim={self.dim}, heads={self.heads}, head_dim={self.head_dim}, content={self.content}, "
             f"values={self.values!r}, out_dim={self.out_dim}"
+            + (f", score_layout={self.score_layout!r}" if self.score_layout != "intended" else "")
         )

@@ -12,8 +12,9 @@ first because all heads then share one X (no per-head copy of X W^(h)).
 Paths (``PATHS``), each a function of tensors:
 
 - ``positional`` (no content): the probabilities do not depend on the input, so one softmax (heads, N, N)
-  serves the batch, and attention dropout draws one mask for the batch, as the official code. With input
-  values the rows are ordered (query, head), so one GEMM per image (N·heads × N) @ (N × D) gives concat_h.
+  serves the batch; attention dropout draws a mask per image (the [Re] code expands the probabilities to
+  the batch before its dropout), as every other path does. With input values the rows are ordered
+  (query, head), so one GEMM per image (N·heads × N) @ (N × D) gives concat_h.
 - ``explicit``: q and k (given keys for Hierarchical Attention), one batched GEMM ``baddbmm`` that adds
   the encoding's ``content_bias``, softmax, dropout, value GEMM. Returns the probabilities when asked.
 - ``sdpa``: ``F.scaled_dot_product_attention`` with the encoding's bias as its additive ``attn_mask``.
@@ -25,7 +26,17 @@ Paths (``PATHS``), each a function of tensors:
 
 ``attention(layer, x, keys, return_attention)`` picks: ``positional`` without content; ``bilinear`` when
 it may and saves FLOPs (``bilinear_pays``); ``sdpa`` on CUDA when no probabilities are asked for;
-``explicit`` otherwise. ``path=`` forces one (tests, benchmarks). Attention dropout draws its mask from
+``explicit`` otherwise. ``path=`` forces one (tests, benchmarks).
+
+The [Re] score layout (``layer.score_layout == "re"``, square or not): the [Re] code reads the (H, W) grid
+of queries and keys as (W, H) and permutes its (B, W, H, heads, W, H) scores back to (H, W) order. With σ
+the transposition of an H x W grid into W x H (flat index i·W + j -> j·H + i) that is
+
+    A_re[q, k] = Ã[σq, σk]   =>   out[q] = Σ_m softmax(Ã[σq, m]) V[σ⁻¹m]
+
+with Ã the intended score of the same tokens laid on a W x H grid: every path computes Ã on that grid, with
+the values of the transposed grid, and transposes its output (and maps) back (``reference`` writes it as
+the [Re] code does). Attention dropout draws its mask from
 32-bit random integers (``dropout_mask``, ~10x cheaper than ``bernoulli_`` on the CPU) and folds 1/(1−p)
 into the value GEMM.
 """
@@ -102,13 +113,18 @@ def positional(scores: Tensor, v: Tensor, dropout_p: float = 0.0, return_attenti
     heads, n = scores.shape[:2]
     b = v.shape[0]
     shared = torch.softmax(scores, dim=-1)  # softmax in the encoding's dtype (fp32 under autocast)
-    p = dropout(shared, dropout_p)  # one mask for the batch, as the official code
+    p = shared
+    if dropout_p > 0:  # a mask per image: P_b = Dropout(softmax(s)) for each b, (B, heads, N, N)
+        p = dropout(shared.expand(b, heads, n, n), dropout_p)
     if v.dim() == 3:
         # rows ordered (query, head): (N·heads × N) @ X_b gives (N, heads·D) per image, already in the layout
-        # of concat_h; the shared matrix is broadcast over the batch (stride 0, no copy)
+        # of concat_h; without dropout the shared matrix is broadcast over the batch (stride 0, no copy)
         dtype = _compute_dtype(v)
-        pt = p.transpose(0, 1).reshape(n * heads, n).to(dtype)
-        ctx = torch.bmm(pt.expand(b, -1, -1), v.to(dtype))  # (B, N·heads, D)
+        if p.dim() == 3:
+            pt = p.transpose(0, 1).reshape(n * heads, n).to(dtype).expand(b, -1, -1)
+        else:
+            pt = p.transpose(1, 2).reshape(b, n * heads, n).to(dtype)
+        ctx = torch.bmm(pt, v.to(dtype))  # (B, N·heads, D)
     else:
         ctx = (p @ v).transpose(1, 2)  # (B, N, heads, d_v)
     probs = shared.unsqueeze(0).expand(b, -1, -1, -1) if return_attention else None
@@ -177,6 +193,7 @@ def bilinear(
     width: int,
     dropout_p: float = 0.0,
     return_attention: bool = False,
+    values: Tensor | None = None,
 ):
     """Content attention with input values, keys not given: the same scores without forming q or k.
 
@@ -187,7 +204,8 @@ def bilinear(
     (N·heads × D) @ (D × N): the scores come out as (B, N·heads, N) [query, head, key], the layout in
     which softmax(·) X gives concat_h directly. No per-head copies of q, k or the probabilities.
     The encoding's terms come from ``encoding.linear_query_bias`` in that layout.
-    xs (B, N, D) -> ctx (B, N, heads·D), probabilities (B, heads, N, N) or None.
+    xs (B, N, D) -> ctx (B, N, heads·D), probabilities (B, heads, N, N) or None. ``values`` (B, N, D): the
+    tokens the heads average, when they are not xs (the [Re] score layout); default xs.
     """
     b, n, d = xs.shape
     h = heads
@@ -214,7 +232,8 @@ def bilinear(
         scores = torch.baddbmm(bias, z, xc.transpose(1, 2))  # (B, N·heads, N)
     probs = torch.softmax(scores, dim=-1)
     dropped, keep_scale = _drop(probs, dropout_p)
-    ctx = torch.baddbmm(zero, dropped, xc, beta=0, alpha=keep_scale)  # (B, N·heads, D) = concat_h
+    xv = xc if values is None else values.to(dtype)
+    ctx = torch.baddbmm(zero, dropped, xv, beta=0, alpha=keep_scale)  # (B, N·heads, D) = concat_h
     maps = probs.view(b, n, h, n).transpose(1, 2) if return_attention else None
     return ctx.view(b, n, h * d), maps
 
@@ -265,22 +284,31 @@ def attention(
     n, heads = height * width, layer.heads
     xs = x.reshape(b, n, d)
     p = layer.attn_dropout if layer.training else 0.0
+    re_layout = getattr(layer, "score_layout", "intended") == "re"
+    # the grid the scores see (W x H for the [Re] layout) and the tokens the values come from (σ⁻¹: transposed)
+    sh, sw = (width, height) if re_layout else (height, width)
+    xv = x.transpose(1, 2).reshape(b, n, d) if re_layout else xs
     if path == "positional":
         scores = layer.encoding.scores(height, width)
         ctx, probs = positional(scores, _values(layer, xs), p, return_attention)
     elif path == "bilinear":
         ctx, probs = bilinear(
-            xs, layer.query, layer.key, layer.encoding, heads, height, width, p, return_attention
-        )
+            xs, layer.query, layer.key, layer.encoding, heads, sh, sw, p, return_attention,
+            values=xv if re_layout else None,
+        )  # fmt: skip
     else:
         q = layer.query(xs).view(b, n, heads, layer.head_dim).transpose(1, 2)  # (B, heads, N, d_h)
         k = (layer.compute_keys(x) if keys is None else keys).to(q.dtype)
-        bias = None if layer.encoding is None else layer.encoding.content_bias(q, height, width)
+        bias = None if layer.encoding is None else layer.encoding.content_bias(q, sh, sw)
         if path == "sdpa":
-            ctx, probs = sdpa(q, k, _values(layer, xs), bias, p), None
+            ctx, probs = sdpa(q, k, _values(layer, xv), bias, p), None
         else:
-            ctx, probs = explicit(q, k, _values(layer, xs), bias, p, return_attention)
-    out = layer.out(ctx)  # concat_h(...) W_out + b_out
+            ctx, probs = explicit(q, k, _values(layer, xv), bias, p, return_attention)
+    out = layer.out(ctx).reshape(b, sh, sw, layer.out_dim)  # concat_h(...) W_out + b_out
+    if re_layout:  # out[q] = O[σq]; maps P_re[q, k] = P̃[σq, σk]
+        out = out.transpose(1, 2)
+        if probs is not None:
+            probs = probs.view(b, heads, sh, sw, sh, sw).permute(0, 1, 3, 2, 5, 4).reshape(b, heads, n, n)
     return out.reshape(b, height, width, layer.out_dim), probs
 
 

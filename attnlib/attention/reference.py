@@ -35,8 +35,10 @@ def attention(
 
     x (B, H, W, D); keys (B, heads, N, d_h) to use instead of X W_key, or None; ``dropout``: applied to the
     probabilities (default none) -> out (B, H, W, D_out), probabilities (B, heads, N, N) or None.
-    Without content the probabilities are one (H, W, heads, H, W) map for the batch (one dropout mask),
-    as in the official code.
+    Without content the probabilities are one (H, W, heads, H, W) map, expanded to the batch before the
+    dropout (a mask per image, as the [Re] code). With ``layer.score_layout == "re"`` queries and keys are
+    read as a (B, W, H, ·) grid and the scores permuted back, as the [Re] code
+    (``Learned2dRelativeSelfAttention.compute_attention_scores``) writes it.
     """
     b, height, width, _ = x.shape
     n, heads, dh, enc = height * width, layer.heads, layer.head_dim, layer.encoding
@@ -44,28 +46,32 @@ def attention(
     if enc is not None and enc.has_scores:  # s^(h)(δ)
         scores = enc.plain_scores(height, width)
     if layer.content:
-        q = layer.query(x).view(b, height, width, heads, dh)
+        re_layout = getattr(layer, "score_layout", "intended") == "re"
+        gh, gw = (width, height) if re_layout else (height, width)  # [Re]: .view(bs, w, h, heads, d)
+        q = layer.query(x).view(b, gh, gw, heads, dh)
         if keys is None:
-            k = layer.key(x).view(b, height, width, heads, dh)
+            k = layer.key(x).view(b, gh, gw, heads, dh)
         else:
-            k = keys.transpose(1, 2).reshape(b, height, width, heads, dh)
+            k = keys.transpose(1, 2).reshape(b, gh, gw, heads, dh)
         content = torch.einsum("bijhd,bklhd->bijhkl", q, k) / math.sqrt(dh)  # q·k/√d_h
         scores = content if scores is None else scores + content
         if enc is not None and enc.has_query_scores:  # u^(h)(q_h, δ)
-            scores = scores + enc.plain_query_scores(q, height, width)
+            scores = scores + enc.plain_query_scores(q, gh, gw)
+        if re_layout:  # [Re] .permute(0, 2, 1, 3, 5, 4): (B, W, H, heads, W, H) -> (B, H, W, heads, H, W)
+            scores = scores.permute(0, 2, 1, 3, 5, 4)
+    else:  # one map for the batch, expanded before the dropout: a mask per image
+        scores = scores.expand(b, *scores.shape)
     lead = scores.shape[:-2]
     probs = scores.reshape(*lead, n).softmax(dim=-1).view(*lead, height, width)
     dropped = probs if dropout is None else dropout(probs)
-    p = "bijhkl" if layer.content else "ijhkl"  # without content: one map for the batch
     if layer.values == "input":  # V^(h) = X
-        ctx = torch.einsum(f"{p},bkld->bijhd", dropped, x)
+        ctx = torch.einsum("bijhkl,bkld->bijhd", dropped, x)
     else:  # V^(h) = X W_val^(h)
         v = layer.value(x).view(b, height, width, heads, dh)
-        ctx = torch.einsum(f"{p},bklhd->bijhd", dropped, v)
+        ctx = torch.einsum("bijhkl,bklhd->bijhd", dropped, v)
     out = layer.out(ctx.reshape(b, height, width, -1))
     if not return_attention:
         return out, None
-    probs = probs if layer.content else probs.expand(b, *probs.shape)
     return out, probs.reshape(b, n, heads, n).transpose(1, 2)
 
 
@@ -85,6 +91,7 @@ class PlainAttention(nn.Module):
         super().__init__()
         self.heads, self.head_dim = layer.heads, layer.head_dim
         self.content, self.values = layer.content, layer.values
+        self.score_layout = getattr(layer, "score_layout", "intended")
         self.encoding, self.out = layer.encoding, layer.out
         self.dropout = nn.Dropout(layer.attn_dropout)
         if layer.values == "projected":
