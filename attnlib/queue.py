@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnlib.checks import check_positive_int
+from attnlib.store import check_no_links, open_nofollow
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,13 @@ class Queue:
             log = self.log_dir / f"{job.experiment}-seed{job.seed}.log"
             start = time.monotonic()
             print(f"lane {lane}: {job.name} started (log: {log})", flush=True)
-            with open(log, "a") as out:
+            try:  # never appended through a link (a tracked results/logs/... link could name any file)
+                fd = open_nofollow(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            except OSError as err:
+                self.outcomes[job] = Outcome(job, f"failed (log {log}: {err.strerror})")
+                print(f"lane {lane}: {job.name} not started: {log}: {err.strerror}", flush=True)
+                continue
+            with open(fd, "a") as out:
                 with self._lock:
                     if self._stopping.is_set():
                         return
@@ -144,6 +151,7 @@ class Queue:
         """Run every job; on Ctrl-C or SIGTERM (main thread only) `stop()` and wait for the running jobs to
         save their checkpoints (`interrupted` is then True). One `Outcome` per job, in the jobs' order."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        check_no_links(self.log_dir)  # one line (UnsafeFolder) before any job starts
         self.interrupted = False
         threads = [threading.Thread(target=self._lane, args=(i + 1,), daemon=True) for i in range(self.lanes)]
         for t in threads:

@@ -45,7 +45,7 @@ from attnlib.env import TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 from attnlib.models import FAMILIES, resolved_config, resolved_difference
 from attnlib.snapshots import attention_summary, device_name, inference_wall_time
-from attnlib.store import RunLock, RunLocked, check_writable, sha256, write_json, write_npz
+from attnlib.store import RunLock, RunLocked, check_no_links, check_writable, sha256, write_json, write_npz
 from attnlib.util import write_bytes
 
 log = logging.getLogger("attnlib")
@@ -448,6 +448,7 @@ def train_run(
     trainer.checkpoint_interval(checkpoint_every)
     path = run_dir(results_dir, experiment, preset, seed)
     check_writable(path)
+    check_no_links(path, results_dir)  # a linked run.lock / checkpoints/ would write outside the results
     dataset = _load_data(spec)
     if len(dataset.train) < rc.train.batch_size:
         raise ConfigError(

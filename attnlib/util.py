@@ -34,7 +34,9 @@ def atomic_write(
     tmp = Path(tmp) if tmp is not None else temp_name(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
+        tmp.unlink(missing_ok=True)  # a leftover (or a planted link) is never written through:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with open(fd, "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

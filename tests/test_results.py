@@ -385,14 +385,17 @@ def test_provenance_names_the_commit_training_started_from(tmp_path, monkeypatch
     assert prov["git_at_write"] == {"commit": "b" * 40, "dirty": True}
 
 
-def test_write_on_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path):
-    """An atomic write that hits ENOSPC (its temporary file made a link to /dev/full, which fails every
-    write with ENOSPC): an OSError naming the file meant, the old file intact, no temporary file left."""
-    if not os.path.exists("/dev/full"):
-        pytest.skip("no /dev/full")
+def test_write_on_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch):
+    """An atomic write that hits ENOSPC (its fsync fails so; a temporary file linked to /dev/full is no
+    longer written through: test_store): an OSError naming the file meant, the old file intact, no
+    temporary file left. The real full disk: test_cli's tmpfs cases."""
     target = tmp_path / "metrics.json"
     write_json(target, {"old": 1})
-    (tmp_path / f".metrics.json.tmp{os.getpid()}").symlink_to("/dev/full")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("attnlib.util.os.fsync", full)
     with pytest.raises(OSError) as err:
         write_json(target, {"new": 2})
     assert err.value.errno == errno.ENOSPC and err.value.filename == str(target)

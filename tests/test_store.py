@@ -1,0 +1,152 @@
+"""attnlib.store on hostile results folders: writes never follow a symbolic link out of the results folder
+(run.lock, checkpoints/, the queue's logs, every atomic write), reads are bounded and refuse what is not a
+regular file (a FIFO, a device), and JSON nested too deeply is refused in one line."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+
+import pytest
+
+from attnlib.queue import Job, Queue
+from attnlib.runs import run_dir, train_run
+from attnlib.store import (
+    MAX_JSON_DEPTH,
+    RunLock,
+    UnsafeFolder,
+    check_no_links,
+    read_json,
+    read_regular,
+    sha256,
+    write_json,
+)
+from attnlib.util import atomic_write, temp_name
+
+
+@pytest.fixture
+def outside(tmp_path):
+    """A file outside the results folder that a link points at, and its content (must stay unchanged)."""
+    target = tmp_path / "outside" / "precious.txt"
+    target.parent.mkdir()
+    target.write_text("precious\n")
+    return target
+
+
+# ------------------------------------------------------------------------------------ writes: no links
+def test_linked_run_lock_is_refused_and_its_target_untouched(tmp_path, outside):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "run.lock").symlink_to(outside)
+    with pytest.raises(UnsafeFolder) as err:
+        RunLock(folder).acquire()
+    assert err.value.errno == errno.ELOOP and err.value.filename == str(folder / "run.lock")
+    assert outside.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("link", ["run.lock", "checkpoints", "checkpoints/last.pt", "history.csv", "folder"])
+def test_train_refuses_a_run_folder_holding_a_link(tmp_path, outside, link, cli):
+    """Before the data is read or anything written: one line naming the link, exit 5 (a file-system error)."""
+    results = tmp_path / "results"
+    folder = run_dir(results, "resnet18", "smoke")
+    if link == "folder":  # the run folder itself a link to a folder outside
+        folder.parent.mkdir(parents=True)
+        folder.symlink_to(outside.parent, target_is_directory=True)
+    else:
+        (folder / "checkpoints").mkdir(parents=True)
+        if link == "checkpoints":
+            (folder / "checkpoints").rmdir()
+            folder.joinpath(link).symlink_to(outside.parent, target_is_directory=True)
+        else:
+            folder.joinpath(link).symlink_to(outside)
+    before = sorted(p.name for p in outside.parent.iterdir())
+    with pytest.raises(UnsafeFolder, match="is a symbolic link; refused"):
+        train_run("resnet18", "smoke", results_dir=results, progress=False)
+    code, _, err = cli(["train", "resnet18", "--preset", "smoke", "--results-dir", str(results)])
+    assert code == 5 and err.count("\n") == 1 and "is a symbolic link" in err, err
+    assert outside.read_text() == "precious\n"
+    assert sorted(p.name for p in outside.parent.iterdir()) == before  # no last.pt landed outside
+
+
+def test_a_linked_results_folder_itself_is_allowed(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "results").symlink_to(real, target_is_directory=True)
+    check_no_links(run_dir(tmp_path / "results", "vit", "smoke"), tmp_path / "results")  # nothing raised
+
+
+def test_atomic_write_never_writes_through_a_planted_temporary_link(tmp_path, outside):
+    target = tmp_path / "metrics.json"
+    temp_name(target).symlink_to(outside)
+    write_json(target, {"a": 1})
+    assert outside.read_text() == "precious\n" and json.loads(target.read_text()) == {"a": 1}
+    assert not target.is_symlink()
+
+
+def test_atomic_write_replaces_a_link_instead_of_its_target(tmp_path, outside):
+    target = tmp_path / "config.json"
+    target.symlink_to(outside)
+    with atomic_write(target) as f:
+        f.write(b"new")
+    assert outside.read_text() == "precious\n" and not target.is_symlink() and target.read_bytes() == b"new"
+
+
+def test_queue_refuses_a_linked_log_in_one_line(tmp_path, outside):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "vit-seed0.log").symlink_to(outside)
+    queue = Queue([Job("vit", 0)], 1, lambda job: [sys.executable, "-c", "print('ran')"], logs)
+    with pytest.raises(UnsafeFolder, match="vit-seed0.log"):
+        queue.run()
+    assert outside.read_text() == "precious\n"
+
+
+def test_queue_lane_never_appends_through_a_link_planted_later(tmp_path, outside, monkeypatch):
+    logs = tmp_path / "logs"
+    monkeypatch.setattr("attnlib.queue.check_no_links", lambda folder: None)  # the link comes after the check
+    logs.mkdir()
+    (logs / "vit-seed0.log").symlink_to(outside)
+    outcomes = Queue([Job("vit", 0)], 1, lambda job: [sys.executable, "-c", "print('ran')"], logs).run()
+    assert outcomes[0].status.startswith("failed (log") and outside.read_text() == "precious\n"
+
+
+# -------------------------------------------------------------------------------------- bounded reads
+def test_read_regular_refuses_a_fifo_without_blocking(tmp_path):
+    fifo = tmp_path / "history.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(UnsafeFolder, match="is not a regular file"):
+        read_regular(fifo)
+    with pytest.raises(UnsafeFolder):
+        sha256(fifo)
+
+
+def test_read_regular_refuses_a_device_a_link_and_a_large_file(tmp_path, outside):
+    with pytest.raises(UnsafeFolder, match="is not a regular file"):
+        read_regular("/dev/zero")
+    link = tmp_path / "link"
+    link.symlink_to(outside)
+    with pytest.raises(UnsafeFolder, match="is a symbolic link"):
+        read_regular(link)
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * 101)
+    with pytest.raises(OSError, match="larger than 100 bytes") as err:
+        read_regular(big, limit=100)
+    assert err.value.errno == errno.EFBIG
+    assert read_regular(outside) == b"precious\n"
+
+
+def test_read_json_refuses_deep_nesting_and_non_finite_numbers(tmp_path):
+    path = tmp_path / "metrics.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)  # a RecursionError in json, were it not caught
+    with pytest.raises(ValueError, match="nested"):
+        read_json(path)
+    path.write_text("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1))
+    with pytest.raises(ValueError, match=f"deeper than {MAX_JSON_DEPTH}"):
+        read_json(path)
+    path.write_text('{"test_accuracy": NaN}')
+    with pytest.raises(ValueError, match="NaN is not a JSON number"):
+        read_json(path)
+    path.write_text('{"a": [1, {"b": 2}]}')
+    assert read_json(path) == {"a": [1, {"b": 2}]}
