@@ -45,8 +45,19 @@ from attnlib.env import TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 from attnlib.models import FAMILIES, resolved_config, resolved_difference
 from attnlib.snapshots import attention_summary, device_name, inference_wall_time
-from attnlib.store import RunLock, RunLocked, check_no_links, check_writable, sha256, write_json, write_npz
+from attnlib.store import (
+    RunLock,
+    RunLocked,
+    check_no_links,
+    check_writable,
+    read_json,
+    read_regular,
+    sha256,
+    write_json,
+    write_npz,
+)
 from attnlib.util import write_bytes
+from attnlib.validate import files_problem, history_problem, values_problem
 
 log = logging.getLogger("attnlib")
 
@@ -247,21 +258,22 @@ def inspect_run(
     if not metrics_path.exists():
         return "missing", f"no {metrics_path}"
     try:
-        metrics = json.loads(metrics_path.read_text())
+        metrics = read_json(metrics_path)  # bounded, a regular file, not nested deeper than a result
         if not isinstance(metrics, dict):
             return "damaged", f"{metrics_path} holds a JSON {type(metrics).__name__}, not an object"
         absent = [k for k in METRICS_KEYS if k not in metrics]
         if absent:
             return "damaged", f"{metrics_path} lacks {', '.join(absent)}"
-        wrong = _metrics_problem(metrics)
+        wrong = _metrics_problem(metrics) or values_problem(metrics)
         if wrong:
             return "damaged", f"{metrics_path}: {wrong}"
-        for name, digest in metrics["files"].items():
-            if not (path / name).exists():
-                return "damaged", f"{path / name} is missing"
-            if sha256(path / name) != digest:
-                return "damaged", f"{path / name} does not match its checksum in metrics.json"
-    except (OSError, ValueError, TypeError, AttributeError) as err:
+        # "files": plain files of this folder covering the result, checksums; metrics = history's last row
+        wrong = files_problem(path, metrics["files"]) or history_problem(path, metrics)
+        if wrong:
+            return "damaged", wrong
+    except OSError as err:  # a file named in "files" is a link, a FIFO, a device, too large, unreadable
+        return "damaged", f"{err.filename or metrics_path} is unreadable ({err.strerror or err})"
+    except (ValueError, TypeError, AttributeError) as err:
         return "damaged", f"{metrics_path} is unreadable ({type(err).__name__}: {err})"
     if fingerprint is not None and metrics["fingerprint"] != fingerprint:
         return "stale", f"{path} holds a result for another configuration" + _config_difference(
@@ -270,7 +282,7 @@ def inspect_run(
     if expected is not None and RESOLVED in expected:  # same fingerprint: has a model default changed?
         config_path = path / "config.json"
         try:
-            saved = json.loads(config_path.read_text())
+            saved = read_json(config_path)
         except (OSError, ValueError) as err:
             return "damaged", f"{config_path} is unreadable ({type(err).__name__}: {err})"
         resolved = saved.get(RESOLVED) if isinstance(saved, dict) else None
@@ -346,8 +358,10 @@ def _config_difference(path: Path, expected: dict | None) -> str:
     if expected is None:
         return ""
     try:
-        saved = json.loads((path / "config.json").read_text())
+        saved = read_json(path / "config.json")
     except (OSError, ValueError):
+        return ""
+    if not isinstance(saved, dict):
         return ""
 
     def flat(d: dict, prefix: str = "") -> dict:
@@ -380,7 +394,18 @@ def _config_difference(path: Path, expected: dict | None) -> str:
 
 
 def load_run(path: str | Path, fingerprint: str | None = None) -> RunResult:
-    """Read a complete result folder; DamagedResult / MissingResult otherwise."""
+    """Read a complete result folder; DamagedResult / MissingResult otherwise (a checksummed file that does
+    not parse too: its checksum may have been forged with it)."""
+    try:
+        return _load_checked(path, fingerprint)
+    except MissingResult:
+        raise
+    except Exception as err:  # noqa: BLE001 -- whatever a forged file breaks in a reader: damaged
+        detail = f"{path} holds a result file that does not parse ({type(err).__name__}: {err})"
+        raise DamagedResult(" ".join(detail.split())) from None
+
+
+def _load_checked(path: str | Path, fingerprint: str | None = None) -> RunResult:
     import pandas as pd
 
     path = Path(path)
@@ -389,15 +414,16 @@ def load_run(path: str | Path, fingerprint: str | None = None) -> RunResult:
         raise DamagedResult(detail)
     if status != "complete":
         raise MissingResult(detail, status)
-    metrics = json.loads((path / "metrics.json").read_text())
-    config = json.loads((path / "config.json").read_text())
-    with np.load(path / "attention.npz") as z:
+    metrics, config = read_json(path / "metrics.json"), read_json(path / "config.json")
+    if not all(isinstance(config.get(k), str) for k in ("experiment", "preset")):
+        raise ValueError("config.json does not name its experiment and preset as strings")
+    with np.load(io.BytesIO(read_regular(path / "attention.npz"))) as z:
         attention = dict(z)
     centers = None
     if (path / "centers.npz").exists():
         with np.load(path / "centers.npz") as z:
             centers = dict(z)
-    history = pd.read_csv(path / "history.csv")
+    history = pd.read_csv(io.BytesIO(read_regular(path / "history.csv")))
     return RunResult(
         config["experiment"], config["preset"], path, config, metrics, history, attention, centers
     )

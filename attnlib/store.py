@@ -126,15 +126,11 @@ def read_regular(path: str | Path, limit: int = MAX_RESULT_BYTES) -> bytes:
 
 
 def read_json(path: str | Path, limit: int = MAX_JSON_BYTES):
-    """The JSON value in `path` (`read_regular`); ValueError when it is not JSON, nests deeper than
-    MAX_JSON_DEPTH, or holds NaN / Infinity (never written by attnlib)."""
+    """The JSON value in `path` (`read_regular`); ValueError when it is not JSON or nests deeper than
+    MAX_JSON_DEPTH (a RecursionError in the reader otherwise)."""
     data = read_regular(path, limit)
-
-    def no_constant(name):
-        raise ValueError(f"{name} is not a JSON number")
-
     try:
-        value = json.loads(data, parse_constant=no_constant)
+        value = json.loads(data)
     except RecursionError:
         raise ValueError(f"{path}: nested too deeply") from None
     depth, stack = 0, [(value, 1)]

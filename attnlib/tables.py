@@ -5,14 +5,14 @@ table holds. Never trains.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from attnlib import experiments
-from attnlib.runs import Runs, inspect_run, load_run, run_config, run_dir
+from attnlib.runs import MissingResult, Runs, inspect_run, load_run, run_config, run_dir
 from attnlib.snapshots import cpu_threads
+from attnlib.store import read_json
 
 #: The columns of `frame`, the one results table.
 COLUMNS = (
@@ -98,7 +98,12 @@ def saved(
         path = run_dir(results_dir, name, preset, seed)
         config = run_config(name, preset, seed=seed, data=data)
         status, detail = inspect_run(path, expected=config)
-        runs[name] = load_run(path, config["fingerprint"]) if status == "complete" else None
+        runs[name] = None
+        if status == "complete":
+            try:
+                runs[name] = load_run(path, config["fingerprint"])
+            except MissingResult as err:  # a checksummed file that does not parse (a forged checksum)
+                status, detail = "damaged", err.detail
         runs.status[name] = (status, detail)
     return runs
 
@@ -157,7 +162,7 @@ def seed_accuracies(
         path = run_dir(results_dir, experiment, preset, seed)
         status, detail = inspect_run(path, expected=run_config(experiment, preset, seed=seed, data=data))
         if status == "complete":
-            found[seed] = json.loads((path / "metrics.json").read_text())["test_accuracy"]
+            found[seed] = read_json(path / "metrics.json")["test_accuracy"]  # checked by inspect_run
         elif status != "missing" or seed > 0:
             problems.append(f"seed {seed}: {status}" + (f" ({detail})" if detail else ""))
     return found, problems
@@ -277,7 +282,7 @@ def table3(results_dir: str | Path = "results", preset: str = "paper", *, data=N
 
 def _params_of_any_seed(results_dir, experiment: str, preset: str, seeds) -> int:
     path = run_dir(results_dir, experiment, preset, seeds[0])
-    return json.loads((path / "metrics.json").read_text())["params"]
+    return read_json(path / "metrics.json")["params"]
 
 
 #: The columns `table1` shows: no `pair` / `variant` (no HA model in Table 1), no data provenance.

@@ -137,16 +137,13 @@ def test_read_regular_refuses_a_device_a_link_and_a_large_file(tmp_path, outside
     assert read_regular(outside) == b"precious\n"
 
 
-def test_read_json_refuses_deep_nesting_and_non_finite_numbers(tmp_path):
+def test_read_json_refuses_deep_nesting(tmp_path):
     path = tmp_path / "metrics.json"
     path.write_text("[" * 100_000 + "]" * 100_000)  # a RecursionError in json, were it not caught
     with pytest.raises(ValueError, match="nested"):
         read_json(path)
     path.write_text("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1))
     with pytest.raises(ValueError, match=f"deeper than {MAX_JSON_DEPTH}"):
-        read_json(path)
-    path.write_text('{"test_accuracy": NaN}')
-    with pytest.raises(ValueError, match="NaN is not a JSON number"):
         read_json(path)
     path.write_text('{"a": [1, {"b": 2}]}')
     assert read_json(path) == {"a": [1, {"b": 2}]}

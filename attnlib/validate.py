@@ -1,0 +1,203 @@
+"""What a saved result may hold: a results folder is untrusted input (people share, commit and pull it), so
+every value a reader uses is checked here before `attnlib.runs.inspect_run` calls the result complete.
+
+- `files_problem`: metrics.json's "files" names only plain files of the run folder (no path, no link, no
+  FIFO or device), covers every file the result needs (RESULT_FILES, and each of OPTIONAL_FILES present in
+  the folder), and each matches its sha256 (read bounded: `attnlib.store.read_regular`).
+- `history_problem`: metrics.json's test accuracy (and test loss) is the last row of the checksummed
+  history.csv, and its row count the provenance's epochs_trained.
+- `values_problem`: ranges of metrics.json's numbers and the type and range of every provenance field.
+- `checkpoint_problem`: a checkpoint's entries (types, ranges, finite history) before `attnlib.train`
+  resumes from it.
+
+Each returns '' when all is well, else one line saying what is wrong (the result is then *damaged*)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from attnlib.store import MAX_RESULT_BYTES, read_regular
+
+RESULT_FILES = ("config.json", "history.csv", "attention.npz")  # what every complete result holds
+OPTIONAL_FILES = ("centers.npz", "probe.npz")  # listed in "files" whenever present in the folder
+NOT_A_RESULT_FILE = ("metrics.json", "run.lock", "checkpoints")
+
+MAX_PARAMS = 10**10  # 100x the largest network of either paper
+MAX_WALL_MS = 10**6  # one image in over 16 minutes: no measurement of these networks
+MAX_SECONDS = 10**8  # three years of training
+MAX_IMAGES = 10**8
+MAX_EPOCHS = 10**5
+MAX_STRING = 4096
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _number(v, low: float = -math.inf, high: float = math.inf) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and low <= v <= high
+
+
+def _int(low: int, high: int) -> Callable[[object], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def _string(v) -> bool:
+    return isinstance(v, str) and len(v) <= MAX_STRING
+
+
+def _optional(ok: Callable[[object], bool]) -> Callable[[object], bool]:
+    return lambda v: v is None or ok(v)
+
+
+def _git(v) -> bool:
+    return (
+        isinstance(v, dict)
+        and set(v) <= {"commit", "dirty"}
+        and _optional(_string)(v.get("commit"))
+        and (v.get("dirty") is None or isinstance(v.get("dirty"), bool))
+    )
+
+
+# metrics.json's numbers beyond their types (attnlib.runs checks the types): absurd values are damage
+METRICS_RANGES = {
+    "params": (_int(0, MAX_PARAMS), f"an integer in [0, {MAX_PARAMS:.0e}]"),
+    "wall_time_ms": (lambda v: _number(v, 0, MAX_WALL_MS), f"a number in [0, {MAX_WALL_MS:.0e}]"),
+    "wall_time_std_ms": (_optional(lambda v: _number(v, 0, MAX_WALL_MS)), f"a number in [0, {MAX_WALL_MS:.0e}]"),
+    "wall_time_reps": (_int(1, 10**7), "an integer >= 1"),
+    "wall_time_warmup": (_int(0, 10**7), "an integer >= 0"),
+    "wall_time_dtype": (_string, "a string"),
+    "wall_time_device": (_string, "a string"),
+    "fingerprint": (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{1,64}", v) is not None, "hex"),
+}
+
+# every field `attnlib.runs` writes in provenance (a field absent from older results is not required)
+PROVENANCE = {
+    "experiment": (_string, "a string"),
+    "preset": (_string, "a string"),
+    "seed": (_int(0, 2**32 - 1), "an integer in [0, 2**32)"),
+    "epochs": (_int(1, MAX_EPOCHS), f"an integer in [1, {MAX_EPOCHS}]"),
+    "epochs_trained": (_int(1, MAX_EPOCHS), f"an integer in [1, {MAX_EPOCHS}]"),
+    "best_test_accuracy": (lambda v: _number(v, 0, 1), "a number in [0, 1]"),
+    "dataset": (_string, "a string"),
+    "data": (_string, "a string"),
+    "train_images": (_int(1, MAX_IMAGES), f"an integer in [1, {MAX_IMAGES:.0e}]"),
+    "test_images": (_int(1, MAX_IMAGES), f"an integer in [1, {MAX_IMAGES:.0e}]"),
+    "device": (_string, "a string"),
+    "threads": (_optional(_int(1, 4096)), "an integer in [1, 4096] or null"),
+    "world_size": (_int(1, 4096), "an integer in [1, 4096]"),
+    "bf16": (lambda v: isinstance(v, bool), "true or false"),
+    "torch": (_string, "a string"),
+    "python": (_string, "a string"),
+    "git": (_git, 'an object {"commit": string or null, "dirty": bool or null}'),
+    "git_at_write": (_git, 'an object {"commit": string or null, "dirty": bool or null}'),
+    "hostname": (_optional(_string), "a string or null"),
+    "train_seconds": (lambda v: _number(v, 0, MAX_SECONDS), f"a number in [0, {MAX_SECONDS:.0e}]"),
+    "resumed_from": (_optional(_string), "a string or null"),
+    "finished": (_string, "a string"),
+    "command": (_optional(_string), "a string or null"),
+}
+
+
+def values_problem(metrics: dict) -> str:
+    """'' or what is wrong with the range of a metrics.json number or a provenance field."""
+    for key, (ok, allowed) in METRICS_RANGES.items():
+        if key in metrics and not ok(metrics[key]):
+            return f"{key} is {_shown(metrics[key])}, not {allowed}"
+    provenance = metrics.get("provenance")
+    if not isinstance(provenance, dict):
+        return f"provenance is {_shown(provenance)}, not an object"
+    for key, (ok, allowed) in PROVENANCE.items():
+        if key in provenance and not ok(provenance[key]):
+            return f"provenance.{key} is {_shown(provenance[key])}, not {allowed}"
+    trained, epochs = provenance.get("epochs_trained"), provenance.get("epochs")
+    if isinstance(trained, int) and isinstance(epochs, int) and trained > epochs:
+        return f"provenance.epochs_trained is {trained}, more than provenance.epochs ({epochs})"
+    return ""
+
+
+def files_problem(path: str | Path, files: dict) -> str:
+    """'' or what is wrong with metrics.json's "files" of the run folder `path` (see the module)."""
+    path = Path(path)
+    for name in files:
+        plain = name == Path(name).name and name not in ("", ".", "..") and "\x00" not in name
+        if not plain or name.startswith(".") or name in NOT_A_RESULT_FILE:
+            return f'metrics.json "files" names {_shown(name)}, not a result file of the run folder'
+    absent = [n for n in RESULT_FILES if n not in files]
+    absent += [n for n in OPTIONAL_FILES if n not in files and (path / n).is_file()]
+    if absent:
+        return f'metrics.json "files" lacks {", ".join(absent)} (it must vouch for every result file)'
+    for name, digest in files.items():
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            return f'metrics.json "files" gives {name} the digest {_shown(digest)}, not a sha256'
+        if not (path / name).exists() and not (path / name).is_symlink():
+            return f"{path / name} is missing"
+        data = read_regular(path / name)  # a link, FIFO, device or huge file: an OSError naming it
+        if hashlib.sha256(data).hexdigest() != digest:
+            return f"{path / name} does not match its checksum in metrics.json"
+        wrong = _content_problem(name, data)  # a checksum forged with the file
+        if wrong:
+            return f"{path / name} {wrong}"
+    return ""
+
+
+def _content_problem(name: str, data: bytes) -> str:
+    """'' when a result file parses as what readers take it for: an npz of numeric arrays (no pickles), a
+    config.json object naming its experiment and preset."""
+    if name.endswith(".npz"):
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
+                for key in z.files:
+                    if z[key].dtype.kind not in "biuf":
+                        return f"holds {key} of dtype {z[key].dtype}, not numbers"
+        except Exception as err:  # noqa: BLE001 -- zip, format or pickle errors alike: not an npz of numbers
+            return f"is not an npz of numeric arrays ({type(err).__name__}: {' '.join(str(err).split())[:120]})"
+    elif name == "config.json":
+        try:
+            config = json.loads(data)
+        except (ValueError, RecursionError):
+            return "is not JSON"
+        if not isinstance(config, dict) or not all(
+            isinstance(config.get(k), str) for k in ("experiment", "preset", "family", "fingerprint")
+        ):
+            return "does not name its experiment, preset, family and fingerprint as strings"
+    return ""
+
+
+def history_problem(path: str | Path, metrics: dict) -> str:
+    """'' when metrics.json's test_accuracy (and test_loss, when given) equals the last row of history.csv
+    (its checksum is checked first: `files_problem`) and provenance.epochs_trained its row count."""
+    path = Path(path) / "history.csv"
+    text = read_regular(path, MAX_RESULT_BYTES).decode("utf-8", errors="replace")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if not rows:
+        return f"{path} has no rows"
+    last = rows[-1]
+    for key, column in (("test_accuracy", "test_acc"), ("test_loss", "test_loss")):
+        if key not in metrics or column not in last:
+            if key == "test_accuracy":
+                return f"{path} has no {column} column"
+            continue
+        try:
+            saved = float(last[column])
+        except (TypeError, ValueError):
+            return f"{path}: its last {column} is {_shown(last[column])}, not a number"
+        if not math.isfinite(saved):
+            return f"{path}: its last {column} is {saved} (the run diverged)"
+        if not math.isclose(saved, metrics[key], rel_tol=1e-9, abs_tol=1e-12):
+            return f"metrics.json {key} is {metrics[key]!r}, but the last row of {path} says {saved!r}"
+    trained = metrics.get("provenance", {}).get("epochs_trained")
+    if isinstance(trained, int) and trained != len(rows):
+        return f"metrics.json provenance.epochs_trained is {trained}, but {path} has {len(rows)} rows"
+    return ""
+
+
+def _shown(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."

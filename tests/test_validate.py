@@ -1,0 +1,179 @@
+"""attnlib.validate through attnlib.runs.inspect_run / load_run and the tables: a results folder is untrusted
+input. "files" names only plain files of the run folder and covers the result; reads are bounded and never
+block; metrics.json agrees with the checksummed history.csv; every provenance field has its type and range;
+a result that fails is *damaged*, shown as such, never as a number."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+import pytest
+
+from attnlib.runs import DamagedResult, inspect_run, load_run, run_dir, run_or_load
+from attnlib.tables import table3
+from attnlib.validate import files_problem, history_problem, values_problem
+
+
+def _edit(folder, change) -> None:
+    metrics = json.loads((folder / "metrics.json").read_text())
+    change(metrics)
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+
+
+def _assert_damaged(root, folder, fragment: str) -> None:
+    start = time.monotonic()
+    status, detail = inspect_run(folder)
+    assert status == "damaged" and fragment in detail and "\n" not in detail, detail
+    row = table3(root, "smoke").set_index("experiment").loc["vit"]  # shown as damaged, never as a number
+    assert row["status"] == "damaged" and row[["accuracy", "params", "wall_time_ms"]].isna().all()
+    with pytest.raises(DamagedResult):
+        run_or_load("vit", "smoke", results_dir=root, train_missing=False)
+    assert time.monotonic() - start < 30  # no read of /dev/zero, no wait on a FIFO
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("/dev/zero", "names '/dev/zero', not a result file"),
+        ("../../outside.json", "names '../../outside.json'"),
+        ("checkpoints", "names 'checkpoints'"),
+        ("metrics.json", "names 'metrics.json'"),
+        (".hidden", "names '.hidden'"),
+    ],
+)
+def test_files_may_name_only_result_files_of_the_run_folder(copy, name, fragment):
+    folder = run_dir(copy, "vit", "smoke")
+    _edit(folder, lambda m: m["files"].__setitem__(name, "0" * 64))
+    _assert_damaged(copy, folder, fragment)
+
+
+@pytest.mark.parametrize("dropped", ["config.json", "history.csv", "attention.npz", "all"])
+def test_files_must_cover_every_result_file(copy, dropped):
+    folder = run_dir(copy, "vit", "smoke")
+    _edit(folder, lambda m: m["files"].clear() if dropped == "all" else m["files"].pop(dropped))
+    _assert_damaged(copy, folder, "lacks " + ("config.json" if dropped == "all" else dropped))
+
+
+def test_files_must_cover_an_optional_file_present_in_the_folder(copy):
+    """probe.npz (or centers.npz) in the folder but not vouched for: damaged (coordinated by name only)."""
+    folder = run_dir(copy, "vit", "smoke")
+    metrics = json.loads((folder / "metrics.json").read_text())
+    if "probe.npz" in metrics["files"]:
+        _edit(folder, lambda m: m["files"].pop("probe.npz"))
+    else:
+        (folder / "probe.npz").write_bytes(b"not vouched for")
+    _assert_damaged(copy, folder, "lacks probe.npz")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link", "dev"])
+def test_a_result_file_that_is_no_regular_file_is_damaged_without_blocking(copy, kind, tmp_path):
+    folder = run_dir(copy, "vit", "smoke")
+    (folder / "history.csv").unlink()
+    if kind == "fifo":
+        os.mkfifo(folder / "history.csv")
+    elif kind == "link":
+        (folder / "history.csv").symlink_to(tmp_path / "elsewhere.csv")
+        (tmp_path / "elsewhere.csv").write_text("epoch,test_acc\n1,0.5\n")
+    else:
+        (folder / "history.csv").symlink_to("/dev/zero")
+    _assert_damaged(copy, folder, "history.csv is unreadable")
+
+
+def _forge(folder, name: str, data: bytes) -> None:
+    """Replace a result file and forge its checksum in metrics.json (what a hostile copy can do)."""
+    (folder / name).write_bytes(data)
+    _edit(folder, lambda m: m["files"].__setitem__(name, hashlib.sha256(data).hexdigest()))
+
+
+def test_test_accuracy_must_equal_the_last_row_of_the_history(copy):
+    folder = run_dir(copy, "vit", "smoke")
+    _edit(folder, lambda m: m.__setitem__("test_accuracy", 0.999))
+    _assert_damaged(copy, folder, "metrics.json test_accuracy is 0.999, but the last row of")
+
+
+def test_a_history_whose_last_test_loss_is_not_finite_is_damaged(copy):
+    folder = run_dir(copy, "vit", "smoke")
+    lines = (folder / "history.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    last = lines[-1].split(",")
+    last[header.index("test_loss")] = "nan"
+    _forge(folder, "history.csv", "\n".join([*lines[:-1], ",".join(last)]).encode() + b"\n")
+    _assert_damaged(copy, folder, "its last test_loss is nan (the run diverged)")
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "fragment"),
+    [
+        ("attention.npz", b"garbage, not a zip", "attention.npz is not an npz of numeric arrays"),
+        ("config.json", b"[1, 2]", "config.json does not name its experiment"),
+        ("config.json", b"{not json", "config.json is not JSON"),
+    ],
+)
+def test_a_forged_result_file_is_damaged(copy, name, data, fragment):
+    """A garbage file with a forged checksum: damaged (inspect_run parses what readers parse)."""
+    folder = run_dir(copy, "vit", "smoke")
+    _forge(folder, name, data)
+    _assert_damaged(copy, folder, fragment)
+
+
+def test_load_run_reports_a_file_changed_after_the_check_as_damaged(copy, monkeypatch):
+    """The backstop: a file that parses at the check but not when read (replaced in between) raises
+    DamagedResult in one line, not the reader's traceback."""
+    folder = run_dir(copy, "vit", "smoke")
+    monkeypatch.setattr("attnlib.runs.inspect_run", lambda *a, **k: ("complete", ""))
+    (folder / "attention.npz").write_bytes(b"garbage, not a zip")
+    with pytest.raises(DamagedResult) as err:
+        load_run(folder)
+    assert "does not parse" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("params", 10**40, "params is 10000000000"),
+        ("wall_time_ms", 1e308, "wall_time_ms is 1e+308"),
+        ("provenance.epochs_trained", "many", "provenance.epochs_trained is 'many'"),
+        ("provenance.world_size", "2", "provenance.world_size is '2'"),
+        ("provenance.seed", -1, "provenance.seed is -1"),
+        ("provenance.bf16", "yes", "provenance.bf16 is 'yes'"),
+        ("provenance.git", {"commit": 3}, "provenance.git is {'commit': 3}"),
+        ("provenance.dataset", "x" * 5000, "provenance.dataset is 'xxx"),
+        ("provenance.train_seconds", float("inf"), "provenance.train_seconds is inf"),
+        ("provenance.hostname", ["vm"], "provenance.hostname is ['vm']"),
+    ],
+)
+def test_provenance_types_and_ranges_are_checked(copy, key, value, fragment):
+    folder = run_dir(copy, "vit", "smoke")
+
+    def change(m):
+        if key.startswith("provenance."):
+            m["provenance"][key.split(".")[1]] = value
+        else:
+            m[key] = value
+
+    _edit(folder, change)
+    _assert_damaged(copy, folder, fragment)
+
+
+def test_deeply_nested_metrics_are_damaged_in_one_line(copy):
+    folder = run_dir(copy, "vit", "smoke")
+    (folder / "metrics.json").write_text("[" * 200_000 + "]" * 200_000)
+    _assert_damaged(copy, folder, "nested")
+    nested: list = []
+    for _ in range(40):  # parses, but deeper than any result file
+        nested = [nested]
+    (folder / "metrics.json").write_text(json.dumps({"files": {"a": nested}}))
+    _assert_damaged(copy, folder, "nested deeper")
+
+
+def test_every_saved_result_of_this_repository_passes(trained):
+    """The checks refuse nothing that `train_run` writes: the suite's smoke results pass each of them."""
+    for name in ("vit", "vit_ha"):
+        folder = run_dir(trained, name, "smoke")
+        metrics = json.loads((folder / "metrics.json").read_text())
+        assert values_problem(metrics) == ""
+        assert files_problem(folder, metrics["files"]) == ""
+        assert history_problem(folder, metrics) == ""
