@@ -237,7 +237,7 @@ class Learned2DEncoding(RelativeEncoding):
 
     The row / column naming follows the official code. (The [Re] code views its (B, H, W, ·) queries as
     (B, W, H, ·) and permutes the score tensor back, which on a square grid pairs the scores of the
-    transposed query and key pixels with the values; we do not copy that.)
+    transposed query and key pixels with the values: the layer's ``score_layout="re"``, not this encoding.)
     """
 
     def __init__(

@@ -10,6 +10,10 @@ block is the same without ``Dense`` and with ReLU in the MLP (``attn_dense=False
 
     x = x + Dropout(MHSA(LN(x)));  x = x + Dropout(W₂ GELU(W₁ LN(x)))
 
+``norm="re"`` is the [Re] ViT block (``ViT/models/networks.py``), whose residual adds the *normalised* input:
+
+    h = LN(x);  x = h + Dropout(MHSA(h));  h = LN(x);  x = h + Dropout(W₂ GELU(W₁ h))
+
 Hierarchical Attention ([Re] report, Sec. 4.1): one shared block applied ``layers`` times; the keys
 are computed once, from the first application's input, and reused; queries, values and positional
 scores are recomputed from each application's input. The parameter count does not depend on ``layers``.
@@ -26,7 +30,7 @@ from attnlib.checks import check_choice, check_positive_int, check_probability
 from .layer import MultiHeadSelfAttention2d
 from .ops import Dropout
 
-NORMS = ("post", "pre")
+NORMS = ("post", "pre", "re")
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}  # the MLP's non-linearity (official BERT: GELU; [Re]: ReLU)
 
 
@@ -36,7 +40,8 @@ class EncoderBlock(nn.Module):
     Args:
         attn: the attention layer (its ``out_dim`` must equal ``dim``).
         dim: hidden size D. mlp: MLP hidden size. dropout: hidden dropout.
-        norm: "post" (paper / BERT) or "pre" (ViT). eps: layer-norm epsilon (official: 1e-12).
+        norm: "post" (paper / BERT), "pre" (ViT) or "re" (the [Re] ViT: residual on LN(x)).
+        eps: layer-norm epsilon (official: 1e-12).
         attn_dense: add BertSelfOutput's Linear(D, D) after the attention (paper model).
         activation: the MLP's non-linearity, "gelu" or "relu".
     """
@@ -79,6 +84,10 @@ class EncoderBlock(nn.Module):
         if self.norm == "post":
             x = self.norm1(x + self.dropout(self.attn_dense(a)))
             x = self.norm2(x + self.dropout(self.mlp(x)))
+        elif self.norm == "re":  # [Re]: out = f(LN(x)) + LN(x)
+            x = h + self.dropout(self.attn_dense(a))
+            h = self.norm2(x)
+            x = h + self.dropout(self.mlp(h))
         else:
             x = x + self.dropout(self.attn_dense(a))
             x = x + self.dropout(self.mlp(self.norm2(x)))

@@ -18,8 +18,17 @@ Two codes build this model, and ``block`` says whose block to use:
   then Linear(16·D, D)); its 9-head models average the hidden states (``value="paper"``).
 
 ``learned_form`` picks the learned encoding's score (``attnlib.attention.encodings.LEARNED_FORMS``:
-"official", "attnlib", "re"). Both codes initialise differently (the [Re] code keeps PyTorch's defaults);
-we use ``init_bert_weights`` for every model.
+"official", "attnlib", "re").
+
+The [Re] code's quirks, each a field with the intended form beside it (the registry sets the [Re] form for
+the experiments that reproduce a [Re] row; Paper A's keep the official code's):
+
+- ``init``: "official" (default), ``init_bert_weights``: N(0, 0.02²) for Linear / Embedding weights, zero
+  biases, LayerNorm (1, 0) | "re", PyTorch's defaults as the [Re] code leaves them: Linear weights and biases
+  U(±1/√fan_in) (kaiming-uniform, a = √5), the positional tables (``nn.Embedding``) N(0, 1), LayerNorm (1, 0).
+- ``score_layout``: "intended" (default), the score as written (``attnlib.attention.layer``) | "re", the
+  queries and keys read as (B, W, H) and the scores permuted back, A_re[q, k] = Ã[σq, σk] with σ the grid
+  transposed (learned_form "re" only, the [Re] learned models with content).
 """
 
 from __future__ import annotations
@@ -42,6 +51,8 @@ from attnlib.errors import ConfigError
 
 ENCODINGS = ("quadratic_iso", "quadratic_aniso", "learned")
 BLOCKS = ("official", "re")  # whose encoder block: Cordonnier et al.'s official code or the [Re] code
+INITS = ("official", "re")  # init_bert_weights, or PyTorch's defaults as the [Re] code keeps them
+SCORE_LAYOUTS = ("intended", "re")  # attnlib.attention.layer.SCORE_LAYOUTS
 # PaperConfig.value -> what V^(h) is (the layer's ``values``): the input X, or X W_val^(h)
 VALUES = {"paper": "input", "standard": "projected"}
 
@@ -67,14 +78,28 @@ class PaperConfig:
     value: str = "paper"  # "paper": V^(h) = X; "standard": per-head projection X W_val^(h) ([Re] 16 heads)
     # learned encoding: r and w ~ N(0, std²) (None: init_bert_weights' 0.02, as every run before the field)
     positional_std: float | None = field(default=None, metadata={"before": None})
+    # "official": init_bert_weights; "re": PyTorch's defaults (the [Re] code); module docstring's table
+    init: str = field(default="official", metadata={"before": "official"})
+    # "intended" | "re": the [Re] (B, W, H) read of queries and keys (learned_form "re" only)
+    score_layout: str = field(default="intended", metadata={"before": "intended"})
 
     def __post_init__(self):
         for name in ("layers", "hidden", "mlp", "heads", "max_pos", "downsample"):
             check_positive_int(name, getattr(self, name))
         check_positive_int("num_classes", self.num_classes, 2)
         check_choice("encoding", self.encoding, ENCODINGS)
-        for name, allowed in (("block", BLOCKS), ("learned_form", LEARNED_FORMS), ("value", VALUES)):
+        for name, allowed in (
+            ("block", BLOCKS),
+            ("learned_form", LEARNED_FORMS),
+            ("value", VALUES),
+            ("init", INITS),
+            ("score_layout", SCORE_LAYOUTS),
+        ):
             check_choice(name, getattr(self, name), allowed)
+        if self.score_layout == "re" and not (self.encoding == "learned" and self.learned_form == "re"):
+            raise ConfigError(
+                "score_layout", self.score_layout, "'intended' (the [Re] layout is that of learned_form 're')"
+            )
         if self.encoding == "learned" and self.learned_form == "re":
             if not self.content:
                 raise ConfigError("content", self.content, "True (learned_form 're' scores with the queries)")
@@ -137,6 +162,7 @@ class AttentionClassifier(nn.Module):
                 attn_dropout=cfg.attn_dropout,
                 values=VALUES[cfg.value],
                 qkv_bias=official,
+                score_layout=cfg.score_layout,
             )
             return EncoderBlock(
                 attn,
@@ -151,7 +177,9 @@ class AttentionClassifier(nn.Module):
 
         self.encoder = Encoder(block, cfg.layers, hierarchical=cfg.hierarchical)
         self.classifier = nn.Linear(cfg.hidden, cfg.num_classes)
-        self.apply(init_bert_weights)
+        if cfg.init == "official":
+            self.apply(init_bert_weights)
+        # init "re": every module keeps PyTorch's default, as the [Re] code (module docstring)
         if cfg.positional_std is not None:
             for encoding in self.modules():
                 if isinstance(encoding, Learned2DEncoding):
