@@ -12,7 +12,7 @@ export JUPYTER_PATH := $(abspath $(VENV))/share/jupyter
 export MPLBACKEND   := Agg
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup test test-fast lint book check-book chromium bench converge seeds clean
+.PHONY: setup test test-fast lint book check-book chromium bench long seeds clean
 
 # What the built book depends on: `check-book` rebuilds it only when one of these is newer than the build.
 BOOK_STAMP  := _build/html/.attnlib-built
@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 lint: setup
-	$(PY) -m ruff check attnlib tests
+	$(PY) -m ruff check attnlib tests tools
 
 test: setup lint
 	$(PY) -m pytest
@@ -53,14 +53,23 @@ check-book: setup chromium $(BOOK_STAMP)
 chromium: setup   # before the build: say at once how to install Chromium where it is missing
 	@$(PY) -m attnlib.bookcheck --find-chromium
 
+# The book's golden snapshot (tools/golden.py): every glued value, table, figure hash, the table1/table3 output
+# and every fingerprint, at the chapters' default parameters, against tests/golden/book.json. `golden-write`
+# rewrites it after a change made on purpose (say which in the commit).
+golden: setup
+	$(PY) tools/golden.py check
+
+golden-write: setup
+	$(PY) tools/golden.py write
+
 bench: setup
 	$(PY) -m attnlib bench
 
-# The runs behind the claims ledger (attnlib.claims.CONVERGE_PLAN), one single-thread lane per core; stop it
+# The runs behind the claims ledger (attnlib.claims.LONG_PLAN), one single-thread lane per core; stop it
 # any time (Ctrl-C): each run saves a checkpoint, and the same command goes on from there.
 DATA ?= ../shared/data/cifar10
-converge: setup
-	$(PY) -m attnlib queue --preset converge --data $(DATA)
+long: setup
+	$(PY) -m attnlib queue --preset long --data $(DATA)
 
 # The budget seeds the HA comparisons still lack by the project's standard (3 per side, 5 while the Welch
 # interval holds 0): rerun after they finish, since a comparison still inconclusive at 3 asks for 5.
