@@ -25,7 +25,9 @@ class Reference:
     ``quantity`` is ``test_accuracy`` (a fraction) or ``params``; ``kind`` says what sort of figure it
     is: ``printed`` (read in the paper), ``claimed`` (a benchmark page quoting the paper),
     ``run-log`` (a run folder name / W&B export of the [Re] authors, not their printed table) or
-    ``derived`` (counted from the authors' code, not printed anywhere)."""
+    ``derived`` (counted from the authors' code, not printed anywhere). ``network``: "" when the figure is
+    for the experiment's own network; else the network it is for (the source's model for that row of the
+    paper's table, built differently from ours), so that it is never read as a number of our network."""
 
     experiment: str
     source: str
@@ -34,6 +36,7 @@ class Reference:
     kind: str
     where: str
     note: str = ""
+    network: str = ""
 
 
 _S1 = "epfml/attention-cnn code, layer shapes of runs/*/run.sh (derived in the research notes, A.3)"
@@ -46,13 +49,22 @@ _S8_CODE = (
     "NishantPrabhu/Self-Attention-and-Convolutions code and configs (derived in the research notes, B.1-B.2)"
 )
 
+# The [Re] models of Table 1's Paper A rows are built with the [Re] block (main/models/), not the official one
+# that our Paper A experiments use: their figures are labelled as those of another network (Reference.network).
+_RE_BLOCK = (
+    "the [Re] block (no BertSelfOutput Linear, LayerNorm eps 1e-5) and PyTorch's default init; "
+    "ours is Paper A's official block"
+)
+_RE_LEARNED_9H = "[Re] learned2d_nocontent_9heads"
+_RE_GAUSSIAN = "[Re] gaussian (non-isotropic)"
 
-def _acc(experiment, source, value, kind, where, note=""):
-    return Reference(experiment, source, "test_accuracy", value, kind, where, note)
+
+def _acc(experiment, source, value, kind, where, note="", network=""):
+    return Reference(experiment, source, "test_accuracy", value, kind, where, note, network)
 
 
-def _par(experiment, source, value, where, note=""):
-    return Reference(experiment, source, "params", value, "derived", where, note)
+def _par(experiment, source, value, where, note="", network=""):
+    return Reference(experiment, source, "params", value, "derived", where, note, network)
 
 
 REFERENCES: tuple[Reference, ...] = (
@@ -80,7 +92,9 @@ REFERENCES: tuple[Reference, ...] = (
         "run-log",
         _S8_LOG.format("g_2020-12-31_22-09_normal_9365"),
         "non-isotropic: configs/gaussian.yaml committed at 21:23 that day (4698a66) and the hyperparameters.txt "
-        "of that day's earlier runs say attention_isotropic_gaussian: false, 9 heads; W&B CSV max 0.9341",
+        "of that day's earlier runs say attention_isotropic_gaussian: false, 9 heads; W&B CSV max 0.9341; "
+        f"of another network, {_RE_GAUSSIAN}: {_RE_BLOCK}",
+        network=_RE_GAUSSIAN,
     ),
     _acc(
         "quadratic_aniso_16h",
@@ -89,10 +103,18 @@ REFERENCES: tuple[Reference, ...] = (
         "run-log",
         _S8_LOG.format("g_2021-01-18_21-00_normal_16heads_9311"),
         "non-isotropic: main/configs/gaussian.yaml committed the next day (10fce8b) has 16 heads and "
-        "attention_isotropic_gaussian: False",
+        f"attention_isotropic_gaussian: False; of another network, {_RE_GAUSSIAN}, 16 heads: {_RE_BLOCK}",
+        network=_RE_GAUSSIAN + ", 16 heads",
     ),
     _acc(
-        "learned_9h", RE, 0.9036, "run-log", _S8_LOG.format("l2d_..._normal_nqc_9036"), "W&B CSV max 0.9036"
+        "learned_9h",
+        RE,
+        0.9036,
+        "run-log",
+        _S8_LOG.format("l2d_..._normal_nqc_9036"),
+        f"W&B CSV max 0.9036; of another network, {_RE_LEARNED_9H} (11,316,390 parameters): {_RE_BLOCK} "
+        "(12,278,682)",
+        network=_RE_LEARNED_9H,
     ),
     _acc("learned_16h", RE, 0.9115, "run-log", _S8_LOG.format("l2d_..._normal_nqc_16heads_9115")),
     _acc(
@@ -113,9 +135,30 @@ REFERENCES: tuple[Reference, ...] = (
         "W&B CSV max 0.9074 (possibly an earlier run)",
     ),
     _acc("learned_content_16h_ha", RE, 0.8768, "run-log", _S8_LOG.format("l2d_..._hier_qc_16heads_8768")),
-    _par("quadratic_iso_9h", RE, 11_124_444, _S8_CODE),
-    _par("quadratic_aniso_9h", RE, 11_124_606, _S8_CODE),
-    _par("learned_9h", RE, 11_316_390, _S8_CODE),
+    _par(
+        "quadratic_iso_9h",
+        RE,
+        11_124_444,
+        _S8_CODE,
+        f"of another network, [Re] gaussian: {_RE_BLOCK}",
+        network="[Re] gaussian (isotropic)",
+    ),
+    _par(
+        "quadratic_aniso_9h",
+        RE,
+        11_124_606,
+        _S8_CODE,
+        f"of another network, {_RE_GAUSSIAN}: {_RE_BLOCK}",
+        network=_RE_GAUSSIAN,
+    ),
+    _par(
+        "learned_9h",
+        RE,
+        11_316_390,
+        _S8_CODE,
+        f"of another network, {_RE_LEARNED_9H}: {_RE_BLOCK}",
+        network=_RE_LEARNED_9H,
+    ),
     _par("learned_16h", RE, 13_973_802, _S8_CODE, "the [Re] 16-head configs use hidden 256, MLP 400"),
     _par("learned_content_9h", RE, 28_478_682, _S8_CODE),
     _par("learned_content_16h", RE, 26_459_754, _S8_CODE, "the [Re] 16-head configs use hidden 256, MLP 400"),
@@ -191,7 +234,7 @@ def reference_value(experiment: str, source: str, quantity: str) -> float:
 
 
 def references_frame():
-    """All references as a table (experiment, source, quantity, value, kind, where, note)."""
+    """All references as a table (experiment, source, quantity, value, kind, where, note, network)."""
     import pandas as pd
 
     return pd.DataFrame([r.__dict__ for r in REFERENCES])

@@ -289,3 +289,18 @@ def test_san_init_is_pytorch_default_as_the_re_code(family):
             _check_uniform(m.weight, 1 / math.sqrt(fan_in), name)
             convs += 1
     assert convs > 10 and _check_re_defaults(model) >= {"linear", "norm"}
+
+
+# ------------------------------------------------------------------------------------ literature
+def test_re_figures_of_another_network_are_labelled_as_such():
+    """learned_9h (and the quadratic models) are Paper A's official block; the [Re] figures in their rows
+    are of the [Re] block's networks: labelled (``Reference.network``), and their counts are not ours."""
+    from attnlib.experiments import count_parameters
+    from attnlib.literature import RE, references
+
+    for name in ("learned_9h", "quadratic_iso_9h", "quadratic_aniso_9h"):
+        for ref in references(name, RE, "params"):
+            assert ref.network and "another network" in ref.note
+            assert count_parameters(name, "paper") != ref.value
+    (accuracy,) = references("learned_9h", RE, "test_accuracy")
+    assert accuracy.network == "[Re] learned2d_nocontent_9heads" and "11,316,390" in accuracy.note
