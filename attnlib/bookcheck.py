@@ -10,6 +10,8 @@ in Debian's ``chromium``, driven by Playwright, and fails when a page
 - shows Markdown as typed (`` `name` `` or ``**bold**`` in the visible text: a glued sentence or a table
   caption is plain text),
 - logs a JavaScript error (console errors and uncaught exceptions; a local file that fails to load counts),
+- holds markup no chapter wrote in its article: an event-handler attribute (``on*=``) or a script, iframe,
+  object or embed element (a string from a results file shown as HTML; ``injected_markup``),
 - has a figure (``img``, ``svg``, ``canvas``, ``video``) wider than its text column or the window,
 - or has a table wider than the box that holds it (its ``scrollWidth`` over the parent's ``clientWidth``:
   the theme lets it scroll sideways) or than its text column, whatever its class; tables in closed
@@ -30,6 +32,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -112,6 +115,20 @@ async () => {
       const head = el.querySelector("caption") || el.querySelector("th, td");
       const name = (head ? head.textContent : "").trim().replace(/\s+/g, " ").slice(0, 60) || "table";
       out.wideTables.push(`${name}: ${el.scrollWidth} px wide in a box of ${room} px (column ends at ${Math.round(limit)} px, table at ${Math.round(box.right)} px)`);
+    }
+  }
+  // Markup no chapter wrote, live in the article: an event-handler attribute (on*=) or an executable
+  // element (a string from a results file that reached the page as HTML; injected_markup reads the file)
+  out.injected = [];
+  const article = document.querySelector("article.bd-article") || document.querySelector("article, main") || document.body;
+  for (const el of article.querySelectorAll("*")) {
+    const tag = el.tagName.toLowerCase();
+    for (const a of el.attributes) {
+      if (/^on/i.test(a.name)) out.injected.push(`<${tag} ${a.name}="${a.value.slice(0, 40)}">`);
+    }
+    const data = tag === "script" && /json|math\/tex/i.test(el.getAttribute("type") || "");
+    if (["script", "iframe", "object", "embed"].includes(tag) && !data) {
+      out.injected.push(`<${tag}> ${(el.getAttribute("src") || el.textContent).trim().slice(0, 60)}`);
     }
   }
   out.scrollWidth = document.documentElement.scrollWidth;
@@ -197,6 +214,39 @@ def check_pages(
     return reports
 
 
+class _ArticleMarkup(HTMLParser):
+    """Collects, inside the page's <article>, event-handler attributes and executable elements."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.depth, self.found = 0, []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "article":
+            self.depth += 1
+        if not self.depth:
+            return
+        for name, value in attrs:
+            if name.lower().startswith("on"):
+                self.found.append(f'<{tag} {name}="{(value or "")[:40]}">')
+        kind = dict(attrs).get("type") or ""
+        if tag in ("script", "iframe", "object", "embed") and not re.search(r"json|math/tex", kind, re.I):
+            self.found.append(f"<{tag}> {(dict(attrs).get('src') or '')[:60]}".rstrip())
+
+    def handle_endtag(self, tag):
+        if tag == "article" and self.depth:
+            self.depth -= 1
+
+
+def injected_markup(html: str) -> list[str]:
+    """What the page's article holds that no chapter writes: event-handler attributes (``onmouseover=``...)
+    and script, iframe, object or embed elements (data scripts, JSON or MathJax's, excepted). Chapters show
+    results as text and figures as images, so any of these is a string from a results file shown as HTML."""
+    parser = _ArticleMarkup()
+    parser.feed(html)
+    return parser.found
+
+
 def redirect_target(file: Path) -> str | None:
     """The page an HTML file redirects to at once (``<meta http-equiv="refresh" content="0; url=...">``,
     as Jupyter Book's ``index.html``), or None."""
@@ -267,6 +317,8 @@ def _check_page(browser, file: Path, root: Path, screenshots: Path | None, timeo
             report.problems.append(f"unrendered TeX in the text: …{tex}…")
         for markdown in found["markdown"]:
             report.problems.append(f"unrendered Markdown in the text: …{markdown}…")
+        for markup in sorted(set(found["injected"]) | set(injected_markup(file.read_text(errors="replace")))):
+            report.problems.append(f"markup no chapter wrote (a results file's string shown as HTML?): {markup}")
         for wide in found["wide"]:
             report.problems.append(f"figure wider than the page: {wide}")
         for wide in found["wideTables"]:

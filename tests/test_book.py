@@ -21,6 +21,7 @@ import yaml
 
 from attnlib import book, experiments
 from attnlib.book import display
+from attnlib.book.phrases import escaped
 from attnlib.runs import DamagedResult, MissingResult, run_or_load
 from attnlib.tables import table3
 
@@ -731,7 +732,7 @@ def test_damaged_and_stale_results_in_the_book(damaged, monkeypatch):
     assert cells.loc["ResNet18/normal", ("wall time", "ms")] == book.MISSING
     prose = book.provenance_markdown(frame.reset_index())
     assert "`vit_ha` is damaged" in prose and "`vit` was trained with another configuration" in prose
-    assert "train.epochs: 2 saved, 1 now" in prose
+    assert escaped("train.epochs: 2 saved, 1 now") in prose  # the detail shown as typed (test_phrases)
     notes = []
     monkeypatch.setattr(display, "note", lambda text, kind="note": notes.append(text))
     book.note_missing("Table 3", "smoke", names, runs.status)

@@ -59,7 +59,24 @@ def test_missing_book_and_missing_chromium_say_what_to_do(tmp_path, monkeypatch,
     assert bookcheck.main(["--find-chromium"]) == 2
 
 
+def test_injected_markup_in_the_article_is_found_and_text_is_not():
+    page = (
+        '<html><head><script src="_static/theme.js"></script></head><body><button onclick="print()">p</button>'
+        '<article class="bd-article"><p><b onmouseover="alert(1)">cifar10</b></p>'
+        "<p>&lt;b onmouseover=&quot;alert(1)&quot;&gt; shown as text</p><script>alert(2)</script>"
+        '<script type="application/json">{}</script><iframe src="x.html"></iframe></article></body></html>'
+    )
+    assert bookcheck.injected_markup(page) == [
+        '<b onmouseover="alert(1)">',
+        "<script>",
+        "<iframe> x.html",
+    ]  # the theme's head script and print button, outside the article, are not the chapters'
+    assert bookcheck.injected_markup("<article><p>&lt;script&gt;</p></article>") == []
+
+
 PAGES = {
+    "injected.html": '<html><body><article class="bd-article"><p>data: <b onmouseover="alert(1)">cifar10</b>'
+    "</p></article></body></html>",
     "clean.html": "<html><body><main><p>Plain prose: a 3 × 3 kernel, 5 $ each.</p><pre>C:\\temp \\alpha</pre>"
     '<img alt="small" width="200" height="100" src="data:image/gif;base64,R0lGODlhAQABAAAAACw=">'
     "</main></body></html>",
@@ -111,6 +128,7 @@ def test_the_browser_catches_each_fault(tmp_path):
     markdown = [p for p in reports["markdown.html"].problems if "unrendered Markdown" in p]
     assert len(markdown) == 2 and "`converge`" in markdown[0] and "**Wall time**" in markdown[1], markdown
     assert any("figure wider than the page" in p for p in reports["wide.html"].problems)
+    assert any('markup no chapter wrote' in p and "onmouseover" in p for p in reports["injected.html"].problems)
     wide_tables = [p for p in reports["widetable.html"].problems if "table wider than its column" in p]
     assert len(wide_tables) == 2, reports["widetable.html"].problems
     assert "Table 3. Too wide" in wide_tables[0] and "Protocols" in wide_tables[1], wide_tables

@@ -72,10 +72,12 @@ def bench_machine_markdown(report: dict) -> str:
     """Which machine, instruction sets, threads and load a benchmark ran on, and which matmul peak its
     utilisations divide by: its own (flagged when the load said the cores were shared) or the idle peak
     of the same machine (``bench_reports``)."""
+    from attnlib.book.phrases import escaped
+
     m = report["machine"]
     load = m.get("load_average_start")
-    flags = ", ".join(m.get("cpu_flags") or []) or "none of avx2 / avx512 / amx reported"
-    text = (
+    flags = ", ".join(map(str, m.get("cpu_flags") or [])) or "none of avx2 / avx512 / amx reported"
+    text = escaped(  # the report's strings, as typed
         f"Measured on {m.get('cpu') or m.get('device')} (instruction sets: {flags}; {m.get('usable_cores')} "
         f"cores, {m.get('torch_threads')} torch thread(s), torch {m.get('torch')}, CPU capability "
         f"{m.get('cpu_capability')})"
@@ -91,7 +93,7 @@ def bench_machine_markdown(report: dict) -> str:
         listed = ", ".join(f"{dt} {g:.0f} GFLOP/s" for dt, g in source["peaks"].items())
         text += (
             f", and the utilisations divide by the peak of an idle core of the same machine type ({listed}; "
-            f"best of several sizes and repetitions, `{source['path']}`, {source['finished']}, load "
+            f"best of several sizes and repetitions, `{source['path']}`, {escaped(source['finished'])}, load "
             f"{source['load']['load_before']} before), so they are lower bounds."
         )
     elif report.get("matmul_peak"):

@@ -119,15 +119,18 @@ def show_table(frame, caption: str | None = None, compact: bool = False, wrap_na
     page (CSS class ``wrap-names``). Every table must fit the text column: `make check-book` fails on one
     that scrolls sideways (``protocol_tables``, ``model_tables`` and ``throughput_tables`` lay out the
     appendix's reference tables to fit)."""
+    import html
+
     from IPython.display import display
 
-    styler = frame.style.hide(axis="index")
+    # cells, headers and caption as text: a string from a results file never reaches the page as markup
+    styler = frame.style.format(escape="html").format_index(escape="html", axis=1).hide(axis="index")
     if compact:
         styler = styler.set_table_attributes('class="results"')
     elif wrap_names:
         styler = styler.set_table_attributes('class="wrap-names"')
     if caption:
-        styler = styler.set_caption(caption)
+        styler = styler.set_caption(html.escape(caption))
     display(styler)
 
 

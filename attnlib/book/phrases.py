@@ -5,6 +5,7 @@ and the sentences chapters glue into their prose (comparisons, verdicts, ranks, 
 from __future__ import annotations
 
 import math
+import re
 
 from attnlib.book.params import Params
 from attnlib.book.runs import seed_accuracies
@@ -29,6 +30,17 @@ def title(experiment: str) -> str:
 
 def is_missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+#: ASCII punctuation: a backslash before any of it makes (MyST) Markdown show it as typed (CommonMark)
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+
+
+def escaped(text) -> str:
+    """``text`` (a string from a results file: a dataset, a device, a detail) as MyST Markdown that shows it
+    as typed on one line: every ASCII punctuation backslash-escaped, so that no HTML tag, role, directive,
+    link, emphasis or math can start in it, and line breaks made spaces (no block can start either)."""
+    return _PUNCTUATION.sub(r"\\\1", " ".join(str(text).split()))
 
 
 def fmt(value, spec: str = "{:.1%}", missing: str = MISSING) -> str:
@@ -365,11 +377,11 @@ def timing_markdown(params: Params) -> str:
         )
     stale = [n for n in report.get("models", {}) if n not in timing.wall_times(report, params.preset)]
     note_stale = (
-        f" Measured with another configuration than the current one, hence not shown: {', '.join(stale)}."
+        f" Measured with another configuration than the current one, hence not shown: {escaped(', '.join(stale))}."
         if stale
         else ""
     )
-    return timing.machine_line(report) + note_stale
+    return escaped(timing.machine_line(report)) + note_stale  # the timing file's strings, as typed
 
 
 def provenance_markdown(frame) -> str:
@@ -381,12 +393,12 @@ def provenance_markdown(frame) -> str:
         return "No result of this table is saved at this preset yet." + unused
     parts = [
         f"{len(done)} of {len(frame)} runs are saved",
-        "data: " + "; ".join(sorted({str(d) for d in done["dataset"].dropna()})),
+        "data: " + "; ".join(sorted({escaped(d) for d in done["dataset"].dropna()})),
         "test images: " + ", ".join(sorted({f"{int(n):,}" for n in done["test_images"].dropna()})),
         "epochs: " + ", ".join(sorted({str(int(e)) for e in done["epochs"].dropna()})),
     ]
     if done["wall_time_device"].notna().any():
-        parts.append("device: " + "; ".join(sorted({str(d) for d in done["wall_time_device"].dropna()})))
+        parts.append("device: " + "; ".join(sorted({escaped(d) for d in done["wall_time_device"].dropna()})))
     return "Our runs: " + "; ".join(parts) + "." + unused
 
 
@@ -398,7 +410,9 @@ def _unused_markdown(frame) -> str:
     if rows.empty:
         return ""
     what = {"damaged": "is damaged", "stale": "was trained with another configuration"}
-    items = [f"`{r['experiment']}` {what[r['status']]} ({r.get('detail', '')})" for _, r in rows.iterrows()]
+    items = [
+        f"`{r['experiment']}` {what[r['status']]} ({escaped(r.get('detail', ''))})" for _, r in rows.iterrows()
+    ]
     return (
         " **Not used:** "
         + "; ".join(items)
@@ -434,8 +448,8 @@ def ledger_markdown(frame) -> str:
 def markdown_table(frame) -> str:
     """A DataFrame as a Markdown pipe table (no index), for tables inside fold-outs."""
 
-    def cell(v) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
+    def cell(v) -> str:  # the cells may come from results files: shown as typed (a pipe escaped too)
+        return escaped(v)
 
     lines = ["| " + " | ".join(cell(c) for c in frame.columns) + " |", "|" + "---|" * len(frame.columns)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]

@@ -1,0 +1,90 @@
+"""The book escapes what it shows (attnlib.book.phrases.escaped, display.show_table): a results folder
+holding the reviewer's payload — provenance strings that are HTML with an event handler, MyST roles and
+Markdown — reaches the page as text. The Markdown is rendered by markdown-it (MyST's parser) and the HTML
+checked by attnlib.bookcheck.injected_markup, which finds the payload when it is not escaped."""
+
+from __future__ import annotations
+
+import json
+
+import IPython.display
+import pytest
+from markdown_it import MarkdownIt
+
+from attnlib import book
+from attnlib.book import display
+from attnlib.book.phrases import escaped, markdown_table, provenance_markdown
+from attnlib.bookcheck import injected_markup
+from attnlib.runs import inspect_run, run_dir
+from attnlib.tables import collect
+
+PAYLOAD = '<b onmouseover="alert(document.domain)">cifar10</b> {eval-rst}`x` **bold** $x$ [l](javascript:x)'
+
+
+def _page(markdown: str) -> str:
+    """The article MyST would make of `markdown` (CommonMark: raw HTML passes through, as in MyST)."""
+    return f"<article>{MarkdownIt('commonmark').render(markdown)}</article>"
+
+
+@pytest.fixture
+def payload(copy):
+    """The suite's smoke results with vit's provenance dataset and device set to the payload: a result that
+    is otherwise complete (strings are free text)."""
+    folder = run_dir(copy, "vit", "smoke")
+    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics["provenance"]["dataset"] = PAYLOAD
+    metrics["wall_time_device"] = PAYLOAD
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    assert inspect_run(folder)[0] == "complete"
+    return copy
+
+
+def test_the_payload_is_live_markup_when_not_escaped():
+    """The check can fail: the payload glued as is would be an event handler on the page."""
+    assert injected_markup(_page(f"data: {PAYLOAD}")) == ['<b onmouseover="alert(document.domain)">']
+
+
+def test_escaped_text_renders_as_typed():
+    rendered = MarkdownIt("commonmark").render(escaped(PAYLOAD + "\n:::{warning}\n<script>x</script>"))
+    assert injected_markup(f"<article>{rendered}</article>") == []
+    assert "<strong>" not in rendered and "<a " not in rendered and rendered.count("<p>") == 1
+    assert "&lt;b onmouseover=&quot;alert(document.domain)&quot;&gt;cifar10&lt;/b&gt;" in rendered
+
+
+def test_provenance_sentence_shows_the_payload_as_text(payload):
+    frame = collect(payload, "smoke", ["vit", "vit_ha"])
+    text = provenance_markdown(frame)
+    page = _page(text)
+    assert injected_markup(page) == [] and "&lt;b onmouseover" in page and "data: " in text
+
+
+def test_unused_detail_shows_a_payload_as_text(payload):
+    folder = run_dir(payload, "vit", "smoke")
+    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics["params"] = PAYLOAD  # damaged: the detail quotes the value
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    frame = collect(payload, "smoke", ["vit", "vit_ha"])
+    assert frame.set_index("experiment").at["vit", "status"] == "damaged"
+    page = _page(provenance_markdown(frame))
+    assert injected_markup(page) == [] and "is damaged" in page
+
+
+def test_tables_and_folded_tables_show_the_payload_as_text(payload, monkeypatch):
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    frame = collect(payload, "smoke", ["vit", "vit_ha"])
+    display.show_table(frame[["experiment", "dataset", "wall_time_device"]], caption=PAYLOAD)
+    html = shown[0].to_html()
+    assert injected_markup(f"<article>{html}</article>") == [] and "&lt;b onmouseover" in html
+    assert injected_markup(_page(markdown_table(frame[["experiment", "dataset"]]))) == []
+
+
+def test_timing_note_shows_the_timing_file_as_text(tmp_path):
+    timing = tmp_path / "timing"
+    timing.mkdir()
+    report = json.loads((book.repo_root() / "results" / "timing" / "budget.json").read_text())
+    report["machine"]["cpu"] = PAYLOAD
+    (timing / "budget.json").write_text(json.dumps(report))
+    params = book.check_params(preset="budget", results_dir=tmp_path, device="cpu", train_missing=False)
+    page = _page(book.timing_markdown(params))
+    assert injected_markup(page) == [] and "&lt;b onmouseover" in page
