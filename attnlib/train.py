@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import logging
 import math
@@ -41,6 +42,7 @@ from attnlib.env import CHECKPOINT_SECONDS_ENV
 from attnlib.errors import ConfigError
 from attnlib.models import config_record, logged_state, no_weight_decay, resolved_difference
 from attnlib.util import atomic_write, temp_name
+from attnlib.validate import checkpoint_problem
 
 log = logging.getLogger("attnlib")
 
@@ -269,8 +271,12 @@ class Checkpoints:
         finally:
             link.unlink(missing_ok=True)
 
-    def load(self, map_location="cpu") -> tuple[dict | None, str | None]:
-        """(state, description) of the newest usable checkpoint, or (None, None)."""
+    def load(
+        self, map_location="cpu", check: Callable[[dict], str] | None = None
+    ) -> tuple[dict | None, str | None]:
+        """(state, description) of the newest usable checkpoint, or (None, None). ``check(state)`` says what
+        is wrong with a checkpoint of this configuration ('' if nothing: `attnlib.validate.checkpoint_problem`);
+        one that fails is reported in one line and the older one tried, then a fresh start."""
         for path in (self.last, self.previous):
             if not path.exists():
                 continue
@@ -281,7 +287,10 @@ class Checkpoints:
                     raise ValueError(f"missing entries {sorted(missing)}")
             except Exception as err:  # truncated, corrupt or foreign file: report and try the older one
                 log.warning(
-                    "checkpoint %s is damaged (%s: %s); trying an older one", path, type(err).__name__, err
+                    "checkpoint %s is damaged (%s: %s); trying an older one",
+                    path,
+                    type(err).__name__,
+                    " ".join(str(err).split())[:300],
                 )
                 continue
             if state.get("fingerprint") != self.fingerprint:
@@ -297,6 +306,10 @@ class Checkpoints:
                         "; ".join(f"model_resolved.{d}" for d in diffs),
                     )
                     return None, None
+            problem = check(state) if check is not None else ""
+            if problem:  # contents checked before use: types, ranges, weights' keys, shapes, finite values
+                log.warning("checkpoint %s is damaged (%s); trying an older one", path, problem)
+                continue
             where = f"{path.name} (epoch {state['epoch']}" + (
                 f", step {state['step']})" if state["step"] else ")"
             )
@@ -510,6 +523,7 @@ def fit(
     ckpt = Checkpoints(checkpoint_dir, fingerprint, config) if checkpoint_dir is not None else None
     interval = checkpoint_interval(checkpoint_every) if ckpt is not None else math.inf
     state = run.restore(ckpt)
+    resumed_complete = bool(state.history) and state.epoch >= cfg.epochs  # nothing left to train
     state.last_saved = time.monotonic()
     with _StopRequest() as stop:
         for epoch in range(state.epoch, cfg.epochs):
@@ -526,6 +540,8 @@ def fit(
                 raise Interrupted(
                     f"{desc}: interrupted after epoch {epoch + 1}; checkpoint saved; rerun to resume"
                 )
+    if resumed_complete:  # a checkpoint's history is not trusted for the result: evaluate its weights
+        run.reevaluate(state, test_batches)
     model.eval()
     return FitResult(state.history, state.logged_over_epochs(), state.train_seconds, state.resumed)
 
@@ -588,7 +604,10 @@ class _Run:
         info = self.info
         first = logged_state(self.model)
         state = _State(logged=None if first is None else {k: [v] for k, v in first.items()})
-        saved, resumed = (ckpt.load() if ckpt is not None else (None, None)) if info.is_main else (None, None)
+        check = functools.partial(
+            checkpoint_problem, model=self.model, epochs=self.cfg.epochs, steps=self.steps, optimizer=self.optimizer
+        )
+        saved, resumed = (ckpt.load(check=check) if ckpt is not None else (None, None)) if info.is_main else (None, None)
         if info.enabled:  # rank 0 read the checkpoint; every rank gets the same state
             box = [saved, resumed]
             dist.broadcast_object_list(box, src=0)
@@ -630,7 +649,14 @@ class _Run:
     # ---- save
     def save(self, ckpt: Checkpoints | None, state: _State, epoch: int, step: int, partial=None) -> None:
         """Checkpoint at (epoch, step); collective under DDP (every rank sends its RNG state and running
-        sums), written by rank 0."""
+        sums), written by rank 0. Weights that are not finite are never saved: TrainingDiverged, the last
+        good checkpoint kept (every rank holds the same weights, so every rank raises)."""
+        if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
+            where = f" ({ckpt.last})" if ckpt is not None and ckpt.last.exists() else ""
+            raise TrainingDiverged(
+                f"{self.desc}: the weights became non-finite in epoch {epoch + (1 if step else 0)}; the last "
+                f"good checkpoint is kept{where}. Try a lower lr."
+            )
         mine = {"rng": _rng_state(), "partial": partial}
         if self.info.enabled:
             ranks = [None] * self.info.world_size
@@ -742,6 +768,11 @@ class _Run:
         """Evaluate, append the epoch's history row (and the probe's columns, the logged model state)."""
         loss_sum, correct, count, norm_sum = stats
         test_loss, test_acc = evaluate(self.model, test_batches, self.device, self.bf16, self.info)
+        if not math.isfinite(test_loss):  # the epoch's last update made the weights useless
+            raise TrainingDiverged(
+                f"{self.desc}: the test loss became {test_loss} after epoch {epoch + 1}; the last good "
+                "checkpoint is kept. Try a lower lr."
+            )
         epoch_seconds = clock()
         state.train_seconds += epoch_seconds
         row = {
@@ -762,6 +793,22 @@ class _Run:
             for k, v in logged_state(self.model).items():
                 state.logged[k].append(v)
         return row
+
+    def reevaluate(self, state: _State, test_batches) -> None:
+        """The last history row's test loss and accuracy measured again on the restored weights (a run
+        resumed from its final checkpoint: the result must not rest on what the checkpoint says)."""
+        test_loss, test_acc = evaluate(self.model, test_batches, self.device, self.bf16, self.info)
+        if not math.isfinite(test_loss):
+            raise TrainingDiverged(f"{self.desc}: the test loss of the final weights is {test_loss}")
+        last = state.history[-1]
+        if (last.get("test_loss"), last.get("test_acc")) != (test_loss, test_acc) and self.info.is_main:
+            log.warning(
+                "%s: the checkpoint's history says test accuracy %s; its weights give %.4f (kept)",
+                self.desc,
+                last.get("test_acc"),
+                test_acc,
+            )
+        state.history[-1] = {**last, "test_loss": test_loss, "test_acc": test_acc}
 
     def log_row(self, row: dict) -> None:
         if self.info.is_main:

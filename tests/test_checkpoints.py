@@ -1,0 +1,165 @@
+"""Checkpoints are validated before use (attnlib.validate.checkpoint_problem through attnlib.train.fit): a
+bad last.pt falls back to previous.pt, then to a fresh start, each in one line, and the run still ends
+with the uninterrupted history and weights; a resumed complete run is re-evaluated, not trusted from its
+history; divergence is detected on every update including the last, and the kept checkpoint is the last
+finite one."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from test_train import CFG, Tiny, batches, same_weights, strip
+
+from attnlib.train import Checkpoints, TrainingDiverged, fit, make_optimizer
+from attnlib.validate import checkpoint_problem
+
+
+def run(ckpt, on_step=None, checkpoint_every=None, hook=None):
+    torch.manual_seed(0)
+    model = Tiny()
+    if hook is not None:
+        hook(model)
+    train_b, test_b = batches()
+    out = fit(
+        model,
+        train_b,
+        test_b,
+        CFG,
+        device="cpu",
+        seed=0,
+        checkpoint_dir=ckpt,
+        progress=False,
+        on_step=on_step,
+        checkpoint_every=checkpoint_every,
+    )
+    return model, out
+
+
+@pytest.fixture(scope="module")
+def reference():
+    model, out = run(None)
+    return {k: v.clone() for k, v in model.state_dict().items()}, out
+
+
+def crash_in_epoch_3(tmp_path):
+    """Checkpoints of a run killed in its third epoch: last.pt (end of epoch 2), previous.pt (epoch 1)."""
+
+    def crash(epoch, step, x, y):
+        if epoch == 2:
+            raise RuntimeError("simulated crash")
+
+    with pytest.raises(RuntimeError):
+        run(tmp_path, crash)
+
+
+def edit(path, change) -> None:
+    state = torch.load(path, weights_only=True)
+    change(state)
+    torch.save(state, path)
+
+
+DAMAGES = {
+    "weights of another shape": lambda s: s["model"].__setitem__("fc.weight", torch.zeros(3, 3)),
+    "a weight missing": lambda s: s["model"].pop("conv.bias"),
+    "NaN weights": lambda s: s["model"]["fc.weight"].fill_(float("nan")),
+    "epoch a string": lambda s: s.__setitem__("epoch", "2"),
+    "epoch past the end, empty history": lambda s: s.update(epoch=CFG.epochs, history=[]),
+    "huge step": lambda s: s.__setitem__("step", 10**12),
+    "optimizer of another shape": lambda s: s["optimizer"]["state"][0].__setitem__(
+        "momentum_buffer", torch.zeros(2)
+    ),
+    "a history row forged": lambda s: s["history"][-1].__setitem__("test_acc", 1.5),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_a_bad_last_checkpoint_falls_back_to_previous_in_one_line(tmp_path, reference, caplog, damage):
+    ref_weights, ref = reference
+    crash_in_epoch_3(tmp_path)
+    edit(tmp_path / "last.pt", DAMAGES[damage])
+    with caplog.at_level(logging.WARNING, logger="attnlib"):
+        model, out = run(tmp_path)
+    warning = next(r.getMessage() for r in caplog.records if "last.pt is damaged" in r.getMessage())
+    assert "\n" not in warning and "trying an older one" in warning, warning
+    assert out.resumed.startswith("previous.pt (epoch 1")
+    assert strip(out.history) == strip(ref.history) and same_weights(model.state_dict(), ref_weights)
+
+
+def test_both_checkpoints_bad_start_afresh(tmp_path, reference, caplog):
+    ref_weights, ref = reference
+    crash_in_epoch_3(tmp_path)
+    edit(tmp_path / "last.pt", DAMAGES["weights of another shape"])
+    edit(tmp_path / "previous.pt", DAMAGES["NaN weights"])
+    with caplog.at_level(logging.WARNING, logger="attnlib"):
+        model, out = run(tmp_path)
+    assert "training from scratch" in caplog.text and out.resumed is None
+    assert strip(out.history) == strip(ref.history) and same_weights(model.state_dict(), ref_weights)
+
+
+def test_a_resumed_complete_run_is_reevaluated_not_trusted(tmp_path, reference, caplog):
+    """A complete last.pt whose history claims 0.99: the result carries what its weights give."""
+    _, ref = reference
+    run(tmp_path)
+    edit(tmp_path / "last.pt", lambda s: s["history"][-1].__setitem__("test_acc", 0.99))
+    with caplog.at_level(logging.WARNING, logger="attnlib"):
+        _, out = run(tmp_path)
+    assert out.history[-1]["test_acc"] == ref.history[-1]["test_acc"] != 0.99
+    assert "says test accuracy 0.99" in caplog.text
+
+
+def test_divergence_on_the_last_update_is_divergence(tmp_path):
+    """The epoch's last update makes the weights NaN (the loss before it was finite): TrainingDiverged
+    after the evaluation, and no checkpoint of those weights; last.pt stays the end of epoch 2."""
+
+    def poison(model):
+        def on_grad(grad):
+            return grad * float("nan") if poison.armed else grad
+
+        poison.armed = False
+        model.fc.weight.register_hook(on_grad)
+
+    def arm(epoch, step, x, y):
+        poison.armed = epoch == CFG.epochs - 1 and step == 3  # the last step of the last epoch
+
+    with pytest.raises(TrainingDiverged, match="test loss became nan after epoch 3"):
+        run(tmp_path, arm, hook=poison)
+    state = torch.load(tmp_path / "last.pt", weights_only=True)
+    assert (state["epoch"], state["step"]) == (2, 0)
+    assert all(bool(torch.isfinite(w).all()) for w in state["model"].values())
+
+
+def test_the_kept_checkpoint_is_the_last_finite_one(tmp_path):
+    """With a checkpoint after every step, the update of step 2 poisons the weights: the checkpoint due
+    after it is not written, and the one kept (named in the message) is the one before, finite."""
+
+    def poison(model):
+        def on_grad(grad):
+            return grad * float("nan") if poison.armed else grad
+
+        poison.armed = False
+        model.fc.weight.register_hook(on_grad)
+
+    def arm(epoch, step, x, y):
+        poison.armed = epoch == 1 and step == 1
+
+    with pytest.raises(TrainingDiverged, match="non-finite in epoch 2; the last good checkpoint is kept") as err:
+        run(tmp_path, arm, checkpoint_every=0, hook=poison)
+    assert str(tmp_path / "last.pt") in str(err.value)
+    state = torch.load(tmp_path / "last.pt", weights_only=True)
+    assert (state["epoch"], state["step"]) == (1, 1)
+    assert all(bool(torch.isfinite(w).all()) for w in state["model"].values())
+
+
+def test_checkpoint_problem_accepts_what_fit_saves(tmp_path):
+    model, _ = run(tmp_path)
+    state = torch.load(tmp_path / "last.pt", weights_only=True)
+    ours = make_optimizer(model, CFG)
+    assert checkpoint_problem(state, model, epochs=CFG.epochs, steps=4, optimizer=ours) == ""
+    one_group = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)  # fit's has two (weight decay)
+    assert checkpoint_problem(state, model, epochs=CFG.epochs, steps=4, optimizer=one_group) == (
+        "its optimizer state is not this optimizer's"
+    )
+    assert "not a checkpoint" in checkpoint_problem([1], model, epochs=3, steps=4)
+    assert Checkpoints(tmp_path).load(check=lambda s: "bad")[0] is None
