@@ -1,6 +1,7 @@
 """Comparisons the book draws from saved accuracies (pure functions, no I/O): a variant against its baseline
-over seeds (Welch's t-test and the 95% confidence interval of the difference), and whether two sets of
-accuracies rank the models the same way."""
+over seeds (Welch's t-test and the 95% confidence interval of the difference), Holm's adjustment of the
+p-values of a family of such comparisons, the paired-by-seed t-test, and whether two sets of accuracies rank
+the models the same way."""
 
 from __future__ import annotations
 
@@ -128,6 +129,77 @@ def welch(base, variant, level: float = LEVEL) -> Welch:
             raise ValueError(f"{name}: no accuracies given (need at least one seed)")
     check_fraction("level", level)
     return Welch(base, variant, level)
+
+
+def holm(pvalues) -> list[float | None]:
+    """Holm's step-down adjustment of the p-values of a family of m tests, in the order given (None: a test
+    that could not be computed; it is left out of the family and stays None).
+
+    With the k-th smallest p-value p_(k) (k = 1 … m):
+        p̃_(k) = min(1, max_{j ≤ k} (m − j + 1) · p_(j))
+    A test is significant at level α after the adjustment when p̃ < α: the family-wise error rate (the
+    chance of one false "ahead" or "behind" among the m pairs) stays at most α."""
+    given = [(i, float(p)) for i, p in enumerate(pvalues) if p is not None]
+    m, out, running = len(given), [None] * len(pvalues), 0.0
+    for k, (i, p) in enumerate(sorted(given, key=lambda ip: ip[1])):
+        running = max(running, min(1.0, (m - k) * p))  # (m − j + 1) with j = k + 1
+        out[i] = running
+    return out
+
+
+def family_verdict(w: Welch, adjusted_p: float | None) -> str:
+    """A pair's verdict within a family of comparisons: "higher" / "lower" only when its Holm-adjusted p
+    (``holm``) is below 1 − level (its interval then excludes 0 too), "inconclusive" otherwise, "no interval"
+    where the Welch test could not be computed."""
+    if w.interval is None or adjusted_p is None:
+        return "no interval"
+    if adjusted_p >= 1 - w.level:
+        return "inconclusive"
+    return "higher" if w.points > 0 else "lower"
+
+
+@dataclass(frozen=True)
+class Paired:
+    """variant − baseline in accuracy points over the seeds run on both sides (seed s of the model against
+    seed s of its variant): the paired t-test, a robustness check of the Welch test where the seeds match.
+
+        d_s = 100 (b_s − a_s)        per shared seed s, n of them
+        d̄ = mean d_s,  se = sd(d_s) / √n,  t = d̄ / se,  ν = n − 1,  p = 2 P(T_ν > |t|)
+    se, t and p are None with fewer than 2 shared seeds or when every d_s is the same."""
+
+    seeds: tuple[int, ...]
+    differences: tuple[float, ...]  # d_s in points
+
+    @property
+    def n(self) -> int:
+        return len(self.seeds)
+
+    @property
+    def points(self) -> float | None:
+        return statistics.mean(self.differences) if self.differences else None
+
+    @property
+    def se(self) -> float | None:
+        if self.n < 2:
+            return None
+        se = statistics.stdev(self.differences) / math.sqrt(self.n)
+        return se if se > 0 else None
+
+    @property
+    def t(self) -> float | None:
+        se = self.se
+        return None if se is None else self.points / se
+
+    @property
+    def p(self) -> float | None:
+        t = self.t
+        return None if t is None else float(2 * stats.t.sf(abs(t), self.n - 1))
+
+
+def paired(base: dict, variant: dict) -> Paired:
+    """`Paired` test of two {seed: test accuracy (fraction)} maps over the seeds both hold."""
+    seeds = tuple(sorted(set(base) & set(variant)))
+    return Paired(seeds, tuple((float(variant[s]) - float(base[s])) * 100 for s in seeds))
 
 
 def mean_sd(values) -> str:

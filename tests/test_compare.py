@@ -106,3 +106,38 @@ def test_concordance_counts_same_order_reversals_and_ties():
     assert total == 3 and same == 2 and flipped == [("b", "a")]
     same, total, flipped = compare.concordance({"a": 1, "b": 2}, {"a": 3, "b": 3})
     assert (same, total, flipped) == (0, 1, [])  # a tie in theirs is neither
+
+
+def test_holm_matches_a_worked_example():
+    """m = 4, p = 0.01, 0.04, 0.03, 0.005: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 gives 0.02, 0.03,
+    0.06, 0.04, and the step-down maximum lifts the last to 0.06 (R: p.adjust(p, "holm") = 0.03 0.06 0.06
+    0.02). The adjusted values come back in the order given."""
+    assert compare.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert compare.holm([0.3, 0.4]) == pytest.approx([0.6, 0.6])  # 2·0.3, then max(0.6, 1·0.4)
+    assert compare.holm([0.6, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert compare.holm([0.02, None, 0.04]) == pytest.approx([0.04, None, 0.04])  # None: not in the family
+    assert compare.holm([0.02]) == [0.02]  # one test: no adjustment
+
+
+def test_family_verdict_needs_the_adjusted_p():
+    """Three seeds each, 1.2 points apart with 0.5 points of spread: alone the interval excludes 0 ("lower"),
+    but in a family of five whose other p-values are large the Holm-adjusted p is 5·p > 0.05."""
+    w = compare.welch([0.600, 0.605, 0.610], [0.588, 0.593, 0.598])
+    assert w.verdict == "lower" and 0.01 < w.p < 0.05
+    adjusted = compare.holm([w.p, 0.5, 0.6, 0.7, 0.8])[0]
+    assert adjusted == pytest.approx(5 * w.p)
+    assert compare.family_verdict(w, adjusted) == "inconclusive"
+    assert compare.family_verdict(w, w.p) == "lower"  # a family of one: the Welch verdict
+    assert compare.family_verdict(compare.welch([0.5], [0.6]), None) == "no interval"
+
+
+def test_paired_by_seed_matches_scipy_and_uses_only_shared_seeds():
+    base = {0: 0.50, 1: 0.53, 2: 0.49, 3: 0.60}
+    variant = {0: 0.52, 1: 0.54, 2: 0.52, 4: 0.70}  # seed 3 and 4 have no partner
+    t = compare.paired(base, variant)
+    assert t.seeds == (0, 1, 2) and t.differences == pytest.approx((2.0, 1.0, 3.0))
+    ref = stats.ttest_rel([52, 54, 52], [50, 53, 49])
+    assert t.points == pytest.approx(2.0) and t.t == pytest.approx(ref.statistic)
+    assert t.p == pytest.approx(ref.pvalue)
+    one = compare.paired({0: 0.5}, {0: 0.6, 1: 0.7})
+    assert one.n == 1 and one.p is None and one.points == pytest.approx(10.0)
