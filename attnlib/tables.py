@@ -124,7 +124,8 @@ def complete(table):
 def attention_rows(table):
     """The complete rows of attention models (every model but ResNet18)."""
     done = complete(table)
-    return done[done["experiment"].map(lambda n: experiments.get(n).family != "resnet")]
+    # astype(bool): an empty mask would be of dtype object, which pandas takes for a list of columns
+    return done[done["experiment"].map(lambda n: experiments.get(n).family != "resnet").astype(bool)]
 
 
 def table1_names() -> list[str]:

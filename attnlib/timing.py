@@ -21,6 +21,7 @@ with another configuration than the registry's current one, reads "not measured"
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 import time
 from collections.abc import Callable
@@ -252,12 +253,24 @@ def run(
 
 
 def load(results_dir: str | Path, preset: str) -> dict | None:
-    """The saved timing report of ``preset``, or None when there is none (or it is unreadable)."""
+    """The saved timing report of ``preset``, or None when there is none, or it is unreadable or damaged
+    (not what `attnlib.validate.timing_problem` asks: said in one line, and the wall times are then shown as
+    not measured)."""
+    from attnlib.store import read_json
+    from attnlib.validate import timing_problem
+
     path = timing_path(results_dir, preset)
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+    if not path.exists() and not path.is_symlink():
         return None
+    try:
+        report = read_json(path)
+        wrong = timing_problem(report)
+    except (OSError, ValueError) as err:
+        wrong = f"unreadable ({type(err).__name__}: {err})"
+    if wrong:
+        logging.getLogger("attnlib").warning("%s is damaged (%s); its wall times are not used", path, wrong)
+        return None
+    return report
 
 
 def wall_times(report: dict | None, preset: str) -> dict[str, dict]:

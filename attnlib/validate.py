@@ -285,3 +285,68 @@ def _optimizer_problem(saved, optimizer) -> str:
             if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
                 return f"its optimizer's {name} of parameter {index} is not finite"
     return ""
+
+
+def _object(d, fields: dict) -> str:
+    """'' when `d` is an object whose every field of `fields` ({name: (ok, allowed)}) is present and ok."""
+    if not isinstance(d, dict):
+        return f"is {_shown(d)}, not an object"
+    for key, (ok, allowed) in fields.items():
+        if key not in d or not ok(d[key]):
+            return f"{key} is {_shown(d.get(key, 'absent'))}, not {allowed}"
+    return ""
+
+
+def _numbers(v) -> bool:
+    return isinstance(v, list) and all(_number(x, 0) for x in v)
+
+
+_TIMING = {
+    "preset": (_string, "a string"),
+    "quick": (lambda v: isinstance(v, bool), "true or false"),
+    "finished": (_optional(_string), "a string"),
+}
+_TIMING_MACHINE = {
+    "cpu": (_optional(_string), "a string"),
+    "cpu_flags": (lambda v: isinstance(v, list) and all(_string(f) for f in v), "a list of strings"),
+    "usable_cores": (_int(1, 1 << 16), "an integer >= 1"),
+}
+_TIMING_LOAD = {
+    "shared": (lambda v: isinstance(v, bool), "true or false"),
+    "load_before": (_numbers, "load averages"),
+    "load_after": (_numbers, "load averages"),
+}
+_TIMING_PROTOCOL = {
+    key: (_int(0 if key == "warmup" else 1, 10**7), "an integer") for key in ("threads", "warmup", "reps", "rounds")
+}
+_TIMED = {
+    "family": (_string, "a string"),
+    "model": (lambda v: isinstance(v, dict), "an object"),
+    "params": (_int(0, MAX_PARAMS), "a parameter count"),
+    **{key: (lambda v: _number(v, 0, MAX_WALL_MS), "milliseconds") for key in ("median_ms", "p25_ms", "p75_ms")},
+}
+_RATIO = {
+    "baseline": (_string, "a string"),
+    **{key: (lambda v: _number(v, 0, 10**6), "a ratio") for key in ("ratio", "round_ratio_p25", "round_ratio_p75")},
+}
+
+
+def timing_problem(report) -> str:
+    """'' when a timing report (`attnlib.timing`, results/timing/PRESET.json) holds what Table 3 and the
+    chapters read, with its types and ranges; else what is wrong."""
+    wrong = _object(report, _TIMING)
+    if wrong:
+        return wrong
+    for key, fields in (("machine", _TIMING_MACHINE), ("load", _TIMING_LOAD), ("protocol", _TIMING_PROTOCOL)):
+        wrong = _object(report.get(key), fields)
+        if wrong:
+            return f"{key}: {wrong}"
+    for key, fields in (("models", _TIMED), ("ratios", _RATIO)):
+        entries = report.get(key)
+        if not isinstance(entries, dict):
+            return f"{key} is {_shown(entries)}, not an object"
+        for name, entry in entries.items():
+            wrong = _object(entry, fields)
+            if wrong:
+                return f"{key}.{name}: {wrong}"
+    return ""
