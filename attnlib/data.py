@@ -309,8 +309,20 @@ def _read_pickle_split(paths: list[Path], parameter: str) -> Split:
         data = np.asarray(batch.get("data"))
         if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
             raise DataFormatError(parameter, str(path), f"{path}: 'data' is not a uint8 (N, 3072) array")
+        if data.shape[0] < 1:
+            raise DataFormatError(parameter, str(path), f"{path}: 'data' holds no images")
+        try:  # N integers in 0..9: not missing, shorter, strings, or beyond int64 (2**70: dtype object)
+            y = np.asarray(batch.get("labels"))
+            ok = y.ndim == 1 and y.dtype.kind in "iu" and len(y) == len(data)
+            ok = ok and bool(((y >= 0) & (y < len(CLASSES))).all())
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+        if not ok:
+            raise DataFormatError(
+                parameter, str(path), f"{path}: 'labels' is not {len(data)} integers in 0..{len(CLASSES) - 1}"
+            )
         images.append(torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()))
-        labels.append(torch.as_tensor(batch.get("labels"), dtype=torch.int64))
+        labels.append(torch.as_tensor(y.astype(np.int64)))
     return Split(torch.cat(images), torch.cat(labels))
 
 
@@ -385,6 +397,10 @@ def _decode_pickles(src: _Source) -> CIFAR10Data:
     test = _read_pickle_split([src.path / PICKLE_TEST], src.parameter)
     if PICKLE_META in src.files:
         names = _unpickle(src.path / PICKLE_META, src.parameter).get("label_names", [])
+        if not isinstance(names, list | tuple):  # an int, a dict...
+            raise DataFormatError(
+                src.parameter, str(src.path), f"{PICKLE_META} label_names is {names!r:.60}, not a list of names"
+            )
         names = tuple(n.decode() if isinstance(n, bytes) else n for n in names)
         if names != CLASSES:
             raise DataFormatError(
@@ -439,6 +455,10 @@ def decode_images(paths: list[Path], parameter: str = "root", threads: int | Non
                 img = images[k] if images is not None else decode_one(blobs[k])
             except Exception as err:
                 raise fail(i, f"could not be decoded as PNG or JPEG ({err})") from None
+            try:
+                img = to_uint8(img)
+            except ValueError as err:
+                raise fail(i, str(err)) from None
             if tuple(img.shape) != (3, 32, 32):
                 raise fail(i, f"is {tuple(img.shape)} (C, H, W), not (3, 32, 32)")
             out[i] = img
@@ -449,6 +469,20 @@ def decode_images(paths: list[Path], parameter: str = "root", threads: int | Non
         with ThreadPoolExecutor(threads or min(8, os.cpu_count() or 1)) as pool:
             list(pool.map(work, range(0, len(paths), chunk)))  # list() re-raises the first error
     return out
+
+
+def to_uint8(img: torch.Tensor) -> torch.Tensor:
+    """A decoded image's samples as uint8: 8-bit as they are, 16-bit (a 16-bit PNG: torchvision gives
+    uint16) scaled to 0..255 by rounding, round(v · 255 / 65535) (never wrapped: 4660 -> 18, not 52);
+    ValueError for anything else."""
+    if img.dtype == torch.uint8:
+        return img
+    if img.dtype in (torch.uint16, torch.int32, torch.int64) and not img.is_floating_point():
+        v = img.to(torch.int64)
+        if v.numel() and (int(v.min()) < 0 or int(v.max()) > 65535):
+            raise ValueError("has samples outside 0..65535, not a PNG's")
+        return ((v * 255 + 32767) // 65535).to(torch.uint8)  # round(v * 255 / 65535): no ties occur
+    raise ValueError(f"has samples of type {img.dtype}, neither 8 nor 16 bits")
 
 
 def _read_bytes(path) -> torch.Tensor:
@@ -469,7 +503,11 @@ def _decoders():
         from PIL import Image
 
         def decode_pil(blob: torch.Tensor) -> torch.Tensor:
-            rgb = np.asarray(Image.open(io.BytesIO(blob.numpy().tobytes())).convert("RGB"))
+            image = Image.open(io.BytesIO(blob.numpy().tobytes()))
+            if image.mode.startswith("I"):  # 16-bit grey: PIL's convert would clip it, to_uint8 scales it
+                grey = torch.from_numpy(np.asarray(image).astype(np.int64))
+                return grey.unsqueeze(0).expand(3, -1, -1)
+            rgb = np.asarray(image.convert("RGB"))
             return torch.from_numpy(rgb.copy()).permute(2, 0, 1)
 
         return (lambda blobs: [decode_pil(b) for b in blobs]), decode_pil
