@@ -19,12 +19,9 @@ class TrainConfig:
     milestones: for `schedule="multistep"`, fractions of the epochs at which the lr is divided by 10.
     bf16: autocast matmuls to bfloat16 (fp32 master weights); None = where the hardware has fast bf16.
     grad_clip: clip the global gradient norm to this value before each update (None: no clipping).
-    plateau: end the run before `epochs` (then a cap) once the best test accuracy gained less than this
-        (a fraction: 0.005 = half a point) over the last PLATEAU_WINDOW of the epochs run
-        (`attnlib.train.converged`); None: always train `epochs`. The schedule spans the cap either way.
-    plateau_lr: check `plateau` only once the learning rate has annealed to this fraction of `lr` (None:
-        from the start). At a high lr the test accuracy swings by points from epoch to epoch while the
-        model still improves, so an early check ends runs that have not converged.
+
+    A run always trains `epochs` epochs: no decision of the loop reads the test set (the plateau stop of
+    the former `converge` preset did, and was dropped on 2026-12-02: protocol_history.yaml, `long`).
     """
 
     epochs: int
@@ -39,8 +36,6 @@ class TrainConfig:
     label_smoothing: float = 0.0
     bf16: bool | None = None
     grad_clip: float | None = None
-    plateau: float | None = None
-    plateau_lr: float | None = None
 
     def __post_init__(self):
         check_positive_int("epochs", self.epochs)
@@ -54,19 +49,6 @@ class TrainConfig:
             "grad_clip",
             self.grad_clip,
             "None or a number > 0",
-        )
-        check(
-            self.plateau is None or (isinstance(self.plateau, int | float) and 0 < self.plateau < 1),
-            "plateau",
-            self.plateau,
-            "None or a fraction of accuracy in (0, 1)",
-        )
-        check(
-            self.plateau_lr is None
-            or (isinstance(self.plateau_lr, int | float) and 0 < self.plateau_lr <= 1),
-            "plateau_lr",
-            self.plateau_lr,
-            "None or a fraction of the peak lr in (0, 1]",
         )
 
     def replace(self, **changes) -> TrainConfig:

@@ -3,8 +3,10 @@
 Every function takes one layer's token attention probabilities p of shape (B, h, N, N) — B images, h heads,
 N = H·W tokens in row-major order, p[b, h, q, :] a distribution over the keys of query q — and returns
 per-head values averaged over images and queries (or one value for the layer). Distances are in token units;
-multiply by the patch / down-sampling size for input pixels. `layer_measures` gives all of them for every
-layer of a model, as the flat columns that a training history logs each epoch.
+multiply by the patch / down-sampling size for input pixels. `probe_heads` gives all of them for every layer
+and head of a model on fixed images (the standard probe, `attnlib.snapshots.attention_probe`), `probe` the
+same averaged over heads as the flat columns that a training history logs each epoch, and
+`uniform_reference` their values for uniform attention on the same grid.
 
     mean distance   d̄_h   = E_{b,q} Σ_k p_{bhqk} ‖pos(k) − pos(q)‖          (0: attends to itself)
     peak            π_h   = E_{b,q} N · max_k p_{bhqk}                         (1: uniform attention)
@@ -86,29 +88,20 @@ def layer_similarity(p: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
     return 1 - 0.5 * (a - b).abs().sum(-1).mean()
 
 
-def layer_measures(maps: list[torch.Tensor], scale: float = 1.0, means=None) -> dict[str, float]:
-    """Flat columns for a history row: for each token-attention layer l (one entry of `maps` per application,
-    as models return them) `distance_l` (d̄ averaged over heads, × `scale` for pixels), `peak_l` (π averaged
-    over heads), `image_dependence_l` (against `means[l]` when given) and for l ≥ 1 `similarity_l` (σ with
-    layer l − 1). Window maps (SAN, 5-D) are skipped: their neighbourhood is fixed by the kernel."""
-    out: dict[str, float] = {}
-    tokens = [m for m in maps if m.dim() == 4]
-    for layer, p in enumerate(tokens):
-        out[f"distance_{layer}"] = float(mean_distance(p).mean()) * scale
-        out[f"peak_{layer}"] = float(peak(p).mean())
-        mean = None if means is None else means[layer]
-        out[f"image_dependence_{layer}"] = float(image_dependence(p, mean).mean())
-        if layer:
-            out[f"similarity_{layer}"] = float(layer_similarity(p, tokens[layer - 1]))
-    return out
-
-
 @torch.no_grad()
-def probe(model: torch.nn.Module, images: torch.Tensor, batch: int = 50) -> dict[str, float]:
-    """`layer_measures` of `model` on the fixed `images` (B, 3, H, W), distances in input pixels (a token
-    covers W / grid-width pixels), in eval mode, in chunks of `batch` images: a first pass takes each
-    layer's mean map over all B images, a second measures every image against it (so the result does not
-    depend on `batch`). The model's training mode is restored afterwards; {} for a model without token maps."""
+def probe_heads(model: torch.nn.Module, images: torch.Tensor, batch: int = 50) -> dict | None:
+    """The measures of `model`'s token attention on the fixed `images` (B, 3, H, W), per layer and head, in
+    eval mode and in chunks of `batch` images (the model's training mode is restored afterwards): a first
+    pass takes each layer's mean map over all B images, a second measures every image against it, so the
+    result does not depend on `batch`. Distances in input pixels (a token covers W / grid-width pixels).
+
+    Returns None for a model without token maps (ResNet; SAN, whose window weights have no measure here),
+    else float64 tensors over the L applications of attention (one per entry of the model's maps):
+      distance (L, h)          d̄_h × pixels per token
+      peak (L, h)              π_h (1: uniform)
+      image_dependence (L, h)  ι_h against the layer's mean map over the B images
+      similarity (L,)          σ_l with layer l − 1 (NaN for l = 0)
+    and grid (H, W) of the tokens, scale (pixels per token)."""
     was_training = model.training
     model.eval()
     chunks = [images[i : i + batch] for i in range(0, images.shape[0], batch)]
@@ -119,14 +112,60 @@ def probe(model: torch.nn.Module, images: torch.Tensor, batch: int = 50) -> dict
             tokens = [m.double().sum(0) for m in maps if m.dim() == 4]
             sums = tokens if sums is None else [a + b for a, b in zip(sums, tokens, strict=True)]
         if not sums:
-            return {}
+            return None
         means = [s / images.shape[0] for s in sums]
-        scale = images.shape[-1] / token_grid(means[0].shape[-1])[1]
-        rows = [layer_measures(model(x, return_attention=True)[1], scale, means) for x in chunks]
+        grid = token_grid(means[0].shape[-1])
+        total: dict[str, torch.Tensor] = {}
+        for x in chunks:
+            tokens = [m for m in model(x, return_attention=True)[1] if m.dim() == 4]
+            nan = torch.full((1,), math.nan, dtype=torch.float64, device=tokens[0].device)
+            rows = {  # per-image means over this chunk, weighted by its size below
+                "distance": torch.stack([mean_distance(p) for p in tokens]),
+                "peak": torch.stack([peak(p) for p in tokens]),
+                "image_dependence": torch.stack(
+                    [image_dependence(p, m) for p, m in zip(tokens, means, strict=True)]
+                ),
+                "similarity": torch.cat(
+                    [
+                        nan,
+                        *(
+                            layer_similarity(p, q).reshape(1)
+                            for q, p in zip(tokens, tokens[1:], strict=False)
+                        ),
+                    ]
+                ),
+            }
+            for k, v in rows.items():
+                total[k] = total.get(k, 0) + v.cpu() * x.shape[0]
     finally:
         model.train(was_training)
-    weights = [x.shape[0] for x in chunks]
-    return {k: sum(r[k] * w for r, w in zip(rows, weights, strict=True)) / sum(weights) for k in rows[0]}
+    out = {k: v / images.shape[0] for k, v in total.items()}
+    scale = images.shape[-1] / grid[1]
+    out["distance"] = out["distance"] * scale
+    return {**out, "grid": torch.tensor(grid), "scale": torch.tensor(float(scale), dtype=torch.float64)}
+
+
+def uniform_reference(height: int, width: int, scale: float = 1.0) -> dict[str, float]:
+    """The measures of uniform attention p_{qk} = 1/N on an H × W grid, exactly: d̄ = mean over all (q, k)
+    of ‖pos(k) − pos(q)‖ (× `scale` for pixels), π = 1, ι = 0 (no image enters), σ = 1 (layers alike)."""
+    d = token_distances(height, width, dtype=torch.float64).mean()  # = E_q Σ_k (1/N) ‖pos(k) − pos(q)‖
+    return {"distance": float(d) * scale, "peak": 1.0, "image_dependence": 0.0, "similarity": 1.0}
+
+
+def probe(model: torch.nn.Module, images: torch.Tensor, batch: int = 50) -> dict[str, float]:
+    """`probe_heads` as the flat columns of a history row (`layer_measures`' names): for each layer l
+    `distance_l` (input pixels), `peak_l`, `image_dependence_l` averaged over heads, and for l ≥ 1
+    `similarity_l`; {} for a model without token maps."""
+    m = probe_heads(model, images, batch)
+    if m is None:
+        return {}
+    out: dict[str, float] = {}
+    for layer in range(m["distance"].shape[0]):
+        for key in ("distance", "peak", "image_dependence"):
+            out[f"{key}_{layer}"] = float(m[key][layer].mean())
+        if layer:
+            out[f"similarity_{layer}"] = float(m["similarity"][layer])
+    return out
 
 
 def centre_displacement(centers: torch.Tensor) -> torch.Tensor:

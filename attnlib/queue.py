@@ -8,7 +8,7 @@ checkpoints (that is `train`'s own behaviour). Each job's output goes to its own
 SIGTERM the queue stops handing out jobs and sends SIGTERM to the running ones, which save a checkpoint
 and exit: rerun the same command to go on.
 
-    python -m attnlib queue --preset converge --data ../shared/data/cifar10      # the ledger's runs
+    python -m attnlib queue --preset long --data ../shared/data/cifar10      # the ledger's runs
     python -m attnlib queue --preset budget --seeds 1 2 --experiments vit vit_ha
     python -m attnlib queue --preset budget --asked --data ../shared/data/cifar10  # seeds the comparisons lack
 """
@@ -47,11 +47,11 @@ class Outcome:
 
 
 def default_experiments(preset: str) -> list[str]:
-    """What `queue` trains by default: at `converge` the runs the claims ledger needs
-    (`claims.CONVERGE_PLAN`, in its order), else the tables' grid (`experiments.names()`)."""
+    """What `queue` trains by default: at `long` the runs the claims ledger needs
+    (`claims.LONG_PLAN`, in its order), else the tables' grid (`experiments.names()`)."""
     from attnlib import claims, experiments
 
-    return list(claims.CONVERGE_PLAN) if preset == "converge" else experiments.names()
+    return list(claims.LONG_PLAN) if preset == "long" else experiments.names()
 
 
 def pending(jobs: Sequence[Job], preset: str, results_dir, data=None) -> tuple[list[Job], list[Job]]:

@@ -12,6 +12,10 @@ Layout of one run (seed 0; other seeds use `<preset>-seed<N>`):
                          file; written last: it marks completion
         history.csv      one row per epoch
         attention.npz    attention maps of fixed test images (`attnlib.snapshots.attention_summary`)
+        probe.npz        the standard attention probe: per layer and head, distance, peak and image
+                         dependence on the first test images, at initialisation and at the end, beside
+                         uniform attention (`attnlib.snapshots.probe_file`); results saved before it existed
+                         (2026-12-02) lack it and stay complete (`backfill_probe` adds it from checkpoints)
         centers.npz      quadratic models: centres and Σ⁻¹ of every head after every epoch
         checkpoints/     last.pt / previous.pt (not in git), used to resume
         run.lock         while a run is training (pid and host; `attnlib.store.RunLock`)
@@ -44,7 +48,14 @@ from attnlib.checks import SYNTHETIC, check_positive_int, is_synthetic, syntheti
 from attnlib.env import TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 from attnlib.models import FAMILIES, resolved_config, resolved_difference
-from attnlib.snapshots import attention_summary, device_name, inference_wall_time
+from attnlib.snapshots import (
+    PROBE_FILE,
+    attention_probe,
+    attention_summary,
+    device_name,
+    inference_wall_time,
+    probe_file,
+)
 from attnlib.store import (
     RunLock,
     RunLocked,
@@ -165,7 +176,8 @@ def run_config(experiment: str, preset: str, *, seed: int = 0, data=None, epochs
 @dataclass
 class RunResult:
     """A complete result: metrics (dict), history (DataFrame, one row per epoch), attention (npz arrays),
-    centers (npz arrays or None), config (dict). `trained` says whether this call trained it."""
+    centers (npz arrays or None), config (dict), probe (probe.npz's arrays, or None for a result saved
+    before runs saved it). `trained` says whether this call trained it."""
 
     experiment: str
     preset: str
@@ -176,6 +188,7 @@ class RunResult:
     attention: dict[str, np.ndarray]
     centers: dict[str, np.ndarray] | None
     trained: bool = False
+    probe: dict[str, np.ndarray] | None = None
 
     @property
     def test_accuracy(self) -> float:
@@ -221,8 +234,8 @@ class RunResult:
 
     @property
     def epochs_trained(self) -> int:
-        """Epochs the run trained (one history row each): its protocol's epochs, or fewer when it ended at a
-        plateau (converge)."""
+        """Epochs the run trained (one history row each): its protocol's epochs (or, for results saved by the
+        former `converge` preset's plateau stop, fewer)."""
         return len(self.history)
 
     def _train_command(self) -> str:
@@ -423,10 +436,72 @@ def _load_checked(path: str | Path, fingerprint: str | None = None) -> RunResult
     if (path / "centers.npz").exists():
         with np.load(path / "centers.npz") as z:
             centers = dict(z)
+    probe = None
+    if PROBE_FILE in metrics["files"]:
+        with np.load(path / PROBE_FILE) as z:
+            probe = dict(z)
     history = pd.read_csv(io.BytesIO(read_regular(path / "history.csv")))
     return RunResult(
-        config["experiment"], config["preset"], path, config, metrics, history, attention, centers
+        config["experiment"],
+        config["preset"],
+        path,
+        config,
+        metrics,
+        history,
+        attention,
+        centers,
+        probe=probe,
     )
+
+
+def initial_model(config: dict) -> torch.nn.Module:
+    """The model of a saved run as its training built it before the first step: the global RNG seeded with
+    the run's seed, then the network of its config.json (every resolved field where recorded), as
+    `train_run` does (`torch.manual_seed(seed)`, then `make`). The global RNG is left as it was."""
+    from attnlib.models import make
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.get("seed", 0))
+        return make(config["family"], **config.get(RESOLVED, config["model"]))
+
+
+def backfill_probe(
+    experiment: str,
+    preset: str,
+    *,
+    seed: int = 0,
+    results_dir: str | Path = "results",
+    data=None,
+    device="cpu",
+) -> Path:
+    """Add the standard probe (probe.npz) to a complete saved run that lacks it (or recompute it): the end
+    probe from its final weights (checkpoints/last.pt, which must be the end of training), the
+    initialisation probe from the model rebuilt from its seed (`initial_model`), on the first test images of
+    its data (`data`: a CIFAR-10 folder for a run on "cifar10", None: $ATTNLIB_DATA; a synthetic run's data
+    is rebuilt from its spec). Rewrites metrics.json's file list (checksums) under the run's lock; the
+    fingerprint and every other file are unchanged. Returns the path of probe.npz. MissingResult /
+    DamagedResult when the run is not complete or its checkpoint is absent or not the end of training."""
+    path = run_dir(results_dir, experiment, preset, seed)
+    lock = RunLock(path)
+    if not (path / "metrics.json").exists():
+        raise MissingResult(f"no complete result in {path} (no metrics.json)")
+    lock.acquire()
+    try:
+        run = load_run(path)
+        end_model = run.model(device)  # checks the checkpoint: this run's, at the end of training
+        spec = run.config.get("data")
+        dataset = _load_data(spec if is_synthetic(str(spec)) else data)
+        images = first_test_images(dataset, run.config.get("attention_mean_images", 100))
+        init = attention_probe(initial_model(run.config), images, device)
+        write_npz(
+            path / PROBE_FILE, probe_file(len(images), init, attention_probe(end_model, images, device))
+        )
+        metrics = dict(run.metrics)
+        metrics["files"] = {**metrics["files"], PROBE_FILE: sha256(path / PROBE_FILE)}
+        write_json(path / "metrics.json", metrics)
+    finally:
+        lock.release()
+    return path / PROBE_FILE
 
 
 def _load_data(spec):
@@ -514,9 +589,16 @@ def train_run(
             if rc.probe_images:  # per-layer attention measures of fixed test images, every epoch
                 from attnlib import measures
 
-                probe_batches = Batches(dataset.test, rc.probe_images, train=False, device=dev)
-                probe_x, _ = next(probe_batches.epoch(0))
-                probe = functools.partial(measures.probe, images=probe_x)
+                probe = functools.partial(
+                    measures.probe, images=first_test_images(dataset, rc.probe_images, dev)
+                )
+            # the standard probe at initialisation, before the first step (it consumes no RNG: resumed or
+            # not, the model here is the seed's initial one; `fit` loads a checkpoint's weights later)
+            init_probe = None
+            if info.is_main:
+                init_probe = attention_probe(
+                    model, first_test_images(dataset, rc.attention_mean_images, dev), dev
+                )
             code = git_state()  # the code this process trains with (the tree may change before the end)
             fit = trainer.fit(
                 model,
@@ -534,7 +616,7 @@ def train_run(
                 checkpoint_every=checkpoint_every,
             )
             if info.is_main:
-                _write_result(path, config, rc, model, fit, dataset, dev, info, code)
+                _write_result(path, config, rc, model, fit, dataset, dev, info, code, init_probe)
             if info.enabled:
                 dist.barrier()
         finally:
@@ -544,14 +626,23 @@ def train_run(
     return result
 
 
-def _write_result(path: Path, config: dict, rc, model, fit, dataset, device, info, code: dict) -> None:
-    import pandas as pd
-
+def first_test_images(dataset, n: int, device="cpu") -> torch.Tensor:
+    """The first `n` (at least 1) test images of `dataset`, normalised, on `device`: the fixed images of the
+    saved attention maps, the standard probe and the per-epoch measures."""
     from attnlib.data import Batches
 
-    first = Batches(dataset.test, max(1, rc.attention_mean_images), train=False, device="cpu")
-    images, _ = next(first.epoch(0))  # the first test images, normalised
+    images, _ = next(Batches(dataset.test, max(1, n), train=False, device=device).epoch(0))
+    return images
+
+
+def _write_result(
+    path: Path, config: dict, rc, model, fit, dataset, device, info, code: dict, init_probe=None
+) -> None:
+    import pandas as pd
+
+    images = first_test_images(dataset, rc.attention_mean_images)
     attention = attention_summary(model, images, rc.attention_images, device)
+    end_probe = attention_probe(model, images, device)
     timing = inference_wall_time(model, device, rc.timing_reps, rc.timing_warmup)
     hist = pd.DataFrame(fit.history)
     last = fit.history[-1]
@@ -560,7 +651,8 @@ def _write_result(path: Path, config: dict, rc, model, fit, dataset, device, inf
     hist.to_csv(buf, index=False)
     write_bytes(path / "history.csv", buf.getvalue().encode())
     write_npz(path / "attention.npz", attention)
-    files = list(RESULT_FILES)
+    write_npz(path / PROBE_FILE, probe_file(len(images), init_probe, end_probe))
+    files = [*RESULT_FILES, PROBE_FILE]
     if fit.quadratic is not None:
         write_npz(path / "centers.npz", {k: v.numpy() for k, v in fit.quadratic.items()})
         files.append("centers.npz")

@@ -139,3 +139,65 @@ def attention_summary(
 
 def _accumulate(sums: dict, key: str, value: np.ndarray) -> None:
     sums[key] = sums[key] + value if key in sums else value.astype(np.float64)
+
+
+# ------------------------------------------------------------------------------------- the standard probe
+PROBE_FILE = "probe.npz"
+PROBE_MEASURES = ("distance", "peak", "image_dependence", "similarity")
+
+
+def attention_probe(model: torch.nn.Module, images: torch.Tensor, device) -> dict[str, np.ndarray] | None:
+    """The standard probe of `model` at one moment (`attnlib.measures.probe_heads` on `device`, every query of
+    the fixed `images`): {"distance", "peak", "image_dependence": (L, h), "similarity": (L,), "grid": (2,),
+    "scale": ()} as numpy float64 arrays, or None for a model without token attention maps.
+
+    Runs under `torch.random.fork_rng`: it consumes nothing of the global RNG streams (CPU, and the device's
+    on CUDA), so that a run probed at initialisation trains exactly as one that is not."""
+    device = torch.device(device)
+    model = model.to(device)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        from attnlib.measures import probe_heads
+
+        m = probe_heads(model, images.to(device))
+    if m is None:
+        return None
+    return {k: v.detach().cpu().numpy() for k, v in m.items()}
+
+
+def probe_file(images: int, init: dict | None, end: dict | None) -> dict[str, np.ndarray]:
+    """The arrays of probe.npz, the standard attention probe that every run saves: the measures of its
+    token attention on the first `images` test images (every query), per layer (one entry per application
+    of attention, as the model returns its maps) and per head, at initialisation (`init`, before the first
+    step) and at the end (`end`), each an `attention_probe`, beside their values for uniform attention on
+    the same grid (`attnlib.measures.uniform_reference`, exact):
+
+      images ()                                  P, the number of test images (the first P)
+      token_layers ()                            L; 0 for a model without token maps: ResNet18, and SAN,
+                                                 whose window aggregation weights have no token probe
+      grid (2,), pixels_per_token ()             the token grid (H, W) and the input pixels per token
+      init_distance, end_distance (L, h)         mean attended distance d̄ in input pixels
+      init_peak, end_peak (L, h)                 peak π as a multiple of uniform (mean over queries of N·max p)
+      init_image_dependence, end_... (L, h)      image dependence ι (TV from the layer's mean map over P images)
+      init_similarity, end_similarity (L,)       σ with the previous layer (NaN for the first)
+      uniform_distance, uniform_peak, uniform_image_dependence, uniform_similarity ()
+    All floats float64. A probe missing at one moment (`init` None for a model with maps) is an error."""
+    from attnlib.measures import uniform_reference
+
+    out = {"images": np.asarray(images, dtype=np.int64)}
+    if end is None:
+        if init is not None:
+            raise ValueError("a probe at initialisation without one at the end")
+        return {**out, "token_layers": np.asarray(0, dtype=np.int64)}
+    if init is None:
+        raise ValueError("a probe at the end without one at initialisation")
+    grid, scale = np.asarray(end["grid"], np.int64), float(end["scale"])
+    out.update(
+        token_layers=np.asarray(end["distance"].shape[0], dtype=np.int64),
+        grid=grid,
+        pixels_per_token=np.asarray(scale, np.float64),
+    )
+    for when, m in (("init", init), ("end", end)):
+        out.update({f"{when}_{k}": np.asarray(m[k], np.float64) for k in PROBE_MEASURES})
+    uniform = uniform_reference(int(grid[0]), int(grid[1]), scale)
+    out.update({f"uniform_{k}": np.asarray(uniform[k], np.float64) for k in PROBE_MEASURES})
+    return out

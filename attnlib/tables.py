@@ -67,7 +67,7 @@ def frame(runs: dict):
                 wall_time_ms=m.get("wall_time_ms"),
                 wall_time_std_ms=m.get("wall_time_std_ms"),
                 wall_time_device=m.get("wall_time_device"),
-                epochs=prov.get("epochs_trained", prov.get("epochs")),  # a converge run may stop early
+                epochs=prov.get("epochs_trained", prov.get("epochs")),  # epochs run (a former plateau stop)
                 train_seconds=prov.get("train_seconds"),
                 cpu_seconds=_cpu_seconds(prov),
                 dataset=prov.get("dataset"),

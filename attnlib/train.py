@@ -27,7 +27,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,31 +59,6 @@ class TrainingDiverged(RuntimeError):
 
 class Interrupted(RuntimeError):
     """SIGINT/SIGTERM arrived; a checkpoint was saved and the run can be resumed by rerunning it."""
-
-
-# --------------------------------------------------------------------------------------------- config
-PLATEAU_WINDOW, PLATEAU_MIN_EPOCHS = 0.2, 10
-
-
-def converged(history: list[dict], plateau: float, lr_below: float | None = None) -> bool:
-    """Whether a run has converged at the small scale: after at least PLATEAU_MIN_EPOCHS epochs (and, with
-    `lr_below`, once the last epoch's lr is at most that), the best test accuracy gained less than
-    `plateau` over the last ⌈PLATEAU_WINDOW · E⌉ of its E epochs:
-    max_{e ≤ E} acc_e − max_{e ≤ E−k} acc_e < plateau."""
-    n = len(history)
-    if n < PLATEAU_MIN_EPOCHS:
-        return False
-    if lr_below is not None and history[-1]["lr"] > lr_below:
-        return False
-    return late_gain([row["test_acc"] for row in history]) < plateau
-
-
-def late_gain(acc: Sequence[float]) -> float:
-    """What the best test accuracy gained over the last ⌈PLATEAU_WINDOW · E⌉ of E epochs (the plateau rule's
-    measure): max_{e ≤ E} acc_e − max_{e ≤ E−k} acc_e."""
-    n = len(acc)
-    k = math.ceil(PLATEAU_WINDOW * n)
-    return max(acc) - max(acc[: n - k] or acc[:1])
 
 
 @dataclass
@@ -512,9 +487,10 @@ def fit(
     `device` and `len()`; under DDP each yields this rank's shard of every global batch.
     on_step(epoch, step, x, y) is called before every optimisation step (tests use it to record or
     interrupt). probe(model) is called after every epoch's evaluation; its columns join the epoch's history
-    row (attnlib.measures.probe: per-layer attention measures). With `cfg.plateau` the run ends early once
-    `converged(history, cfg.plateau, cfg.plateau_lr · cfg.lr)`. Raises TrainingDiverged on a non-finite loss and Interrupted after SIGINT/SIGTERM (both
-    leave the last good checkpoint in place).
+    row (attnlib.measures.probe: per-layer attention measures). The test set is evaluated and probed after
+    every epoch for the history only: the run always trains `cfg.epochs` epochs, no decision reads it.
+    Raises TrainingDiverged on a non-finite loss and Interrupted after SIGINT/SIGTERM (both leave the last
+    good checkpoint in place).
     """
     if progress is None:
         progress = bool(getattr(sys.stderr, "isatty", lambda: False)())
@@ -526,11 +502,7 @@ def fit(
     resumed_complete = bool(state.history) and state.epoch >= cfg.epochs  # nothing left to train
     state.last_saved = time.monotonic()
     with _StopRequest() as stop:
-        for epoch in range(state.epoch, cfg.epochs):
-            lr_below = None if cfg.plateau_lr is None else cfg.plateau_lr * cfg.lr
-            if cfg.plateau is not None and converged(state.history, cfg.plateau, lr_below):
-                log.info("%s: converged after %d epochs (cap %d)", desc, len(state.history), cfg.epochs)
-                break
+        for epoch in range(state.epoch, cfg.epochs):  # every epoch: nothing here reads the test set to stop
             stats, clock = run.train_epoch(epoch, state, ckpt, stop, interval, seed)
             row = run.record(epoch, state, stats, clock, test_batches, probe)
             run.log_row(row)

@@ -619,7 +619,7 @@ def training_curves(histories: Mapping[str, object], *, title: str | None = None
 
 
 # ------------------------------------------------------------------ per-layer measures against epochs
-#: The per-layer measures of a ``converge`` run's history (``attnlib.measures.layer_measures``: columns
+#: The per-layer measures of a ``long`` run's history (``attnlib.measures.probe``: columns
 #: ``<key>_<layer>``) in the order they are drawn, each with its axis label; "displacement" is the
 #: quadratic centres' mean displacement from their initialisation (``centers.npz``, not the history).
 LAYER_MEASURES = (

@@ -174,11 +174,11 @@ book.show(
 # Each claim of the two papers that this book can test, with the number that tests it, our value and a
 # verdict — *reproduced*, *not reproduced*, *inconclusive*, or *not measured* where its runs are not saved —
 # computed from the saved results of the *{glue:text}`intro_preset`* preset (or, for a model saved at the
-# `converge` preset, trained until it stops improving, from that run: its value then says "(converge)") by a
+# `long` preset, 60-epoch CPU runs of the same models, from that run: its value then says "(long)") by a
 # rule stated with each claim in the fold-out under the table (`attnlib.claims`; chapters 2 and 4 repeat the claims their models test). {glue:text}`intro_verdicts` At the
 # budget preset these are verdicts on CPU-budget runs of a few epochs, not on the papers' protocols: a
-# claim "not reproduced" here may hold for the papers' models after 300 epochs, and the `converge` preset
-# (runs trained until they stop improving) exists to narrow that gap.
+# claim "not reproduced" here may hold for the papers' models after 300 epochs, and the `long` preset
+# (60-epoch CPU runs, a fixed number of epochs) exists to narrow that gap.
 
 # %% tags=["hide-input"]
 ledger = book.claims_ledger(params)
@@ -187,20 +187,21 @@ book.show_ledger(
     ledger,
     caption=f"The claims ledger at preset {params.preset}: each claim and the verdict its rule gives; "
     "the fold-out below gives its words (quoted, or as the research notes paraphrase it), measure, value and "
-    "rule; a value taken from a converge run says so.",
+    "rule; a value taken from a 60-epoch CPU run (preset long) says so.",
 )
 
 # %% [markdown]
-# The verdicts on where heads attend need runs that have finished learning, so the ledger takes them from
-# the `converge` preset where a run is saved there. {glue:text}`converge_plan` The table lists those runs,
+# The verdicts on where heads attend need runs trained for longer than the budget's few epochs, so the
+# ledger takes them from the `long` preset (60-epoch CPU runs) where a run is saved there.
+# {glue:text}`long_plan` The table lists those runs,
 # the claims each informs and what each has cost; they resume from their checkpoints, so they are trained
 # over several sessions.
 
 # %% tags=["hide-input"]
-plan, plan_sentence = book.converge_plan(params)
-book.glue_str("converge_plan", plan_sentence)
+plan, plan_sentence = book.long_plan(params)
+book.glue_str("long_plan", plan_sentence)
 book.show_table(
     plan,
-    caption="The converge runs behind the ledger: saved state, CPU-hours (wall time times threads) and "
+    caption="The 60-epoch CPU runs behind the ledger: saved state, CPU-hours (wall time times threads) and "
     "the machine each trained on.",
 )

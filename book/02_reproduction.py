@@ -207,12 +207,12 @@ for name in ("quadratic_iso_9h", "quadratic_aniso_9h"):
     book.show_centre_paths(name, runs[name], f"fig-paths-{name}", params.preset, runs.status)
 
 # %% [markdown]
-# **After longer training.** The `converge` runs of the quadratic models train until their test accuracy
-# stops rising, or up to the preset's epoch cap: {glue:text}`quad_converge`
+# **After longer training.** The `long` runs of the quadratic models (60-epoch CPU runs, the budget's
+# models and protocol trained for a fixed 60 epochs): {glue:text}`quad_long`
 
 # %% tags=["hide-input"]
 QUADRATIC = ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h")
-book.glue_str("quad_converge", book.show_measured_centres(QUADRATIC, runs, params))
+book.glue_str("quad_long", book.show_measured_centres(QUADRATIC, runs, params))
 
 # %% [markdown]
 # ## What learned encodings attend to
@@ -275,13 +275,13 @@ book.glue_str("repro_quad_peak", book.MISSING if peaks is None else f"{peaks.min
 # {glue:text}`pos_init_start` times uniform attention (the paper's initialisation:
 # {glue:text}`pos_init_paper_start`), at random shifts; the ledger calls a layer localized from
 # {glue:text}`local_peak` times uniform, so what counts is how far the peak rises from where it started
-# (the spread 0.2 was chosen so that the budget's models start below that bar). It is trained at the `converge` preset beside
+# (the spread 0.2 was chosen so that the budget's models start below that bar). It is trained at the `long` preset beside
 # `learned_9h`, stays out of the tables, and the ledger's row on fixed shifts reports it next to the
-# verdict, which remains about the paper's models. {glue:text}`pos_init_result` The `converge` runs of the
-# two (their measures against the epoch are drawn below) show whether more training changes this:
-# {glue:text}`pos_init_converge` Their attention maps are drawn in appendix B after B.10, to be compared
-# with those of `learned_9h` (B.2): at this chapter's preset, then, with every saved `converge` run, after
-# the longer training.
+# verdict, which remains about the paper's models. {glue:text}`pos_init_result` The `long` runs of the
+# two (60-epoch CPU runs; their measures against the epoch are drawn below) show whether more training
+# changes this: {glue:text}`pos_init_long` Their attention maps are drawn in appendix B after B.10, to be
+# compared with those of `learned_9h` (B.2): at this chapter's preset, then, with every saved `long` run,
+# after the longer training.
 
 # %% tags=["hide-input"]
 for key, name in (("pos_init_start", "learned_9h_pos_init"), ("pos_init_paper_start", "learned_9h")):
@@ -291,7 +291,7 @@ variant = book.load_all(["learned_9h_pos_init"], params)
 book.glue_str("pos_init_result", book.variant_phrase("learned_9h_pos_init", {**runs, **variant}, params))
 longer = book.measured_runs(["learned_9h", "learned_9h_pos_init"], params)
 book.glue_str(
-    "pos_init_converge",
+    "pos_init_long",
     " ".join(book.measured_peaks_phrase(n, r, first=i == 0) for i, (n, r) in enumerate(longer.items())),
 )
 INIT_LABELS = {"paper": "paper's init, N(0, 0.02²)", "default": "PyTorch's default init"}
@@ -317,8 +317,8 @@ book.show(
 # %% [markdown]
 # ## How the attention measures evolve during training
 #
-# Neither paper shows *when* the heads find their patterns. The runs of the `converge` preset (the budget's
-# models trained until their test accuracy stops rising) log after every epoch, per layer, the measures the
+# Neither paper shows *when* the heads find their patterns. The runs of the `long` preset (the budget's
+# models trained for a fixed 60 epochs on CPUs) log after every epoch, per layer, the measures the
 # claims below are judged by: how far from the query the attention goes (attention-weighted distance),
 # how concentrated it is (its peak as a multiple of uniform), for the quadratic models how far the centres
 # have moved from their initialisation, and how much the maps depend on the image and resemble the previous
@@ -344,9 +344,9 @@ drawn = book.show_measure_curves(
 # ## The paper's claims on trial
 #
 # The rows of the claims ledger (introduction) that this chapter's models test, computed from the saved
-# results of this preset by the rule in the last column, or from the model's `converge` run where one is
-# saved (its value then says "(converge)"). Distances are attention-weighted means over the saved query
-# pixels of the first test images (over the probe images of the last epoch for a `converge` run); centres
+# results of this preset by the rule in the last column, or from the model's `long` run (60-epoch CPU run)
+# where one is saved (its value then says "(long)"). Distances are attention-weighted means over the saved
+# query pixels of the first test images (over the probe images of the last epoch for a `long` run); centres
 # are measured in key positions (tokens).
 
 # %% tags=["hide-input"]

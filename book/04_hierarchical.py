@@ -188,7 +188,7 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 # run-to-run noise.
 # Three limits keep us from reading more into it:
 #
-# 1. *Learning speed, not capacity.* Our runs stop after {glue:text}`ha_epochs` epochs, far from convergence (training and
+# 1. *Learning speed, not capacity.* Our runs stop after {glue:text}`ha_epochs` epochs, while still learning (training and
 #    test accuracy are still close and rising, appendix C, {numref}`fig-curves`). A difference here says which model learns
 #    faster in its first epochs; [Re] compare accuracies after 300.
 # 2. *Noise.* A difference between single runs is no evidence until it is compared with the spread
@@ -222,8 +222,8 @@ book.show_attention(runs[learned + "_ha"], learned + "_ha", params, name="fig-ha
 # %% [markdown]
 # ## How each layer's attention evolves, model beside HA
 #
-# The [Re] report describes the HA models' maps after training; the runs of the `converge` preset (trained
-# until their test accuracy stops rising) log after every epoch, per layer (per application of the shared
+# The [Re] report describes the HA models' maps after training; the runs of the `long` preset (60-epoch
+# CPU runs of the budget's models) log after every epoch, per layer (per application of the shared
 # block for HA), the attention-weighted distance of the attended pixels, the attention peak, the maps'
 # dependence on the image and their similarity to the previous layer's. Each figure sets a model beside
 # its HA variant, on shared axes (SAN's attention is a fixed window, so it has no such measures).
@@ -238,22 +238,22 @@ drawn = book.show_measure_curves(
 )
 longer = book.measured_runs([learned, learned + "_ha"], params)
 book.glue_str(
-    "ha_converge",
+    "ha_long",
     " ".join(book.measured_peaks_phrase(n, r, first=i == 0) for i, (n, r) in enumerate(longer.items())),
 )
 
 # %% [markdown]
-# {glue:text}`ha_converge` These are single runs, one seed per side: they show where each layer's
+# {glue:text}`ha_long` These are single runs, one seed per side: they show where each layer's
 # attention ends after the longer training, while the comparison of accuracies over seeds above stays the
 # evidence on HA's gain.
 #
 # ## The report's claims on trial
 #
 # The [Re] report's claims about HA, as the claims ledger (introduction) tests them at this preset, or from
-# a pair's `converge` runs where both are saved (the value then says "(converge)"): the accuracy gain over
+# a pair's `long` runs (60-epoch CPU runs) where both are saved (the value then says "(long)"): the accuracy gain over
 # seeds with its Welch interval, the share of parameters at the paper's settings, and what the HA models'
 # attention maps do layer by layer. The gain is compared over the seeds of this preset until the
-# `converge` preset holds as many (or three) per side: one long run per side shows the maps, it cannot
+# `long` preset holds as many (or three) per side: one long run per side shows the maps, it cannot
 # give an interval.
 
 # %% tags=["hide-input"]

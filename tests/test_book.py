@@ -280,7 +280,7 @@ def test_chapter_runs_at_smoke(chapter, results_dir, tmp_path):
         (
             "04_hierarchical",
             {"preset": "huge"},
-            "preset: got 'huge'; allowed: paper, budget, smoke, converge",
+            "preset: got 'huge'; allowed: paper, budget, smoke, long",
         ),
         (
             "04_hierarchical",

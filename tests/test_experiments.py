@@ -48,7 +48,7 @@ def test_every_preset_covers_every_protocol_with_a_reason():
     assert sorted(experiments.names()) == sorted(NAMES)
     assert sorted(experiments.names(variants=True)) == sorted([*NAMES, *VARIANTS])
     assert {n: e.variant_of for n, e in EXPERIMENTS.items() if e.variant_of} == VARIANTS
-    assert PRESETS == ("paper", "budget", "smoke", "converge")
+    assert PRESETS == ("paper", "budget", "smoke", "long")
     for preset in PRESETS:
         assert set(PRESET_TABLE[preset]) == {e.protocol for e in EXPERIMENTS.values()}
         for p in PRESET_TABLE[preset].values():
@@ -58,9 +58,9 @@ def test_every_preset_covers_every_protocol_with_a_reason():
 def test_history_file_names_only_known_protocols_and_continues_their_reasons():
     constants = {
         ("budget", "grid"),
-        ("converge", "clip"),
-        ("converge", "clip_detail"),
-        ("converge", "plateau_lr"),
+        ("long", "clip"),
+        ("long", "clip_detail"),
+        ("long", "plateau"),
     }
     protocols = {e.protocol for e in EXPERIMENTS.values()}
     entries = experiments._history_file()["history"]
@@ -71,7 +71,7 @@ def test_history_file_names_only_known_protocols_and_continues_their_reasons():
             assert text.strip() == text and "\n" not in text and "  " not in text
             if protocol in protocols:
                 assert PRESET_TABLE[preset][protocol].reason.endswith(" " + text)
-    assert experiments.history("converge", "clip") in PRESET_TABLE["converge"]["attention"].reason
+    assert experiments.history("long", "clip") in PRESET_TABLE["long"]["attention"].reason
     assert set(experiments.THROUGHPUT["budget"]) == set(EXPERIMENTS)  # a variant: its base's throughput
     assert all(
         experiments.THROUGHPUT["budget"][v] == experiments.THROUGHPUT["budget"][b]
@@ -220,30 +220,29 @@ def test_every_experiment_trains_at_smoke(name, smoke_results):
         assert again.centers["inverse_covariance"].shape == (2, 2, heads, 2, 2)
 
 
-def test_converge_preset_is_the_budget_trained_to_a_plateau_with_measures():
-    from attnlib.experiments import (
-        CONVERGE_CAP,
-        CONVERGE_CLIP,
-        CONVERGE_MAX_LR,
-        CONVERGE_PLATEAU,
-        CONVERGE_PLATEAU_LR,
-    )
+def test_long_preset_is_the_budget_for_a_fixed_number_of_epochs_with_measures():
+    import dataclasses
 
+    from attnlib.config import TrainConfig
+    from attnlib.experiments import LONG_CLIP, LONG_EPOCHS, LONG_MAX_LR
+
+    # no setting of the protocol stops a run early: TrainConfig has no stopping rule at all
+    assert not {f.name for f in dataclasses.fields(TrainConfig)} & {"plateau", "plateau_lr", "patience"}
     for name in EXPERIMENTS:
-        budget, converge = resolve(name, "budget"), resolve(name, "converge")
-        assert converge.model == budget.model  # the same networks
-        assert converge.train == budget.train.replace(
-            epochs=CONVERGE_CAP,
-            plateau=CONVERGE_PLATEAU,
-            plateau_lr=CONVERGE_PLATEAU_LR,
-            lr=min(budget.train.lr, CONVERGE_MAX_LR),
-            grad_clip=budget.train.grad_clip or CONVERGE_CLIP,
+        budget, long = resolve(name, "budget"), resolve(name, "long")
+        assert long.model == budget.model  # the same networks
+        assert long.train == budget.train.replace(
+            epochs=LONG_EPOCHS,
+            lr=min(budget.train.lr, LONG_MAX_LR),
+            grad_clip=budget.train.grad_clip or LONG_CLIP,
         )
-        assert converge.probe_images > 0 and budget.probe_images == 0
-        assert "plateau" in converge.to_dict()["train"] and "probe_images" in converge.to_dict()
-        assert "plateau" not in budget.to_dict()["train"] and "probe_images" not in budget.to_dict()
-        assert "plateau_lr" in converge.to_dict()["train"] and "plateau_lr" not in budget.to_dict()["train"]
-        assert experiments.history("converge", "plateau_lr") in converge.reason
+        assert long.train.epochs == 60 and long.train.lr <= 0.05 and long.train.grad_clip == 1.0
+        assert long.probe_images > 0 and budget.probe_images == 0
+        assert "probe_images" in long.to_dict() and "probe_images" not in budget.to_dict()
+        assert not {"plateau", "plateau_lr"} & set(long.to_dict()["train"])
+        # the reason says what the preset is, and the history why the plateau rule went
+        assert experiments.history("long", "plateau") in long.reason and "fixed 60 epochs" in long.reason
+        assert "read the test set" in experiments.history("long", "plateau")
 
 
 @pytest.mark.parametrize("preset", PRESETS)

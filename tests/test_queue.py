@@ -15,8 +15,8 @@ from attnlib.errors import ConfigError
 from attnlib.queue import Job, Queue
 
 
-def test_default_experiments_are_the_ledger_plan_at_converge_else_the_grid():
-    assert queue.default_experiments("converge") == list(claims.CONVERGE_PLAN)
+def test_default_experiments_are_the_ledger_plan_at_long_else_the_grid():
+    assert queue.default_experiments("long") == list(claims.LONG_PLAN)
     assert queue.default_experiments("budget") == experiments.names()
 
 

@@ -357,22 +357,6 @@ def test_model_is_built_from_the_resolved_fields_it_was_trained_with(copy):
     assert err.value.status == "stale" and "retired_field" in str(err.value)
 
 
-def test_model_of_a_run_that_ended_at_a_plateau(tmp_path, monkeypatch):
-    """A converge-style run ends before its epoch cap when the test accuracy stops rising: its last.pt
-    is the end of training (epochs_trained), not a mid-training checkpoint."""
-    import dataclasses
-
-    from attnlib import experiments
-
-    smoke = experiments.PRESET_TABLE["smoke"]
-    key = experiments.get("vit").protocol
-    capped = smoke[key].train.replace(epochs=13, plateau=0.99)  # 99 points: it stops as soon as allowed
-    monkeypatch.setitem(smoke, key, dataclasses.replace(smoke[key], train=capped))
-    res = run_or_load("vit", "smoke", results_dir=tmp_path)
-    assert res.epochs_trained < 13 and res.metrics["provenance"]["epochs"] == 13
-    assert sum(p.numel() for p in res.model().parameters()) == res.metrics["params"]
-
-
 def test_provenance_names_the_commit_training_started_from(tmp_path, monkeypatch):
     """provenance.git is the code the run trained with (read before training); when the tree changed
     before the result was written, provenance.git_at_write says to what."""

@@ -127,22 +127,23 @@ def test_damaged_and_stale_results_in_tables(damaged, cli):
     assert "- vit: stale: " in out and "train.epochs: 2 saved, 1 now" in out
 
 
-def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monkeypatch):
+def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monkeypatch):
     from attnlib import claims, experiments
 
     keys = {c.key for c in claims.CLAIMS}
-    assert set(claims.CONVERGE_PLAN) <= set(experiments.names(variants=True))
-    assert all(informs and set(informs) <= keys for informs in claims.CONVERGE_PLAN.values())
+    assert set(claims.LONG_PLAN) <= set(experiments.names(variants=True))
+    assert all(informs and set(informs) <= keys for informs in claims.LONG_PLAN.values())
     params = book.check_params(
         preset="budget", data=None, device="cpu", results_dir=tmp_path, train_missing=False
     )
-    plan, sentence = book.converge_plan(params)
-    assert plan["run"].tolist() == list(claims.CONVERGE_PLAN) and set(plan["saved"]) == {"not yet"}
+    plan, sentence = book.long_plan(params)
+    assert plan["run"].tolist() == list(claims.LONG_PLAN) and set(plan["saved"]) == {"not yet"}
     assert (
-        sentence.startswith(f"0 of the {len(plan)} converge runs") and "CPU-hours of training" not in sentence
+        sentence.startswith(f"0 of the {len(plan)} 60-epoch CPU runs")
+        and "CPU-hours of training" not in sentence
     )
-    cap = sum(experiments.estimate_seconds(n, "converge") for n in claims.CONVERGE_PLAN) / 3600
-    assert f"the other 6 would take at most {cap:.1f} CPU-hours" in sentence
+    cap = sum(experiments.estimate_seconds(n, "long") for n in claims.LONG_PLAN) / 3600
+    assert f"the other 6 would take about {cap:.1f} CPU-hours" in sentence
     assert "further seeds" not in sentence  # none saved here
     pairs = [name for base in claims.HA_PAIRS for name in (base, base + "_ha")]  # 3 seeds each asked
     asked = 3 * sum(experiments.estimate_seconds(n, "budget") for n in pairs) / 3600
@@ -151,14 +152,14 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
     )
     assert f"; about {asked:.1f} CPU-hours on idle cores)." in sentence
     assert f"come to {cap + asked:.1f} CPU-hours" in sentence
-    assert f"within the {claims.CONVERGE_CPU_HOURS:g} CPU-hours" in sentence
+    assert f"within the {claims.LONG_CPU_HOURS:g} CPU-hours" in sentence
 
     real = tables.collect
     COLS = ["status", "epochs", "train_seconds", "cpu_seconds", "wall_time_device"]
 
-    def two_saved(results_dir, preset, names=None, seed=0, **kw):  # two runs saved, one ended at its plateau
+    def two_saved(results_dir, preset, names=None, seed=0, **kw):  # two runs saved
         frame = real(results_dir, preset, names, seed=seed, **kw).astype({"wall_time_device": object})
-        if preset == "converge":
+        if preset == "long":
             done = frame["experiment"] == "learned_9h"
             frame.loc[done, COLS] = ["complete", 23, 5400.0, 5400.0, "CPU (1 threads)"]
             done = frame["experiment"] == "resnet18"  # 0.75 h on 2 threads: 1.5 CPU-hours
@@ -168,40 +169,37 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
             frame.loc[done, COLS] = ["complete", 6, 1800.0, 1800.0, "CPU (1 threads)"]
         return frame
 
-    curves = {"learned_9h": [0.5] * 20 + [0.502, 0.503, 0.501], "resnet18": [i / 100 for i in range(60)]}
-    for name, acc in curves.items():  # learned_9h plateaued at epoch 23; resnet18 still rising at the cap
-        run_dir(tmp_path, name, "converge").mkdir(parents=True)
-        pd.DataFrame({"test_acc": acc}).to_csv(run_dir(tmp_path, name, "converge") / "history.csv")
     monkeypatch.setattr(tables, "collect", two_saved)
-    plan, sentence = book.converge_plan(params)
+    plan, sentence = book.long_plan(params)
     rows = plan.set_index("run")
     assert rows.loc["learned_9h", "saved"] == rows.loc["resnet18", "saved"] == "23 epochs, 1.5 CPU-hours"
     assert (
         rows.loc["resnet18", "trained on"] == "CPU (2 threads)"
         and rows.loc["learned_9h_pos_init", "trained on"] == ""
     )
-    ended = plan.set_index("run")["ended at"]
-    assert ended["learned_9h"] == "its plateau (+0.3 points over its last 20%)"
-    assert ended["resnet18"] == "the cap (+12.0 points over its last 20%)"
-    assert ended["quadratic_aniso_9h"] == ""  # not saved yet
-    assert sentence.startswith("2 of the 6 converge runs the ledger needs are saved, 3.0 CPU-hours")
+    assert "ended at" not in plan and "cap estimate (h)" not in plan  # no stopping rule: nothing to say
+    assert (
+        rows.loc["quadratic_aniso_9h", "estimate (h)"]
+        == f"{experiments.estimate_seconds('quadratic_aniso_9h', 'long') / 3600:.1f}"
+    )
+    assert sentence.startswith("2 of the 6 60-epoch CPU runs the ledger needs are saved, 3.0 CPU-hours")
     ahead = (
         sum(
-            experiments.estimate_seconds(n, "converge")
-            for n in claims.CONVERGE_PLAN
+            experiments.estimate_seconds(n, "long")
+            for n in claims.LONG_PLAN
             if n not in ("learned_9h", "resnet18")
         )
         / 3600
     )
-    assert f"the other 4 would take at most {ahead:.1f} CPU-hours" in sentence
+    assert f"the other 4 would take about {ahead:.1f} CPU-hours" in sentence
     assert "further seeds, behind the comparisons over seeds, took 1.0 CPU-hours (2 runs)" in sentence
     assert f"come to {3.0 + ahead + 1.0 + asked:.1f} CPU-hours" in sentence
     assert "leave no room" not in sentence
-    monkeypatch.setattr(claims, "CONVERGE_CPU_HOURS", 1.0)
-    assert "beyond the 1 CPU-hours" in book.converge_plan(params)[1]
-    # the converge runs come first: seeds that would take the total past the budget are not counted on
-    monkeypatch.setattr(claims, "CONVERGE_CPU_HOURS", 3.0 + ahead + 1.0 + asked / 2)
-    sentence = book.converge_plan(params)[1]
+    monkeypatch.setattr(claims, "LONG_CPU_HOURS", 1.0)
+    assert "beyond the 1 CPU-hours" in book.long_plan(params)[1]
+    # the long runs come first: seeds that would take the total past the budget are not counted on
+    monkeypatch.setattr(claims, "LONG_CPU_HOURS", 3.0 + ahead + 1.0 + asked / 2)
+    sentence = book.long_plan(params)[1]
     assert (
         "ask for 30 more budget runs (learned_content_9h seeds 0, 1 and 2, learned_content_9h_ha seeds"
         in sentence
@@ -212,26 +210,21 @@ def test_converge_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, 
     )
     assert f"come to {3.0 + ahead + 1.0:.1f} CPU-hours" in sentence and "within the" in sentence
 
-    def all_saved(results_dir, preset, names=None, seed=0, **kw):  # every converge run saved, 1 h each
+    def all_saved(results_dir, preset, names=None, seed=0, **kw):  # every long run saved, 1 h each
         frame = real(results_dir, preset, names, seed=seed, **kw).astype({"wall_time_device": object})
-        if preset == "converge":
+        if preset == "long":
             frame[COLS] = ["complete", 60, 3600.0, 3600.0, "CPU (1 threads)"]
         return frame
 
-    for name in claims.CONVERGE_PLAN:
-        run_dir(tmp_path, name, "converge").mkdir(parents=True, exist_ok=True)
-        pd.DataFrame({"test_acc": [0.5] * 60}).to_csv(run_dir(tmp_path, name, "converge") / "history.csv")
     monkeypatch.setattr(tables, "collect", all_saved)
     monkeypatch.setattr(claims, "seeds_asked", lambda *a, **kw: [])
-    sentence = book.converge_plan(params)[1]
-    assert sentence.startswith("6 of the 6 converge runs the ledger needs are saved, 6.0 CPU-hours")
+    sentence = book.long_plan(params)[1]
+    assert sentence.startswith("6 of the 6 60-epoch CPU runs the ledger needs are saved, 6.0 CPU-hours")
     assert sentence.endswith(
-        f"Together these runs took 6.0 CPU-hours, within the {claims.CONVERGE_CPU_HOURS:g} CPU-hours set for them."
+        f"Together these runs took 6.0 CPU-hours, within the {claims.LONG_CPU_HOURS:g} CPU-hours set for them."
     )
-    monkeypatch.setattr(claims, "CONVERGE_CPU_HOURS", 5.99)  # 6.0 would read as equal: two decimals
-    assert book.converge_plan(params)[1].endswith(
-        "took 6.00 CPU-hours, beyond the 5.99 CPU-hours set for them."
-    )
+    monkeypatch.setattr(claims, "LONG_CPU_HOURS", 5.99)  # 6.0 would read as equal: two decimals
+    assert book.long_plan(params)[1].endswith("took 6.00 CPU-hours, beyond the 5.99 CPU-hours set for them.")
 
 
 def test_seeds_asked_are_estimated_in_the_plan(tmp_path, monkeypatch):

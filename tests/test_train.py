@@ -28,14 +28,12 @@ from attnlib.runs import run_dir, train_run
 from attnlib.train import (
     CHECKPOINT_SECONDS,
     CHECKPOINT_SECONDS_ENV,
-    PLATEAU_MIN_EPOCHS,
     Checkpoints,
     Interrupted,
     Schedule,
     TrainConfig,
     TrainingDiverged,
     checkpoint_interval,
-    converged,
     fast_bf16,
     fit,
     grad_norm,
@@ -158,8 +156,6 @@ def test_no_weight_decay_on_centers_and_spreads():
         ("warmup", 1.0),
         ("lr", 0),
         ("grad_clip", 0),
-        ("plateau", 0),
-        ("plateau", 1.5),
     ],
 )
 def test_bad_train_config_raises_config_error_naming_the_field(field, value):
@@ -503,48 +499,46 @@ def test_resume_from_a_checkpoint_without_gradient_norms(tmp_path, reference):
     assert rows == ref_rows
 
 
-def _acc(*values):
-    return [{"test_acc": v} for v in values]
+def test_every_run_trains_all_its_epochs_whatever_the_test_set_says(tmp_path, monkeypatch):
+    """No decision of the loop reads the test set: with the evaluation (and the probe) returning anything,
+    flat or rising, the run trains every epoch and ends with the same weights and training history; the
+    test columns of the history are all that changes. A resume of the finished run trains nothing."""
+    import attnlib.train as trainer
 
-
-def test_converged_compares_the_best_accuracy_before_and_inside_the_last_fifth():
-    flat = _acc(*[0.1 * i for i in range(7)], 0.80, 0.801, 0.802)  # 10 epochs: the last 2 gained 0.2 points
-    assert converged(flat, 0.005) and not converged(flat, 0.001)
-    assert not converged(flat[:-1], 0.005)  # fewer than PLATEAU_MIN_EPOCHS epochs: never
-    rising = _acc(*[0.1 * i for i in range(7)], 0.80, 0.80, 0.81)  # +1 point in the window
-    assert not converged(rising, 0.005)
-    noisy = _acc(*[0.1 * i for i in range(7)], 0.80, 0.79, 0.60)  # a worse last epoch is no gain
-    assert converged(noisy, 0.005)
-    window = _acc(*([0.5] * 14), 0.6, 0.5, 0.5, 0.5, 0.5, 0.5)  # 20 epochs: window of 4 starts after 0.6
-    assert converged(window, 0.005) and not converged(window[:17], 0.005)
-
-
-def test_converged_waits_for_the_lr_to_anneal_when_asked():
-    flat = [dict(row, lr=0.1) for row in _acc(*[0.1 * i for i in range(7)], 0.80, 0.801, 0.802)]
-    assert converged(flat, 0.005) and not converged(flat, 0.005, lr_below=0.05)
-    flat[-1]["lr"] = 0.05
-    assert converged(flat, 0.005, lr_below=0.05)
-
-
-def test_plateau_lr_delays_the_end_until_the_schedule_anneals(tmp_path):
-    cfg = CFG.replace(epochs=30, plateau=0.2, plateau_lr=0.2)  # plateaus at once, but the lr must fall first
-    _, out = run(tmp_path / "ckpt", cfg=cfg)
-    lrs = [row["lr"] for row in out.history]
-    assert lrs[-1] <= 0.2 * cfg.lr < lrs[-2] and len(out.history) < cfg.epochs
-    with pytest.raises(ConfigError, match="plateau_lr"):
-        CFG.replace(plateau_lr=0)
-
-
-def test_plateau_ends_the_run_early_and_a_resume_trains_no_further(tmp_path):
-    cfg = CFG.replace(epochs=40, plateau=0.2)  # 20 points: every run on random labels plateaus at once
-    model, out = run(tmp_path / "ckpt", cfg=cfg)
-    n = len(out.history)
-    assert PLATEAU_MIN_EPOCHS <= n < cfg.epochs
-    assert converged(out.history, cfg.plateau)
-    assert not any(converged(out.history[:k], cfg.plateau) for k in range(n))
+    cfg = CFG.replace(epochs=12)  # long enough for the former plateau rule (10 epochs) to have fired
+    outcomes = {}
+    for name, accuracy in (
+        ("flat", lambda e: 0.5),
+        ("rising", lambda e: 0.1 * e),
+        ("nan", lambda e: math.nan),
+    ):
+        calls = iter(range(1, 100))
+        monkeypatch.setattr(
+            trainer, "evaluate", lambda *a, accuracy=accuracy, calls=calls, **k: (1.0, accuracy(next(calls)))
+        )
+        model, out = run(tmp_path / name, cfg=cfg)
+        assert len(out.history) == cfg.epochs, name
+        outcomes[name] = ({k: v.clone() for k, v in model.state_dict().items()}, out)
+    train_columns = ("epoch", "train_loss", "train_acc", "lr", "grad_norm")
+    (ref_w, ref), *others = outcomes.values()
+    for weights, out in others:
+        assert same_weights(weights, ref_w)
+        assert [{k: r[k] for k in train_columns} for r in out.history] == [
+            {k: r[k] for k in train_columns} for r in ref.history
+        ]
     steps = []
-    _, again = run(tmp_path / "ckpt", cfg=cfg, on_step=lambda *a: steps.append(a))
-    assert steps == [] and strip(again.history) == strip(out.history)
+    _, again = run(tmp_path / "flat", cfg=cfg, on_step=lambda *a: steps.append(a))
+    assert steps == [] and len(again.history) == cfg.epochs
+
+
+def test_the_loop_has_no_stopping_rule():
+    """The plateau stop is gone from the library, not left unused."""
+    import attnlib.train as trainer
+
+    for gone in ("converged", "late_gain", "PLATEAU_WINDOW", "PLATEAU_MIN_EPOCHS"):
+        assert not hasattr(trainer, gone), gone
+    with pytest.raises(TypeError):
+        TrainConfig(epochs=1, batch_size=1, lr=0.1, plateau=0.005)
 
 
 def test_probe_columns_join_every_history_row():

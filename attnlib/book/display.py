@@ -325,7 +325,7 @@ def show_centre_paths(
 
 
 def _at(preset: str, run, named: bool) -> str:
-    """ " (converge preset, 60 epochs)" when ``named``, else "" (captions of a run of another preset)."""
+    """ " (long preset, 60 epochs)" when ``named``, else "" (captions of a run of another preset)."""
     return f" ({preset} preset, {len(run.history)} epochs)" if named else ""
 
 
@@ -340,11 +340,11 @@ def _centres_missing(name, run, label, preset, what, status) -> bool:
 
 
 #: The preset whose runs log the per-layer measures every epoch, and the command that trains one.
-MEASURED_PRESET = "converge"
+MEASURED_PRESET = "long"
 
 
 def measured_runs(experiments, params: Params):
-    """``Runs`` of ``experiments`` at the ``converge`` preset (seed 0, the chapter's data and results folder;
+    """``Runs`` of ``experiments`` at the ``long`` preset (seed 0, the chapter's data and results folder;
     never trains): the runs whose histories hold the per-layer attention measures of every epoch."""
     import dataclasses
 
@@ -356,9 +356,9 @@ def measured_runs(experiments, params: Params):
 
 
 def show_measured_attention(experiments, params: Params, query: int = 0) -> str:
-    """The attention maps of the saved ``converge`` runs of ``experiments`` (those that have maps), each as
-    ``show_attention`` draws them, labelled ``fig-<experiment>-converge`` and captioned with the preset;
-    nothing when the chapter's own preset is ``converge`` (its figures are those runs). Returns a sentence
+    """The attention maps of the saved ``long`` runs of ``experiments`` (those that have maps), each as
+    ``show_attention`` draws them, labelled ``fig-<experiment>-long`` and captioned with the preset;
+    nothing when the chapter's own preset is ``long`` (its figures are those runs). Returns a sentence
     saying which were drawn (plain text, for ``glue:text``)."""
     import dataclasses
 
@@ -368,15 +368,15 @@ def show_measured_attention(experiments, params: Params, query: int = 0) -> str:
     longer = dataclasses.replace(params, preset=MEASURED_PRESET, seed=0)
     drawn = [e for e, run in runs.items() if run is not None and run.attention]  # ResNet18 saves none
     for e in drawn:
-        show_attention(runs[e], e, longer, query, name=f"fig-{e}-converge", named=True)
+        show_attention(runs[e], e, longer, query, name=f"fig-{e}-long", named=True)
     return f"Saved so far: {word_list(drawn)}." if drawn else f"No {MEASURED_PRESET} run is saved yet."
 
 
 def show_measured_centres(experiments, shorter, params: Params) -> str:
-    """The final centres and the paths of the saved ``converge`` runs of the quadratic ``experiments``
-    (``show_centres`` / ``show_centre_paths``, labelled ``fig-centres-<experiment>-converge`` and
-    ``fig-paths-<experiment>-converge``, captioned with the preset); nothing when the chapter's own preset is
-    ``converge``. Returns the sentences on how far their centres moved (``measured_centres_phrase``, beside
+    """The final centres and the paths of the saved ``long`` runs of the quadratic ``experiments``
+    (``show_centres`` / ``show_centre_paths``, labelled ``fig-centres-<experiment>-long`` and
+    ``fig-paths-<experiment>-long``, captioned with the preset); nothing when the chapter's own preset is
+    ``long``. Returns the sentences on how far their centres moved (``measured_centres_phrase``, beside
     the ``shorter`` runs at the chapter's preset), plain text for ``glue:text``."""
     from attnlib.book.phrases import measured_centres_phrase
 
@@ -384,8 +384,8 @@ def show_measured_centres(experiments, shorter, params: Params) -> str:
         return "the figures above."
     runs = {e: r for e, r in measured_runs(experiments, params).items() if r is not None}
     for e, run in runs.items():
-        show_centres(e, run, f"fig-centres-{e}-converge", MEASURED_PRESET, named=True)
-        show_centre_paths(e, run, f"fig-paths-{e}-converge", MEASURED_PRESET, named=True)
+        show_centres(e, run, f"fig-centres-{e}-long", MEASURED_PRESET, named=True)
+        show_centre_paths(e, run, f"fig-paths-{e}-long", MEASURED_PRESET, named=True)
     if not runs:
         return "none is saved yet."
     phrases = [measured_centres_phrase(e, r, shorter[e]) for e, r in runs.items()]
@@ -393,7 +393,7 @@ def show_measured_centres(experiments, shorter, params: Params) -> str:
 
 
 def show_measure_curves(figures: dict, params: Params) -> int:
-    """The per-layer attention measures of saved ``converge`` runs against the epoch, one numbered figure per
+    """The per-layer attention measures of saved ``long`` runs against the epoch, one numbered figure per
     entry of ``figures`` (``{figure name: (experiments, caption's first sentence)}``; ``viz.measures_vs_epochs``,
     one column per run found, in the order given; a model and its HA variant side by side). Without any
     such run: one note saying so and naming the command that trains them, and no figure (nor for a figure

@@ -133,8 +133,8 @@ def variant_phrase(variant: str, runs: dict, params: Params) -> str:
     return text + "."
 
 
-def measured_peaks_phrase(name: str, run, preset: str = "converge", first: bool = True) -> str:
-    """A sentence on how a run's per-layer attention peak evolved, from its history (the `converge` runs log
+def measured_peaks_phrase(name: str, run, preset: str = "long", first: bool = True) -> str:
+    """A sentence on how a run's per-layer attention peak evolved, from its history (the `long` runs log
     it every epoch): which layers stayed below NEAR_UNIFORM times uniform in every epoch, and where the
     others ended. ``first=False``: a sentence following another such one (it does not name the preset
     again). Plain text (for ``glue:text``)."""
@@ -161,7 +161,7 @@ def measured_peaks_phrase(name: str, run, preset: str = "converge", first: bool 
     return text + "."
 
 
-def measured_centres_phrase(name: str, run, shorter=None, preset: str = "converge") -> str:
+def measured_centres_phrase(name: str, run, shorter=None, preset: str = "long") -> str:
     """A sentence on how far a quadratic model's centres moved in a longer run, and how their spread per layer
     (RMS distance from the layer's mean centre, ``measures.centre_spread``) ended against its initialisation;
     ``shorter``: the same model's run at the book's preset, whose displacements follow in brackets. Plain text

@@ -517,18 +517,6 @@ def claims_ledger(params: Params, keys=None):
     return frame if keys is None else frame[frame["claim"].isin(list(keys))]
 
 
-def _how_it_ended(results_dir, name: str) -> str:
-    """How a saved `converge` run ended: at its plateau or at the epoch cap, with what the best test accuracy
-    gained over its last epochs (``train.late_gain``, the plateau rule's measure)."""
-    import pandas as pd
-
-    from attnlib import experiments, runs, train
-
-    acc = pd.read_csv(runs.run_dir(results_dir, name, "converge") / "history.csv")["test_acc"].tolist()
-    window = f"+{train.late_gain(acc) * 100:.1f} points over its last {train.PLATEAU_WINDOW:.0%}"
-    return f"{'the cap' if len(acc) >= experiments.CONVERGE_CAP else 'its plateau'} ({window})"
-
-
 def measure_endpoints(histories: dict, measures=("peak", "distance")):
     """The numbers behind a figure of measures against the epoch: per run (``{name: history}``) and measure,
     each layer's value after the first and after the last epoch (a pandas DataFrame, one row per run and
@@ -572,27 +560,26 @@ def seed_runs_phrase(jobs) -> str:
     )
 
 
-def converge_plan(params: Params):
-    """(table, sentence): the `converge` runs the ledger needs (``claims.CONVERGE_PLAN``), one row each: the
-    claims it informs, its saved state (epochs and CPU-hours, wall time times threads, when complete, else
-    "not yet"), the machine it trained on, how it ended
-    (plateau or cap) and its estimated CPU-hours at the epoch cap on an idle core. The sentence sums the
-    saved hours, the cap estimates of the runs not saved yet, the budget's further seeds (1 and up, behind
-    the comparisons over seeds) and the estimates of the seeds those comparisons still ask for, against
-    ``claims.CONVERGE_CPU_HOURS``. Never trains."""
+def long_plan(params: Params):
+    """(table, sentence): the `long` runs the ledger needs (``claims.LONG_PLAN``), one row each: the claims
+    it informs, its saved state (epochs and CPU-hours, wall time times threads, when complete, else "not
+    yet"), the machine it trained on and its estimated CPU-hours for its epochs on an idle core. The
+    sentence sums the saved hours, the estimates of the runs not saved yet, the budget's further seeds (1
+    and up, behind the comparisons over seeds) and the estimates of the seeds those comparisons still ask
+    for, against ``claims.LONG_CPU_HOURS``. Never trains."""
     import pandas as pd
 
     from attnlib import claims, experiments, tables
 
-    saved = tables.collect(params.results_dir, "converge", list(claims.CONVERGE_PLAN), data=params.data)
+    saved = tables.collect(params.results_dir, "long", list(claims.LONG_PLAN), data=params.data)
     saved = saved.set_index("experiment")
     keys = {c.key: c.title for c in claims.CLAIMS}
     rows, spent, ahead, done = [], 0.0, 0.0, 0
-    for name, informs in claims.CONVERGE_PLAN.items():
+    for name, informs in claims.LONG_PLAN.items():
         complete = saved.at[name, "status"] == "complete"
         done += complete
         hours = saved.at[name, "cpu_seconds"] / 3600 if complete else None  # wall time x CPU threads
-        estimate = experiments.estimate_seconds(name, "converge") / 3600
+        estimate = experiments.estimate_seconds(name, "long") / 3600
         if complete:
             spent += hours
         else:
@@ -604,25 +591,23 @@ def converge_plan(params: Params):
                 "claims it informs": "; ".join(keys[k] for k in informs),
                 "saved": cell,
                 "trained on": saved.at[name, "wall_time_device"] if complete else "",
-                "ended at": _how_it_ended(params.results_dir, name) if complete else "",
-                "cap estimate (h)": f"{estimate:.1f}",
+                "estimate (h)": f"{estimate:.1f}",
             }
         )
     asked, asked_hours = _seeds_asked(params)
-    budget = claims.CONVERGE_CPU_HOURS
+    budget = claims.LONG_CPU_HOURS
     seeds = [tables.collect(params.results_dir, "budget", seed=s, data=params.data) for s in range(1, 10)]
     seeds = pd.concat(seeds)
     seeds = seeds[seeds["status"] == "complete"]
     extra = float(seeds["cpu_seconds"].sum()) / 3600
     left = len(rows) - done
-    parts = [f"{done} of the {len(rows)} converge runs the ledger needs are saved"]
+    parts = [f"{done} of the {len(rows)} {experiments.LONG_EPOCHS}-epoch CPU runs the ledger needs are saved"]
     if done:
         parts[0] += f", {spent:.1f} CPU-hours of training in all"
     if left:
         parts.append(
-            f"the other {left} would take at most {ahead:.1f} CPU-hours on idle cores if each ran to its "
-            f"{experiments.CONVERGE_CAP}-epoch cap (a run stops earlier once it plateaus; on shared cores "
-            "runs take longer)"
+            f"the other {left} would take about {ahead:.1f} CPU-hours on idle cores (on shared cores runs "
+            "take longer)"
         )
     sentence = "; ".join(parts) + "."
     if len(seeds):
@@ -631,7 +616,7 @@ def converge_plan(params: Params):
             f"CPU-hours ({len(seeds)} runs)."
         )
     planned = spent + ahead + extra
-    room = planned + asked_hours <= budget  # the converge runs come first: the ledger's maps need them
+    room = planned + asked_hours <= budget  # the long runs come first: the ledger's maps need them
     if asked:
         sentence += (
             f" The comparisons over seeds still ask for {len(asked)} more budget runs "

@@ -1,7 +1,7 @@
-"""The converge preset's runs in the book: the claims ledger takes its evidence from them where they are
+"""The long preset's runs in the book: the claims ledger takes its evidence from them where they are
 saved (and says so), and `viz.measures_vs_epochs` draws their per-layer measures against the epoch.
 
-The converge protocol (60 epochs of CIFAR-10) is replaced by a smoke-sized one here (2 epochs on synthetic
+The long protocol (60 epochs of CIFAR-10) is replaced by a smoke-sized one here (2 epochs on synthetic
 images, measures of 16 probe images logged every epoch): what is tested is where the evidence comes from."""
 
 import dataclasses
@@ -18,14 +18,14 @@ matplotlib.use("Agg")
 
 
 @pytest.fixture
-def tiny_converge(monkeypatch):
-    """`converge` trains the smoke models for 2 epochs, logging the per-layer measures every epoch."""
+def tiny_long(monkeypatch):
+    """`long` trains the smoke models for 2 epochs, logging the per-layer measures every epoch."""
     smoke = experiments.PRESET_TABLE["smoke"]
     tiny = {
         k: dataclasses.replace(p, probe_images=16, train=p.train.replace(epochs=2)) for k, p in smoke.items()
     }
-    monkeypatch.setitem(experiments.PRESET_TABLE, "converge", tiny)
-    monkeypatch.setitem(experiments.MODELS_OF, "converge", "smoke")
+    monkeypatch.setitem(experiments.PRESET_TABLE, "long", tiny)
+    monkeypatch.setitem(experiments.MODELS_OF, "long", "smoke")
 
 
 @pytest.fixture(scope="module")
@@ -43,28 +43,28 @@ def _copy(src, dst):
     return dst
 
 
-def test_ledger_without_converge_runs_is_the_presets_own(smoke_learned, tiny_converge):
+def test_ledger_without_long_runs_is_the_presets_own(smoke_learned, tiny_long):
     alone = claims.ledger(claims.gather(smoke_learned, "smoke", prefer="smoke"))
-    ev = claims.gather(smoke_learned, "smoke", prefer="converge")
+    ev = claims.gather(smoke_learned, "smoke", prefer="long")
     assert ev.presets == {}
     pd.testing.assert_frame_equal(claims.ledger(ev), alone)
-    assert not alone["value"].str.contains("(converge)", regex=False).any()
-    # budget prefers converge by default; other presets prefer nothing
-    assert claims.PREFERRED == {"budget": "converge"}
+    assert not alone["value"].str.contains("(long)", regex=False).any()
+    # budget prefers long by default; other presets prefer nothing
+    assert claims.PREFERRED == {"budget": "long"}
 
 
-def test_a_saved_converge_run_becomes_the_evidence(smoke_learned, tiny_converge, tmp_path, monkeypatch):
+def test_a_saved_long_run_becomes_the_evidence(smoke_learned, tiny_long, tmp_path, monkeypatch):
     root = _copy(smoke_learned, tmp_path / "results")
-    before = claims.gather(root, "smoke", prefer="converge")
+    before = claims.gather(root, "smoke", prefer="long")
     quick = claims.layer_profile(before.runs["learned_9h"])[0]["peak"]  # from attention.npz
-    run = train_run("learned_9h", "converge", results_dir=root, progress=False)
-    after = claims.gather(root, "smoke", prefer="converge")
-    assert after.presets == {"learned_9h": "converge"}
+    run = train_run("learned_9h", "long", results_dir=root, progress=False)
+    after = claims.gather(root, "smoke", prefer="long")
+    assert after.presets == {"learned_9h": "long"}
     assert after.runs["learned_9h"].path == run.path and after.accuracies["learned_9h"] == [run.test_accuracy]
-    longer = float(run.history.iloc[-1]["peak_0"])  # the converge run's last logged epoch
+    longer = float(run.history.iloc[-1]["peak_0"])  # the long run's last logged epoch
     assert claims.layer_profile(after.runs["learned_9h"])[0]["peak"] == longer != quick
     row = lambda ev: claims.ledger(ev).set_index("claim").loc["learned_shifts"]  # noqa: E731
-    assert row(after)["value"] == f"learned_9h (converge): first layer {longer:.2f}× uniform"
+    assert row(after)["value"] == f"learned_9h (long): first layer {longer:.2f}× uniform"
     assert row(before)["value"] == f"learned_9h: first layer {quick:.2f}× uniform"
     # the rule's threshold between the two values: the verdict follows the source of the evidence
     monkeypatch.setattr(claims, "LOCAL_PEAK", (quick + longer) / 2)
@@ -80,9 +80,9 @@ def test_a_saved_converge_run_becomes_the_evidence(smoke_learned, tiny_converge,
 
 
 def test_a_model_and_its_ha_variant_move_together():
-    ev = claims.Evidence("budget", presets={"vit": "converge", "vit_ha": "converge"})
-    assert ev.name("vit") == "vit (converge)" and ev.name("resnet18") == "resnet18"
-    assert ev.preset_of("vit_ha") == "converge" and ev.preset_of("learned_9h") == "budget"
+    ev = claims.Evidence("budget", presets={"vit": "long", "vit_ha": "long"})
+    assert ev.name("vit") == "vit (long)" and ev.name("resnet18") == "resnet18"
+    assert ev.preset_of("vit_ha") == "long" and ev.preset_of("learned_9h") == "budget"
 
 
 def test_resnet_is_compared_within_its_preset():
@@ -90,11 +90,11 @@ def test_resnet_is_compared_within_its_preset():
     ev = claims.Evidence(
         "budget",
         runs={"resnet18": run(0.80), "learned_9h": run(0.79), "quadratic_iso_9h": run(0.70)},
-        presets={"resnet18": "converge", "learned_9h": "converge"},
+        presets={"resnet18": "long", "learned_9h": "long"},
     )
     value, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
-    assert "learned_9h (converge)" in value and verdict == claims.REPRODUCED
-    ev.presets.pop("learned_9h")  # only quadratic_iso_9h's budget run against a converge ResNet: not compared
+    assert "learned_9h (long)" in value and verdict == claims.REPRODUCED
+    ev.presets.pop("learned_9h")  # only quadratic_iso_9h's budget run against a long ResNet: not compared
     assert next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)[1] == claims.NOT_MEASURED
 
 
@@ -141,8 +141,8 @@ def test_measure_curves_draw_one_panel_per_measure_and_a_line_per_layer():
         viz.measures_vs_epochs({"m": pd.DataFrame({"epoch": [1], "test_acc": [0.1]})})
 
 
-def test_measure_curves_of_a_saved_converge_run(tiny_converge, tmp_path):
-    run = train_run("quadratic_iso_9h", "converge", results_dir=tmp_path, progress=False)
+def test_measure_curves_of_a_saved_long_run(tiny_long, tmp_path):
+    run = train_run("quadratic_iso_9h", "long", results_dir=tmp_path, progress=False)
     from attnlib.measures import centre_displacement, logged_centres
 
     moved = centre_displacement(logged_centres(run)).numpy()
@@ -185,8 +185,8 @@ def test_welch_labels_under_the_ha_points(tmp_path):
     assert not any(box.overlaps(other) for other in texts.values())
 
 
-def test_chapter_figure_or_one_note(tiny_converge, tmp_path, monkeypatch):
-    """Without converge runs the chapter shows one note naming the command, no figure; with one, the
+def test_chapter_figure_or_one_note(tiny_long, tmp_path, monkeypatch):
+    """Without long runs the chapter shows one note naming the command, no figure; with one, the
     figures whose runs are saved (a model beside its HA variant), and nothing for the others."""
     from attnlib import book
     from attnlib.book import display
@@ -200,8 +200,8 @@ def test_chapter_figure_or_one_note(tiny_converge, tmp_path, monkeypatch):
     figures = {"fig-a": (("vit", "vit_ha"), "ViT and HA."), "fig-b": (("learned_9h",), "Learned.")}
     assert book.show_measure_curves(figures, params) == 0
     assert not shown and len(notes) == 1
-    assert "--preset converge" in notes[0] and "`vit_ha`" in notes[0] and "`learned_9h`" in notes[0]
-    run = train_run("vit_ha", "converge", results_dir=tmp_path, progress=False)
+    assert "--preset long" in notes[0] and "`vit_ha`" in notes[0] and "`learned_9h`" in notes[0]
+    run = train_run("vit_ha", "long", results_dir=tmp_path, progress=False)
     assert book.show_measure_curves(figures, params) == 1
     ((fig, name, caption),) = shown
     assert name == "fig-a" and "Not yet trained at this preset: ViT." in caption
@@ -252,15 +252,15 @@ def test_ha_effects_split_keeps_every_column():
 
 
 def test_a_comparison_over_seeds_stays_where_the_seeds_are(monkeypatch):
-    """One converge seed per side gives the pair's maps, not its Welch interval: the accuracies stay at
+    """One long seed per side gives the pair's maps, not its Welch interval: the accuracies stay at
     the ledger's preset while it has more seeds (MIN_SEEDS or as many as the ledger's), and the value
     says where they come from."""
     run = lambda: type("R", (), {"test_accuracy": 0.5})()  # noqa: E731
     seeds = {
         ("budget", "vit"): [0.40, 0.41, 0.42],
         ("budget", "vit_ha"): [0.50, 0.51, 0.52],
-        ("converge", "vit"): [0.60],
-        ("converge", "vit_ha"): [0.55],
+        ("long", "vit"): [0.60],
+        ("long", "vit_ha"): [0.55],
     }
 
     def saved(results_dir, name, preset, seeds_, data):
@@ -269,17 +269,17 @@ def test_a_comparison_over_seeds_stays_where_the_seeds_are(monkeypatch):
 
     monkeypatch.setattr(claims, "_saved", saved)
     ev = claims.gather("unused", "budget")
-    assert ev.presets == {"vit": "converge", "vit_ha": "converge"} and ev.seed_presets == {}
+    assert ev.presets == {"vit": "long", "vit_ha": "long"} and ev.seed_presets == {}
     assert ev.accuracies["vit"] == [0.40, 0.41, 0.42]
     gain = next(c for c in claims.CLAIMS if c.key == "ha_gain").test(ev)[0]
-    assert "vit: +10.0" in gain and "(n = 3/3)" in gain and "vit (converge)" not in gain
-    # three converge seeds per side: the comparison moves too, and says so
-    seeds["converge", "vit"] += [0.61, 0.62]
-    seeds["converge", "vit_ha"] += [0.56, 0.57]
+    assert "vit: +10.0" in gain and "(n = 3/3)" in gain and "vit (long)" not in gain
+    # three long seeds per side: the comparison moves too, and says so
+    seeds["long", "vit"] += [0.61, 0.62]
+    seeds["long", "vit_ha"] += [0.56, 0.57]
     ev = claims.gather("unused", "budget")
-    assert ev.seed_presets == {"vit": "converge", "vit_ha": "converge"}
+    assert ev.seed_presets == {"vit": "long", "vit_ha": "long"}
     gain = next(c for c in claims.CLAIMS if c.key == "ha_gain").test(ev)[0]
-    assert "vit (converge): -5.0" in gain and "(n = 3/3)" in gain
+    assert "vit (long): -5.0" in gain and "(n = 3/3)" in gain
 
 
 def test_measure_endpoints_give_each_layers_first_and_last_epoch():
@@ -304,14 +304,14 @@ def test_measured_peaks_phrase_names_the_flat_layers_and_where_the_others_ended(
     run = lambda history: type("R", (), {"history": history, "test_accuracy": 0.5})()  # noqa: E731
     sharp = _history(5, 3)  # peaks 2, 3, 4 in every epoch
     assert measured_peaks_phrase("m", run(sharp)) == (
-        "Trained at the converge preset for 5 epochs (50.0% test accuracy), m ended with attention peaks of "
+        "Trained at the long preset for 5 epochs (50.0% test accuracy), m ended with attention peaks of "
         "2.00, 3.00 and 4.00 times uniform in its layers 1, 2 and 3."
     )
     flat = sharp.assign(peak_0=1.01, peak_1=[1.0, 1.0, 1.0, 1.0, 1.2])  # layer 2 passes 1.1 once: not flat
     text = measured_peaks_phrase("m", run(flat))
     assert "m kept layer 1 below 1.1 times uniform attention in every epoch" in text
     assert text.endswith("and its layers 2 and 3 ended at 1.20 and 4.00 times uniform.")
-    assert measured_peaks_phrase("m", None) == "The converge run of m is not saved yet."
+    assert measured_peaks_phrase("m", None) == "The long run of m is not saved yet."
     assert measured_peaks_phrase("m", run(flat), first=False).startswith(
         "m, after 5 epochs (50.0%), kept layer 1 below"
     )
@@ -330,17 +330,17 @@ def test_measured_centres_phrase_gives_each_layers_displacement_and_spread():
         "m", run(start, start + step / 2, start + step), run(start, start + step / 2)
     )
     assert text == (
-        "Trained at the converge preset for 2 epochs (50.0% test accuracy), m moved its centres by 1.00 and "
+        "Trained at the long preset for 2 epochs (50.0% test accuracy), m moved its centres by 1.00 and "
         "1.00 key positions on average in its layers 1 and 2 (after the shorter run's 1 epoch: 0.50 and 0.50); "
         "their spread per layer went from 1.0 and 2.0 to 1.0 and 3.0 key positions."
     )
-    assert measured_centres_phrase("m", None) == "The converge run of m is not saved yet."
+    assert measured_centres_phrase("m", None) == "The long run of m is not saved yet."
     assert "shorter" not in measured_centres_phrase("m", run(start, start + step))
 
 
-def test_appendix_draws_the_maps_of_each_saved_converge_run(tiny_converge, tmp_path, monkeypatch):
-    """Each saved converge run with attention maps gets its two figures, labelled and captioned with the
-    preset and its epochs; a run without maps (ResNet18) or not saved gets none; at the converge preset itself
+def test_appendix_draws_the_maps_of_each_saved_long_run(tiny_long, tmp_path, monkeypatch):
+    """Each saved long run with attention maps gets its two figures, labelled and captioned with the
+    preset and its epochs; a run without maps (ResNet18) or not saved gets none; at the long preset itself
     nothing is drawn twice."""
     from attnlib import book
     from attnlib.book import display
@@ -350,12 +350,12 @@ def test_appendix_draws_the_maps_of_each_saved_converge_run(tiny_converge, tmp_p
     monkeypatch.setattr(display, "note", lambda text, kind="note": None)
     params = book.check_params(preset="smoke", results_dir=str(tmp_path), train_missing=False)
     names = ["learned_9h", "resnet18", "vit"]
-    assert book.show_measured_attention(names, params) == "No converge run is saved yet." and not shown
+    assert book.show_measured_attention(names, params) == "No long run is saved yet." and not shown
     for name in ("learned_9h", "resnet18"):
-        train_run(name, "converge", results_dir=tmp_path, progress=False)
+        train_run(name, "long", results_dir=tmp_path, progress=False)
     assert book.show_measured_attention(names, params) == "Saved so far: learned_9h."
-    assert [n for n, _ in shown] == ["fig-learned_9h-converge-one", "fig-learned_9h-converge-mean"]
-    assert all(c.startswith(f"{book.title('learned_9h')} (converge preset, 2 epochs): ") for _, c in shown)
-    at_converge = dataclasses.replace(params, preset="converge")
-    assert book.show_measured_attention(names, at_converge).startswith("At the converge preset")
+    assert [n for n, _ in shown] == ["fig-learned_9h-long-one", "fig-learned_9h-long-mean"]
+    assert all(c.startswith(f"{book.title('learned_9h')} (long preset, 2 epochs): ") for _, c in shown)
+    at_long = dataclasses.replace(params, preset="long")
+    assert book.show_measured_attention(names, at_long).startswith("At the long preset")
     assert len(shown) == 2
