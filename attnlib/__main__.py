@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from attnlib import experiments
-from attnlib.checks import is_synthetic
+from attnlib.checks import MAX_SEED, distributed_env, is_synthetic, max_threads
 from attnlib.errors import ConfigError
 
 PROG = "python -m attnlib"
@@ -39,17 +41,29 @@ def _choice(allowed):
     return parse
 
 
-def _integer(minimum: int):
+def _integer(minimum: int, maximum: int | None = None):
     def parse(value: str) -> int:
         try:
             n = int(value)
         except ValueError:
             n = None
-        if n is None or n < minimum:
-            raise argparse.ArgumentTypeError(f"got {value!r}; allowed: an integer >= {minimum}")
+        if n is None or n < minimum or (maximum is not None and n > maximum):
+            allowed = f"an integer >= {minimum}" if maximum is None else f"an integer in [{minimum}, {maximum}]"
+            raise argparse.ArgumentTypeError(f"got {value!r}; allowed: {allowed}")
         return n
 
     return parse
+
+
+_SEED = _integer(0, MAX_SEED)  # numpy's seeding takes 32 bits: --seed 100000000000 would fail mid-run
+_THREADS = _integer(1, max_threads())  # far more threads than cores: torch crashes, libgomp aborts
+
+
+def _folder(value: str) -> str:
+    """A results folder: any non-empty path ("" would write into the current folder)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError(f"got {value!r}; allowed: a folder path (not empty)")
+    return value
 
 
 def _data(value: str) -> str:
@@ -90,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="measure throughput here (a few batches per model) for the estimates",
     )
-    p.add_argument("--results-dir", default="results", help="where saved runs are looked up (their times)")
+    p.add_argument("--results-dir", type=_folder, default="results", help="where saved runs are looked up (their times)")
 
     p = sub.add_parser("train", help="train one experiment (resumes from its checkpoints)", **style)
     p.add_argument("experiment", type=_choice(names), metavar="EXPERIMENT")
@@ -101,13 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="CIFAR-10 folder, 'synthetic' or 'synthetic:N_TRAIN:N_TEST' (default: the preset's, else $ATTNLIB_DATA)",
     )
-    p.add_argument("--results-dir", default="results")
+    p.add_argument("--results-dir", type=_folder, default="results")
     p.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N")
-    p.add_argument("--seed", type=_integer(0), default=0)
+    p.add_argument("--seed", type=_SEED, default=0)
     p.add_argument("--epochs", type=_integer(1), default=None, help="override the preset's number of epochs")
     p.add_argument(
         "--threads",
-        type=_integer(1),
+        type=_THREADS,
         default=None,
         help="CPU threads (default: torch's). On a machine shared with other jobs, 1 thread per run is much "
         "faster than 2 contending ones; run two trainings side by side instead.",
@@ -128,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     experiments_options(
         p, "in order of priority (default: at long the runs the claims ledger needs, else the grid)"
     )
-    p.add_argument("--seeds", nargs="+", type=_integer(0), default=[0], metavar="SEED", help="default: 0")
+    p.add_argument("--seeds", nargs="+", type=_SEED, default=[0], metavar="SEED", help="default: 0")
     p.add_argument(
         "--asked",
         action="store_true",
@@ -137,12 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--lanes",
-        type=_integer(1),
+        type=_THREADS,
         default=None,
         help="runs side by side (default: one per core, at most one per job)",
     )
     p.add_argument("--data", type=_data, default=None, help="as for train")
-    p.add_argument("--results-dir", default="results")
+    p.add_argument("--results-dir", type=_folder, default="results")
     p.add_argument("--log-dir", default=None, help="one log file per job (default: RESULTS_DIR/logs/PRESET)")
     p.add_argument(
         "--force", action="store_true", help="as for train: replace results of another configuration"
@@ -156,8 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("experiment", type=_choice(names), metavar="EXPERIMENT")
     p.add_argument("--preset", **preset)
-    p.add_argument("--seed", type=_integer(0), default=0)
-    p.add_argument("--results-dir", default="results")
+    p.add_argument("--seed", type=_SEED, default=0)
+    p.add_argument("--results-dir", type=_folder, default="results")
     p.add_argument(
         "--data",
         type=_data,
@@ -170,15 +184,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments of python -m attnlib.bench")
 
     p = sub.add_parser("table1", help="print Table 1 (Cordonnier et al.) from saved results", **style)
-    p.add_argument("--results-dir", default="results")
+    p.add_argument("--results-dir", type=_folder, default="results")
     p.add_argument("--preset", **preset)
-    p.add_argument("--seed", type=_integer(0), default=0)
+    p.add_argument("--seed", type=_SEED, default=0)
     p = sub.add_parser(
         "table3",
         help="print Table 3 ([Re]: model vs HA; every saved seed, wall times of `time`) and the Welch tests",
         **style,
     )
-    p.add_argument("--results-dir", default="results")
+    p.add_argument("--results-dir", type=_folder, default="results")
     p.add_argument("--preset", **preset)
 
     p = sub.add_parser(
@@ -187,9 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
         **style,
     )
     experiments_options(p, "the models to time (default: every experiment)")
-    p.add_argument("--threads", type=_integer(1), default=1, help="CPU threads for every model (default 1)")
+    p.add_argument("--threads", type=_THREADS, default=1, help="CPU threads for every model (default 1)")
     p.add_argument("--device", type=_choice(("cpu", "cuda")), default="cpu", help="cpu (default) or cuda")
-    p.add_argument("--results-dir", default="results")
+    p.add_argument("--results-dir", type=_folder, default="results")
     p.add_argument(
         "--out", default=None, help="default: RESULTS_DIR/timing/PRESET.json (--quick: PRESET-quick.json)"
     )
@@ -288,7 +302,7 @@ def cmd_train(args) -> int:
         progress=False if args.no_progress else None,
         replace=args.force,
     )
-    if int(os.environ.get("RANK", "0")) == 0:
+    if distributed_env()[0] == 0:
         m = result.metrics
         done = "" if result.trained else " (already complete; delete its folder to retrain)"
         print(
@@ -473,17 +487,33 @@ COMMANDS = {
 }
 
 
+def _quiet_interrupt(signum, frame):
+    """Ctrl-C while the command's modules are imported (torch: seconds): one line, not their traceback."""
+    print(f"{PROG}: interrupted", file=sys.stderr)
+    raise SystemExit(EXIT_INTERRUPTED)
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["bench"]:  # everything after "bench" belongs to attnlib.bench (argparse REMAINDER
-        argv = ["bench", "--", *argv[1:]]  # would not pass options such as --help through)
-    args = build_parser().parse_args(argv)
-    rank = int(os.environ.get("RANK", "0"))
-    logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(message)s")
-    from attnlib.bench import MachineBusy
-    from attnlib.runs import MissingResult, ResultExists
-    from attnlib.store import RunLocked
-    from attnlib.train import Interrupted, TrainingDiverged
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, _quiet_interrupt) if main_thread else None
+    try:
+        argv = sys.argv[1:] if argv is None else list(argv)
+        if argv[:1] == ["bench"]:  # everything after "bench" belongs to attnlib.bench (argparse REMAINDER
+            argv = ["bench", "--", *argv[1:]]  # would not pass options such as --help through)
+        args = build_parser().parse_args(argv)
+        try:
+            rank = distributed_env()[0]  # RANK / WORLD_SIZE as torchrun sets them, or none
+        except ConfigError as err:
+            print(f"{PROG}: error: {err}", file=sys.stderr)
+            return EXIT_USAGE
+        logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(message)s")
+        from attnlib.bench import MachineBusy
+        from attnlib.runs import MissingResult, ResultExists
+        from attnlib.store import RunLocked
+        from attnlib.train import Interrupted, TrainingDiverged
+    finally:
+        if main_thread:  # from here a Ctrl-C is the command's KeyboardInterrupt (caught below)
+            signal.signal(signal.SIGINT, previous)
 
     outcomes = [
         (ConfigError, "error: ", EXIT_USAGE),

@@ -377,7 +377,12 @@ def main(argv: list[str] | None = None) -> int:
     files = pages(html)
     start = time.perf_counter()
     print(f"check-book: {len(files)} pages of {html} in {chromium}, network off; screenshots in {shots}")
-    reports = check_pages(files, screenshots=shots, chromium=chromium, root=html)
+    try:
+        reports = check_pages(files, screenshots=shots, chromium=chromium, root=html)
+    except Exception as err:  # noqa: BLE001 -- ATTNLIB_CHROMIUM naming no browser: Playwright's launch error
+        reason = " ".join(str(err).split())[:200]
+        print(f"check-book: could not drive {chromium} as Chromium ({type(err).__name__}: {reason}); {INSTALL_HINT}.", file=sys.stderr)
+        return 2
     for r in reports:
         maths = f"{r.maths} formulas, MathJax {r.mathjax}" if r.maths else "no formulas"
         if r.redirect:

@@ -3,10 +3,42 @@ attnlib.errors.ConfigError naming the parameter, the value and what is allowed."
 
 from __future__ import annotations
 
+import os
+
 from attnlib.errors import ConfigError
 
 SYNTHETIC = "synthetic"
 SYNTHETIC_SIZES = (512, 256)  # (N_TRAIN, N_TEST) of a bare "synthetic" (attnlib.data.synthetic_cifar10)
+MAX_SYNTHETIC = 200_000  # images per split of a synthetic set: 0.6 GB of uint8, 4x CIFAR-10's training set
+MAX_SEED = 2**32 - 1  # what every generator a run seeds accepts (numpy's legacy seeding: 32 bits)
+
+
+def max_threads() -> int:
+    """The most CPU threads a command accepts: 4 per core of this machine, at most 1024 (libgomp aborts and
+    torch crashes far beyond it)."""
+    return max(1, min(1024, 4 * (os.cpu_count() or 1)))
+
+
+def distributed_env() -> tuple[int, int, int]:
+    """(RANK, WORLD_SIZE, LOCAL_RANK) from the environment torchrun sets; (0, 1, 0) without it. ConfigError
+    naming the variable for a value that is not an integer in range, or WORLD_SIZE > 1 without torchrun's
+    MASTER_ADDR / MASTER_PORT (the process group could never form)."""
+    values = {}
+    for name, default in (("WORLD_SIZE", 1), ("RANK", 0), ("LOCAL_RANK", 0)):
+        text = os.environ.get(name, "").strip()
+        try:
+            values[name] = int(text) if text else default
+        except ValueError:
+            raise ConfigError(name, text, "an integer (set by torchrun)") from None
+    world, rank, local = values["WORLD_SIZE"], values["RANK"], values["LOCAL_RANK"]
+    check(1 <= world <= 1 << 16, "WORLD_SIZE", world, "an integer >= 1 (set by torchrun)")
+    check(0 <= rank < world, "RANK", rank, f"an integer in [0, WORLD_SIZE={world})")
+    check(0 <= local < world, "LOCAL_RANK", local, f"an integer in [0, WORLD_SIZE={world})")
+    if world > 1 and not (os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT")):
+        raise ConfigError(
+            "WORLD_SIZE", world, "1 unless started by torchrun (which sets MASTER_ADDR and MASTER_PORT too)"
+        )
+    return rank, world, local
 
 
 def check(ok: bool, name: str, value, allowed) -> None:
@@ -58,6 +90,6 @@ def synthetic_sizes(spec: str, allowed: str = "'synthetic' or 'synthetic:N_TRAIN
         n_train, n_test = (int(p) for p in parts)
     except ValueError:
         raise ConfigError("data", spec, allowed) from None
-    if n_train < 1 or n_test < 1:
-        raise ConfigError("data", spec, "'synthetic:N_TRAIN:N_TEST' with positive sizes")
+    if not (1 <= n_train <= MAX_SYNTHETIC and 1 <= n_test <= MAX_SYNTHETIC):
+        raise ConfigError("data", spec, f"'synthetic:N_TRAIN:N_TEST' with sizes in [1, {MAX_SYNTHETIC}]")
     return n_train, n_test

@@ -245,6 +245,14 @@ class _Source:
         return h.hexdigest()
 
 
+def looks_like_cifar10(root: Path) -> bool:
+    """Whether `root` holds one of the layouts `load_cifar10` reads (pickles, or train/ and test/ folders),
+    without reading them: a cheap check of a parameter (``data=/etc`` is refused at once)."""
+    root = Path(root)
+    pickles = any((f / n).is_file() for f in (root / PICKLE_DIR, root) for n in (*PICKLE_TRAIN, PICKLE_TEST))
+    return pickles or ((root / "train").is_dir() and (root / "test").is_dir())
+
+
 def _detect(root: Path, parameter: str) -> _Source | None:
     """The layout found in ``root`` (pickles first, then ImageFolder), or None."""
     for folder in (root / PICKLE_DIR, root):

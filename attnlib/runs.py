@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from attnlib import experiments
-from attnlib.checks import SYNTHETIC, check_positive_int, is_synthetic, synthetic_sizes
+from attnlib.checks import MAX_SEED, SYNTHETIC, check, check_positive_int, is_synthetic, synthetic_sizes
 from attnlib.env import TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 from attnlib.models import FAMILIES, resolved_config, resolved_difference
@@ -160,7 +160,8 @@ def run_config(experiment: str, preset: str, *, seed: int = 0, data=None, epochs
     (`attnlib.models.resolved_config`), is recorded next to it but kept out of the fingerprint, so that
     results saved before it existed keep theirs. `inspect_run` compares it: a run whose resolved model
     differs from today's (a default changed) is stale. Runs saved without it cannot be checked so."""
-    check_positive_int("seed", seed, 0)
+    check_positive_int("seed", seed, 0, f"an integer in [0, {MAX_SEED}]")
+    check(seed <= MAX_SEED, "seed", seed, f"an integer in [0, {MAX_SEED}]")  # numpy seeds take 32 bits
     if epochs is not None:
         check_positive_int("epochs", epochs)
     rc = experiments.resolve(experiment, preset, epochs=epochs)
@@ -702,8 +703,13 @@ def _bf16(device) -> bool:
 
 
 def _train_missing_default() -> bool:
+    """$ATTNLIB_TRAIN_MISSING as the chapters read it (attnlib.book.params): unset or empty -> True, 1 / true /
+    yes / on, 0 / false / no / off; anything else is refused (ConfigError), never taken for "train"."""
     value = os.environ.get(TRAIN_MISSING_ENV, "").strip().lower()
-    return value not in ("0", "false", "no", "off")
+    if value in ("", "1", "true", "yes", "on"):
+        return True
+    check(value in ("0", "false", "no", "off"), TRAIN_MISSING_ENV, value, "0 or 1 (false / true, no / yes, off / on)")
+    return False
 
 
 def run_or_load(

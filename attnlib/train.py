@@ -36,7 +36,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from attnlib.checks import check
+from attnlib.checks import check, distributed_env
 from attnlib.config import SCHEDULES, TrainConfig  # noqa: F401  (re-exported: attnlib.train.TrainConfig)
 from attnlib.env import CHECKPOINT_SECONDS_ENV
 from attnlib.errors import ConfigError
@@ -164,10 +164,10 @@ def init_distributed(device: str | torch.device | None = None) -> tuple[DistInfo
     """Join the process group when started by torchrun (env WORLD_SIZE > 1); pick this rank's device.
 
     gloo on the CPU, nccl on CUDA (one GPU per local rank)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, world, local_rank = distributed_env()  # ConfigError for a value torchrun would not set
     if world <= 1:
         return DistInfo(), resolve_device(device)
-    info = DistInfo(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
+    info = DistInfo(rank, world, local_rank)
     dev = resolve_device(device)
     if dev.type == "cuda":
         dev = torch.device("cuda", info.local_rank)

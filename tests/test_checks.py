@@ -53,8 +53,9 @@ def test_synthetic_specs():
     for bad in ("synthetic:", "synthetic:5", "synthetic:1:2:3", "synthetic:a:b", "cifar10"):
         with pytest.raises(ConfigError, match="allowed: 'synthetic' or 'synthetic:N_TRAIN:N_TEST'"):
             synthetic_sizes(bad)
-    with pytest.raises(ConfigError, match="with positive sizes"):
-        synthetic_sizes("synthetic:0:32")
+    for bad in ("synthetic:0:32", "synthetic:1000000000:10"):  # the upper bound: no 3 TB allocation
+        with pytest.raises(ConfigError, match=r"with sizes in \[1, 200000\]"):
+            synthetic_sizes(bad)
 
 
 def test_atomic_write_replaces_whole_file_or_leaves_old(tmp_path):

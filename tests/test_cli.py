@@ -56,7 +56,7 @@ def test_list_budget_prints_the_grid_total(cli):
         (["train", "vit", "--preset", "fast"], "paper, budget, smoke"),
         (["train", "vit", "--preset", "smoke", "--epochs", "-1"], "an integer >= 1"),
         (["train", "vit", "--preset", "smoke", "--epochs", "2.5"], "an integer >= 1"),
-        (["train", "vit", "--preset", "smoke", "--seed", "x"], "an integer >= 0"),
+        (["train", "vit", "--preset", "smoke", "--seed", "x"], "an integer in [0, 4294967295]"),
         (["train", "vit", "--preset", "smoke", "--data", "/no/such/folder"], "not an existing folder"),
         (["train", "vit", "--preset", "smoke", "--device", "tpu"], "device: got 'tpu'; allowed"),
         (["train", "vit", "--preset", "smoke", "--data", "synthetic:x"], "data: got 'synthetic:x'"),

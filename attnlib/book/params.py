@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnlib.checks import is_synthetic, synthetic_sizes
+from attnlib.checks import MAX_SEED, is_synthetic, synthetic_sizes
 from attnlib.env import DATA_ENV, RESULTS_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 
@@ -141,6 +141,10 @@ def _check_data(data, preset, train_missing: bool) -> str | None:
         return data
     if not Path(data).expanduser().is_dir():
         raise ParameterError("data", data, allowed + " (no such folder)")
+    from attnlib.data import looks_like_cifar10
+
+    if not looks_like_cifar10(Path(data).expanduser()):  # /etc: refused here, not by a traceback later
+        raise ParameterError("data", data, allowed + " (no CIFAR-10 there: no pickles, no train/ and test/)")
     return str(Path(data).expanduser().resolve())
 
 
@@ -170,14 +174,18 @@ def check_params(
         raise ParameterError("heads", heads, ", ".join(map(str, HEADS)))
     if preset is not _UNSET and preset not in _presets():
         raise ParameterError("preset", preset, ", ".join(_presets()))
-    if seed is not _UNSET and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise ParameterError("seed", seed, "an integer >= 0")
+    if seed is not _UNSET and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED):
+        raise ParameterError("seed", seed, f"an integer in [0, {MAX_SEED}]")
     if train_missing is not None and not isinstance(train_missing, bool):
         raise ParameterError("train_missing", train_missing, "None (automatic), True, False")
     if train_missing is None:
         env = _env_flag(TRAIN_MISSING_ENV)
         train_missing = True if env is None else env
-    if results_dir is not None and not isinstance(results_dir, (str, os.PathLike)):
+    if results_dir is not None and (
+        not isinstance(results_dir, (str, os.PathLike))
+        or not str(results_dir).strip()
+        or Path(results_dir).expanduser().is_file()
+    ):  # a file, or "" (the current folder): refused here, not by a traceback later
         raise ParameterError("results_dir", results_dir, "None (results/ at the repository root) or a folder")
     if device is not _UNSET:
         device = _check_device(device)
