@@ -184,10 +184,10 @@ REFERENCES: tuple[Reference, ...] = (
         RE,
         37_394_506,
         _S8_CODE,
-        "ours has 400 more: a final LayerNorm (800) that theirs lacks, and no position-embedding row for "
-        "their per-call noise 'cls' slot (400)",
+        "ours in the [Re] form too (the noise 'cls' slot's position row, no final LayerNorm); the intended "
+        "form (attnlib.models.vit) has 400 more",
     ),
-    _par("vit_ha", RE, 6_531_946, _S8_CODE, "ours has 400 more, as for ViT"),
+    _par("vit_ha", RE, 6_531_946, _S8_CODE, "as for ViT"),
 )
 
 #: What the research notes could not find (the book states these plainly).
@@ -231,6 +231,75 @@ def reference_value(experiment: str, source: str, quantity: str) -> float:
     """The one reference value for (experiment, source, quantity), or NaN when none is known."""
     found = references(experiment, source, quantity)
     return found[0].value if found else math.nan
+
+
+def logged_gain(base: str, source: str = RE) -> float:
+    """HA − model in accuracy points as ``source``'s run logs have them: the difference of the two run-log
+    accuracies of ``base`` and ``base + "_ha"`` in ``REFERENCES`` (research notes B.2; kind ``run-log``, so
+    a difference of two best test accuracies, one run each); NaN where either is missing. What [Re] §4.4
+    words as "at least 5% gain in each case" is to be read beside these."""
+    model, ha = (reference_value(name, source, "test_accuracy") for name in (base, base + "_ha"))
+    return (ha - model) * 100
+
+
+def best_reference(experiments, source: str, quantity: str) -> Reference | None:
+    """The reference with the highest value for (experiment, source, quantity) over ``experiments``, None when
+    none of them has one. Experiments without a figure are skipped: ``max`` over ``reference_value``'s NaNs
+    would return whatever came first (NaN compares false both ways)."""
+    found = [r for name in experiments for r in references(name, source, quantity)]
+    return max(found, key=lambda r: r.value) if found else None
+
+
+@dataclass(frozen=True)
+class ProtocolDifference:
+    """One way our training protocol differs from the papers' (``protocol_differences.yaml``): what differs,
+    ours, theirs, where it applies (``models``: experiment names or ("every",); ``presets``: preset names
+    or ("every",)) and where each side was read (``checked``)."""
+
+    what: str
+    ours: str
+    theirs: str
+    models: tuple[str, ...]
+    presets: tuple[str, ...]
+    checked: str
+
+    def applies(self, experiment: str, preset: str) -> bool:
+        """Whether this difference holds for a run of ``experiment`` at ``preset``."""
+        return ("every" in self.models or experiment in self.models) and (
+            "every" in self.presets or preset in self.presets
+        )
+
+
+def protocol_differences() -> tuple[ProtocolDifference, ...]:
+    """The protocol differences of ``protocol_differences.yaml``, with the long preset's settings filled in
+    from ``attnlib.experiments`` (LONG_MAX_LR, LONG_CLIP, LONG_EPOCHS)."""
+    from importlib import resources
+
+    import yaml
+
+    from attnlib import experiments
+
+    values = {
+        "long_max_lr": experiments.LONG_MAX_LR,
+        "long_clip": experiments.LONG_CLIP,
+        "long_epochs": experiments.LONG_EPOCHS,
+    }
+    text = resources.files("attnlib").joinpath("protocol_differences.yaml").read_text("utf-8")
+
+    def listed(v) -> tuple[str, ...]:
+        return (v,) if isinstance(v, str) else tuple(v)
+
+    return tuple(
+        ProtocolDifference(
+            what=row["what"],
+            ours=row["ours"].format(**values),
+            theirs=row["theirs"].format(**values),
+            models=listed(row["models"]),
+            presets=listed(row["presets"]),
+            checked=row["checked"],
+        )
+        for row in yaml.safe_load(text)
+    )
 
 
 def references_frame():

@@ -803,7 +803,9 @@ def accuracy_vs_params(
 
     points: a DataFrame with ``experiment``, ``group`` (one colour each), ``label`` (written next to the
     point), ``source`` ("ours" is drawn filled, every other source hollow, one marker each), ``params``,
-    ``accuracy`` (fraction) and ``baseline`` (the experiment an HA variant is compared with, else None).
+    ``accuracy`` (fraction; our points: the mean over seeds), optional ``accuracy_sd`` (fraction: our points
+    get an error bar of ± one sd over seeds where it is finite) and ``baseline`` (the experiment an HA
+    variant is compared with, else None).
     ``source_labels``: how the legend names each source. ``verdicts``: {experiment: short text} written
     under our point of that experiment (e.g. an HA variant's Welch result against its model, from
     ``attnlib.book.welch_labels``; none are drawn when None); the variants' labels are placed around them.
@@ -844,6 +846,10 @@ def accuracy_vs_params(
     written = []
     for r in points.itertuples():
         filled = r.source == "ours"
+        sd = getattr(r, "accuracy_sd", float("nan"))
+        if filled and np.isfinite(sd):  # ± one sd over seeds around the mean
+            bar = {"color": colours[r.group], "capsize": 2.5, "zorder": 2.5}
+            ax.errorbar(r.params, r.accuracy * 100, yerr=sd * 100, **bar)
         ax.plot(
             r.params,
             r.accuracy * 100,

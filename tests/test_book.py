@@ -432,7 +432,8 @@ def test_attention_peaks_measure_distance_from_uniform():
     assert book.uniform_attention_phrase({"learned_16h": runs["learned_16h"]}).endswith(
         "in at least one layer."
     )
-    assert book.MISSING in book.uniform_attention_phrase({"vit": None})
+    assert book.uniform_attention_phrase({"vit": None}).startswith("No attention maps")
+    assert book.MISSING not in book.uniform_attention_phrase({"vit": None})  # a sentence, never the mark
 
 
 def _saved_hours(preset: str, seed: int) -> tuple[int, float]:
@@ -658,6 +659,17 @@ def test_rank_sentence_and_flips_table():
     )
     flips = book.rank_flips(runs)
     assert flips.values.tolist() == [["ResNet18", "SA quadratic (non-isotropic), 9 heads", "+1.0", "-10.0"]]
+    # a seeds_frame orders by the means over seeds: learned_9h's mean 0.55 now beats ResNet18's 0.50
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "experiment": ["resnet18", "quadratic_aniso_9h", "learned_9h", "vit", "learned_16h"],
+            "status": ["complete"] * 4 + ["missing"],
+            "accuracy": [0.50, 0.60, 0.55, 0.45, None],
+        }
+    )
+    assert book.rank_counts(frame) == (1, 3)  # only quadratic > learned keeps [Re]'s order
 
 
 def test_results_at_a_glance():

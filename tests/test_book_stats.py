@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 
 from attnlib import book, compare, timing
@@ -41,12 +42,29 @@ def test_ha_effects_is_welch_over_every_saved_seed(params, seeds):
     if w.interval is not None:
         low, high = w.interval
         assert vit["HA − model [95% CI]"] == f"{w.points:+.1f} [{low:+.1f}, {high:+.1f}]"
-        assert vit["p"] == f"{w.p:.2f}" and vit["ν"] == f"{w.df:.1f}"
+        assert vit["p"] == f"{w.p:.3f}" and vit["ν"] == f"{w.df:.1f}"
+        # SAN's HA side is not saved: a family of one test, whose Holm-adjusted p is its own
+        assert vit["p (Holm)"] == f"{w.p:.3f}"
     assert vit["verdict"] == book.VERDICT_SHORT[w.verdict] and vit["seeds asked"] == "3 per side"
+    pair = compare.paired(*(seed_accuracies(seeds, "smoke", n)[0] for n in ("vit", "vit_ha")))
+    assert pair.seeds == (0, 1) and vit["paired by seed"] == book.paired_cell(pair)
+    assert effects.loc["SAN pairwise", "p (Holm)"] == "—"
     san = effects.loc["SAN pairwise"]  # HA variant not trained: no comparison, but the model's seeds show
     assert san["verdict"] == book.MISSING and san["seeds (model / HA)"] == "1 / 0"
     assert san["model acc."] != book.MISSING and san["HA acc."] == book.MISSING
     assert "standard error" not in " ".join(effects.columns)
+
+
+def test_ha_family_adjusts_over_the_pairs_and_labels_follow_it(params, seeds, monkeypatch):
+    """Holm over the pairs given, the family verdict from the adjusted p, and the introduction's labels
+    carrying the adjusted p; a pair without its HA side stays out of the family."""
+    family = book.ha_family(["vit", "san_pairwise"], params)
+    w, adjusted, verdict, pair = family["vit"]
+    assert adjusted == pytest.approx(w.p) and family["san_pairwise"] == (None, None, "no interval", None)
+    assert verdict == compare.family_verdict(w, adjusted)
+    assert pair.seeds == (0, 1)
+    label = book.welch_labels(["vit", "san_pairwise"], params)
+    assert label == {"vit_ha": f"{w.difference}\nHolm p {adjusted:.2f}"}
 
 
 def test_compare_phrase_uses_the_seed_means(params, seeds):
@@ -148,3 +166,31 @@ def test_bench_reports_use_the_idle_peak_of_the_same_machine(tmp_path):
     idle["load"]["shared"], idle["machine"]["cpu"] = False, "Another CPU"  # another machine: not used
     (folder / "peak" / "cpu.json").write_text(json.dumps(idle))
     assert book.bench_reports(params)["cpu"]["rows"][0]["peak_gflops"] == 100.0
+
+
+def test_models_are_named_by_their_seed_means(params, seeds):
+    """The book names a model by its mean over the saved seeds (seeds_frame): the best attention model, the
+    glance figure's points (with the sd over seeds as an error bar) and the HA pairs' differences."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from attnlib import viz
+
+    runs = book.load_all(["vit", "vit_ha", "san_pairwise"], params)
+    frame = book.seeds_frame(runs, params).set_index("experiment")
+    vit = list(seed_accuracies(seeds, "smoke", "vit")[0].values())
+    assert frame.loc["vit", "accuracy"] == pytest.approx(sum(vit) / 2) and frame.loc["vit", "seeds"] == 2
+    best = book.best_attention(frame.reset_index())
+    means = frame["accuracy"].astype(float)
+    assert best["model"] == book.title(means.idxmax()) and best["accuracy"] == pytest.approx(means.max())
+    assert best["resnet"] is None and best["gap"] is None  # ResNet18 not saved: no gap, never NaN
+    points = book.glance_points(frame.reset_index()).set_index("experiment")
+    sd = frame.loc["vit", "accuracy_sd"]
+    assert points.loc["vit", "accuracy_sd"] == pytest.approx(sd) and points.loc["vit", "seeds"] == 2
+    assert np.isnan(points.loc["san_pairwise", "accuracy_sd"])  # one seed: no bar
+    fig = viz.accuracy_vs_params(points.reset_index())
+    bars = [c for c in fig.axes[0].containers if type(c).__name__ == "ErrorbarContainer"]
+    assert len(bars) == 2  # vit and vit_ha, two seeds each
+    pairs = book.ha_pairs(frame.reset_index()).set_index("experiment")
+    ha = list(seed_accuracies(seeds, "smoke", "vit_ha")[0].values())
+    assert pairs.loc["vit", "gain"] == pytest.approx((sum(ha) / 2 - sum(vit) / 2) * 100)

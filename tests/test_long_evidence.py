@@ -171,7 +171,8 @@ def test_welch_labels_under_the_ha_points(tmp_path):
     train_run("vit_ha", "smoke", results_dir=tmp_path, seed=1, progress=False)
     w = compare.welch(a, book.seed_accuracies("vit_ha", params))
     low, high = w.interval
-    assert book.welch_labels(["vit"], params) == {"vit_ha": f"{w.points:+.1f} [{low:+.1f}, {high:+.1f}]"}
+    expected = f"{w.points:+.1f} [{low:+.1f}, {high:+.1f}]\nHolm p {w.p:.2f}"  # a family of one: p itself
+    assert book.welch_labels(["vit"], params) == {"vit_ha": expected}
     # drawn under the point, and no variant's label is written over it
     runs = book.load_all(["vit", "vit_ha"], params)
     points = book.glance_points(book.results_frame(runs))
@@ -220,9 +221,11 @@ def test_ha_effects_split_keeps_every_column():
                 "model acc.": "47.8 ± 0.3 %",
                 "HA acc.": "49.0 ± 1.0 %",
                 "HA − model [95% CI]": "+1.2 [−3.0, +5.4]",
+                "p (Holm)": "0.420",
                 "ν": "3.1",
-                "p": "0.14",
+                "p": "0.140",
                 "verdict": "inconclusive",
+                "paired by seed": "+1.0, p 0.200 (3 seeds)",
                 "seeds asked": "5 per side",
                 "[Re] log": "+5.0",
                 "same sign as [Re]": "yes",
@@ -230,10 +233,11 @@ def test_ha_effects_split_keeps_every_column():
         ]
     )
     main, details = book.ha_effects_split(effects)
-    assert len(main.columns) == 6 and list(details.columns) == [
+    assert len(main.columns) == 7 and list(details.columns) == [
         "model",
         "ν",
         "p",
+        "paired by seed",
         "seeds asked",
         "[Re] log",
         "same sign as [Re]",
@@ -246,8 +250,8 @@ def test_ha_effects_split_keeps_every_column():
     assert book.ha_effects_split(missing)[0].iloc[0][("test accuracy (%)", "HA")] == "—"
     md = book.markdown_table(details).splitlines()
     assert (
-        md[0] == "| model | ν | p | seeds asked | [Re] log | same sign as [Re] |"
-        and md[2] == "| ViT | 3.1 | 0.14 | 5 per side | +5.0 | yes |"
+        md[0].replace("\\", "") == "| model | ν | p | paired by seed | seeds asked | [Re] log | same sign as [Re] |"
+        and md[2].replace("\\", "") == "| ViT | 3.1 | 0.140 | +1.0, p 0.200 (3 seeds) | 5 per side | +5.0 | yes |"
     )
 
 
@@ -272,14 +276,14 @@ def test_a_comparison_over_seeds_stays_where_the_seeds_are(monkeypatch):
     assert ev.presets == {"vit": "long", "vit_ha": "long"} and ev.seed_presets == {}
     assert ev.accuracies["vit"] == [0.40, 0.41, 0.42]
     gain = next(c for c in claims.CLAIMS if c.key == "ha_gain").test(ev)[0]
-    assert "vit: +10.0" in gain and "(n = 3/3)" in gain and "vit (long)" not in gain
+    assert "vit: +10.0" in gain and "(n = 3/3, Holm p" in gain and "vit (long)" not in gain
     # three long seeds per side: the comparison moves too, and says so
     seeds["long", "vit"] += [0.61, 0.62]
     seeds["long", "vit_ha"] += [0.56, 0.57]
     ev = claims.gather("unused", "budget")
     assert ev.seed_presets == {"vit": "long", "vit_ha": "long"}
     gain = next(c for c in claims.CLAIMS if c.key == "ha_gain").test(ev)[0]
-    assert "vit (long): -5.0" in gain and "(n = 3/3)" in gain
+    assert "vit (long): -5.0" in gain and "(n = 3/3, Holm p" in gain
 
 
 def test_measure_endpoints_give_each_layers_first_and_last_epoch():

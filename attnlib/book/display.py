@@ -71,7 +71,7 @@ def note_missing(what: str, preset: str, experiments=(), status: dict | None = N
 
     names = ", ".join(name(e) for e in experiments)
     note(
-        f"**{what}: {MISSING} at preset `{preset}`**{' (' + names + ')' if names else ''}. "
+        f"**{what}: runs not saved at preset `{preset}`**{' (' + names + ')' if names else ''}. "
         "The book build only reads saved results; train them with "
         f"`python -m attnlib train EXPERIMENT --preset {preset}`, or run this chapter with papermill "
         "(which trains what `results/` lacks).",

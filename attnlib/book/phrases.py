@@ -59,7 +59,8 @@ VERDICT_SHORT = {  # for tables; VERDICTS says why
 VERDICTS = {
     "higher": "HA ahead (the 95% interval excludes 0)",
     "lower": "HA behind (the 95% interval excludes 0)",
-    "inconclusive": "inconclusive (the 95% interval holds 0)",
+    "inconclusive": "inconclusive (the 95% interval holds 0, or within a family of pairs the Holm-adjusted p "
+    "is 0.05 or more)",
     "no interval": "no interval (fewer than 2 seeds on a side)",
 }
 
@@ -86,7 +87,7 @@ def compare_phrase(base: str, variant: str, runs: dict, params: Params) -> str:
 
     a, b = runs.get(base), runs.get(variant)
     if a is None or b is None:
-        return MISSING
+        return "not comparable: one of the two is not saved at this preset"
     size = b.metrics["params"] / a.metrics["params"]
     acc_a = seed_accuracies(base, params) or [a.test_accuracy]
     acc_b = seed_accuracies(variant, params) or [b.test_accuracy]
@@ -207,10 +208,11 @@ def _time_phrase(variant: str, params: Params) -> str:
 
 
 def ha_sentence(pairs) -> str:
-    """What ``ha_pairs`` says in one sentence: the share of parameters HA keeps and how many pairs it ends
-    above or below (one seed each; chapter 4 weighs the differences against the spread over seeds)."""
+    """What ``ha_pairs`` says in one sentence: the share of parameters HA keeps and in how many pairs its
+    mean over the saved seeds (``ha_pairs`` of a ``seeds_frame``) ends above or below its model's (chapter 4
+    weighs the differences against the spread over seeds)."""
     if pairs.empty:
-        return f"No model is saved together with its HA variant yet ({MISSING})."
+        return "No model is saved together with its HA variant at this preset yet."
     above, below = int((pairs["gain"].round(1) > 0).sum()), int((pairs["gain"].round(1) < 0).sum())
     level = len(pairs) - above - below
     low, high = f"{pairs['size'].min():.0%}", f"{pairs['size'].max():.0%}"
@@ -224,11 +226,11 @@ def ha_sentence(pairs) -> str:
         )
         return (
             f"HA keeps {size} of its model's parameters; in the one pair saved ({pairs['model'].iloc[0]}) "
-            f"its seed-0 run ends {where} its model."
+            f"its mean over the saved seeds ends {where} its model's."
         )
     text = (
-        f"HA keeps {size} of its model's parameters; in the seed-0 runs it ends above its model in {above} of "
-        f"the {len(pairs)} pairs and below in {below}"
+        f"HA keeps {size} of its model's parameters; on average over the saved seeds it ends above its model in "
+        f"{above} of the {len(pairs)} pairs and below in {below}"
     )
     if level:
         text += f", level in {level}"
@@ -297,10 +299,16 @@ def flat_models(runs: dict) -> list[str]:
     return found
 
 
-def _orders(runs: dict, source: str):
+def _orders(runs, source: str):
+    """(ours, theirs, concordance) of ``runs``: {name: RunResult or None} (seed 0), or a ``seeds_frame``
+    (the mean accuracy over the saved seeds of each complete row, what the book names a model by)."""
     from attnlib import compare
 
-    ours = {n: r.test_accuracy for n, r in runs.items() if r is not None}
+    if hasattr(runs, "columns"):
+        done = runs[runs["status"] == "complete"]
+        ours = dict(zip(done["experiment"], done["accuracy"].astype(float), strict=True))
+    else:
+        ours = {n: r.test_accuracy for n, r in runs.items() if r is not None}
     theirs = {n: reference_value(n, source, "test_accuracy") for n in ours}
     theirs = {n: v for n, v in theirs.items() if not math.isnan(v)}
     return ours, theirs, compare.concordance(ours, theirs)
@@ -343,7 +351,7 @@ def uniform_attention_phrase(runs: dict) -> str:
     peaks = {name: attention_peaks(run) for name, run in runs.items()}
     peaks = {name: p for name, p in peaks.items() if p is not None}
     if not peaks:
-        return f"No attention maps of these models are saved at this preset ({MISSING})."
+        return "No attention maps of these models are saved at this preset yet."
     listed = "; ".join(f"{title(n)}: {_peak_range(p)}" for n, p in peaks.items())
     flat = flat_models(runs)
     if flat:
@@ -440,7 +448,7 @@ def ledger_markdown(frame) -> str:
     and the rule that gives it."""
     return "\n".join(
         f"- **{r.title}** ({short(r.source)}, {r.where}): {r.words} *Measured by* {r.measure}. "
-        f"*Ours:* {r.value}. *Verdict:* {r.verdict}; the rule: {r.rule}."
+        f"*Ours:* {r.value}. *Verdict:* {getattr(r, 'label', r.verdict)}; the rule: {r.rule}."
         for r in frame.itertuples()
     )
 

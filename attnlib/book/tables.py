@@ -19,7 +19,7 @@ from attnlib.book.phrases import (
     title,
     word_list,
 )
-from attnlib.book.runs import seed_accuracies
+from attnlib.book.runs import seed_accuracies, seed_map
 from attnlib.literature import PAPER, RE, REFERENCES, reference_value, references, short
 from attnlib.tables import collect, complete
 
@@ -171,15 +171,38 @@ def sources_markdown(experiments) -> str:
     return "\n".join(lines)
 
 
+def ha_family(bases, params: Params, seeds=range(10)) -> dict:
+    """The HA comparisons of ``bases`` as one family of tests: {model: (Welch or None, Holm-adjusted p or
+    None, family verdict, Paired or None)} over every saved seed of the chapter's preset. Holm's adjustment
+    (``compare.holm``) runs over the pairs with a Welch p; a pair is "higher" / "lower" only when it
+    survives it (``compare.family_verdict``). The paired-by-seed test matches the seeds both sides hold.
+    Never trains."""
+    from attnlib import compare
+
+    found = {}
+    for base in bases:
+        a, b = seed_map(base, params, seeds), seed_map(base + "_ha", params, seeds)
+        w = compare.welch(a.values(), b.values()) if a and b else None
+        found[base] = (w, compare.paired(a, b) if a and b else None)
+    adjusted = compare.holm([None if w is None else w.p for w, _ in found.values()])
+    out = {}
+    for (base, (w, t)), p in zip(found.items(), adjusted, strict=True):
+        out[base] = (w, p, "no interval" if w is None else compare.family_verdict(w, p), t)
+    return out
+
+
 def ha_effects(bases, params: Params, seeds=range(10)):
     """One row per model of ``bases``: the seeds saved of the model and of its HA variant, their test
-    accuracy (mean ± sd), HA − model in points with its 95% Welch interval, degrees of freedom ν and p, the
-    verdict of ``attnlib.compare`` ("inconclusive" whenever the interval holds 0), the seeds per side the
-    project's standard asks for, and the [Re] run-log difference where known (never trains)."""
+    accuracy (mean ± sd), HA − model in points with its 95% Welch interval, the Holm-adjusted p over the
+    pairs of ``bases`` (``ha_family``), degrees of freedom ν and the unadjusted p, the verdict (HA ahead /
+    behind only when it survives the adjustment; "inconclusive" otherwise), the paired-by-seed test over the
+    seeds both sides hold (a robustness line), the seeds per side the project's standard asks for, and the
+    [Re] run-log difference where known (never trains)."""
     import pandas as pd
 
     from attnlib import compare
 
+    family = ha_family(bases, params, seeds)
     rows = []
     for base in bases:
         acc_a, acc_b = seed_accuracies(base, params, seeds), seed_accuracies(base + "_ha", params, seeds)
@@ -192,17 +215,20 @@ def ha_effects(bases, params: Params, seeds=range(10)):
             "model acc.": compare.mean_sd(acc_a) if acc_a else fmt(None),
             "HA acc.": compare.mean_sd(acc_b) if acc_b else fmt(None),
         }
-        w = compare.welch(acc_a, acc_b) if acc_a and acc_b else None
+        w, adjusted, verdict, pair = family[base]
         if w is None:
-            row.update({"HA − model [95% CI]": "—", "ν": "—", "p": "—", "verdict": MISSING})
+            row.update({"HA − model [95% CI]": "—", "p (Holm)": "—", "ν": "—", "p": "—", "verdict": MISSING})
+            row["paired by seed"] = "—"
             row["seeds asked"] = f"{compare.MIN_SEEDS} per side"
         else:
             row.update(
                 {
                     "HA − model [95% CI]": w.difference,
+                    "p (Holm)": "—" if adjusted is None else f"{adjusted:.3f}",
                     "ν": "—" if w.df is None else f"{w.df:.1f}",
-                    "p": "—" if w.p is None else f"{w.p:.2f}",
-                    "verdict": VERDICT_SHORT[w.verdict],
+                    "p": "—" if w.p is None else f"{w.p:.3f}",
+                    "verdict": VERDICT_SHORT[verdict],
+                    "paired by seed": paired_cell(pair),
                     "seeds asked": "met" if w.seeds_wanted == 0 else f"{w.seeds_wanted} per side",
                 }
             )
@@ -215,6 +241,15 @@ def ha_effects(bases, params: Params, seeds=range(10)):
     return pd.DataFrame(rows)
 
 
+def paired_cell(pair) -> str:
+    """A paired-by-seed test as a table cell: "−1.3, p 0.064 (5 seeds)"; without a p (fewer than 2 shared
+    seeds) the mean difference and the seeds alone."""
+    if pair is None or pair.n == 0:
+        return "no shared seed"
+    p = "" if pair.p is None else f", p {pair.p:.3f}"
+    return f"{pair.points:+.1f}{p} ({pair.n} seed{'s' if pair.n > 1 else ''})"
+
+
 #: The columns of ``ha_effects`` the page shows, with their shorter headers; the others (ν, p, the seeds the
 #: standard asks for, the [Re] log difference and its sign against ours) go to a fold-out under it
 #: (``ha_effects_split``).
@@ -224,6 +259,7 @@ HA_EFFECTS_SHOWN = {
     "model acc.": "model",
     "HA acc.": "HA",
     "HA − model [95% CI]": "Δ [95% CI]",
+    "p (Holm)": "p (Holm)",
     "verdict": "verdict",
 }
 
@@ -253,26 +289,66 @@ def ha_effects_split(effects):
 
 def welch_labels(bases, params: Params, seeds=range(10)) -> dict[str, str]:
     """{HA variant: its Welch result against its model} for the points of the introduction's figure: HA −
-    model in points over every saved seed of the chapter's preset with its 95% interval, "+1.2 [−3.4, +5.8]",
-    or "+1.2 (n = 1/1)" where a side has fewer than 2 seeds (no interval). Pairs without both saved are left
-    out (never trains)."""
-    from attnlib import compare
-
+    model in points over every saved seed of the chapter's preset with its 95% interval and its p adjusted
+    by Holm over the pairs of ``bases`` (``ha_family``), "+1.2 [−3.4, +5.8]\nHolm p 0.47", or "+1.2 (n = 1/1)"
+    where a side has fewer than 2 seeds (no interval). Pairs without both saved are left out (never trains)."""
     out = {}
-    for base in bases:
-        acc_a, acc_b = seed_accuracies(base, params, seeds), seed_accuracies(base + "_ha", params, seeds)
-        if not acc_a or not acc_b:
+    for base, (w, adjusted, _, _) in ha_family(bases, params, seeds).items():
+        if w is None:
             continue
-        w = compare.welch(acc_a, acc_b)
-        no_interval = f" (n = {len(acc_a)}/{len(acc_b)})" if w.interval is None else ""
-        out[base + "_ha"] = w.difference + no_interval
+        if w.interval is None:
+            out[base + "_ha"] = w.difference + f" (n = {len(w.base)}/{len(w.variant)})"
+        else:
+            out[base + "_ha"] = w.difference + f"\nHolm p {adjusted:.2f}"
+    return out
+
+
+def protocol_differences_table():
+    """(table, checked): how our protocol differs from the papers' (``attnlib.literature.protocol_differences``),
+    one row per difference with "applies to" naming the models (their titles, or "every model") and the
+    presets where it holds, and a second table of where each side was read (for a fold-out)."""
+    import pandas as pd
+
+    from attnlib.literature import protocol_differences
+
+    def where(d) -> str:
+        models = "every model" if "every" in d.models else word_list([title(m) for m in d.models])
+        presets = "every preset" if "every" in d.presets else "preset " + word_list(d.presets)
+        return f"{models}; {presets}"
+
+    diffs = protocol_differences()
+    table = pd.DataFrame(
+        [{"what": d.what, "ours": d.ours, "the papers": d.theirs, "applies to": where(d)} for d in diffs]
+    )
+    checked = pd.DataFrame([{"what": d.what, "read in": d.checked} for d in diffs])
+    return table, checked
+
+
+def best_attention(frame) -> dict:
+    """The best attention model of ``frame`` (rows of ``seeds_frame``: means over the saved seeds) against
+    ResNet18: ``model`` (its title, None when no attention model is saved), ``accuracy``, ``seeds``,
+    ``resnet`` (ResNet18's accuracy, None when not saved), ``resnet_seeds`` and ``gap`` (ResNet18 − best, in
+    points; None without both). A NaN accuracy never wins (``idxmax`` skips it)."""
+    done = complete(frame)
+    attention = done[done["experiment"] != "resnet18"].dropna(subset=["accuracy"])
+    resnet = done[done["experiment"] == "resnet18"].dropna(subset=["accuracy"])
+    out = dict(model=None, accuracy=None, seeds=None, resnet=None, resnet_seeds=None, gap=None)
+    if len(attention):
+        best = attention.loc[attention["accuracy"].astype(float).idxmax()]
+        out.update(model=best["model"], accuracy=float(best["accuracy"]), seeds=int(best.get("seeds", 1)))
+    if len(resnet):
+        r = resnet.iloc[0]
+        out.update(resnet=float(r["accuracy"]), resnet_seeds=int(r.get("seeds", 1)))
+    if out["accuracy"] is not None and out["resnet"] is not None:
+        out["gap"] = (out["resnet"] - out["accuracy"]) * 100
     return out
 
 
 def ha_pairs(frame):
-    """One row per model whose HA variant is in ``frame`` (rows of ``attnlib.tables.frame``) with both saved:
-    ``experiment`` (the model), ``model`` (its title), ``gain`` (HA − model, accuracy points) and ``size``
-    (HA parameters / model parameters), at the seed of the frame."""
+    """One row per model whose HA variant is in ``frame`` with both saved: ``experiment`` (the model),
+    ``model`` (its title), ``gain`` (HA − model, accuracy points) and ``size`` (HA parameters / model
+    parameters), from the frame's accuracies: the means over seeds of a ``seeds_frame`` (what the book
+    shows), seed 0 of an ``attnlib.tables.frame``."""
     import pandas as pd
 
     from attnlib.experiments import get
@@ -335,15 +411,18 @@ def short_label(experiment: str) -> str:
 
 def glance_points(frame):
     """The points of the introduction's figure (``viz.accuracy_vs_params``): one row per saved result of
-    ours (rows of ``attnlib.tables.frame``) and per literature accuracy that has a parameter count of the same
-    source, with ``experiment``, ``group``, ``label``, ``source`` ("ours", ``RE`` or ``PAPER``), ``kind``,
-    ``params``, ``accuracy`` and ``baseline`` (the normal model of an HA variant, else None)."""
+    ours (rows of ``seeds_frame``: the mean over seeds, or of ``attnlib.tables.frame``) and per literature
+    accuracy that has a parameter count of the same source, with ``experiment``, ``group``, ``label``,
+    ``source`` ("ours", ``RE`` or ``PAPER``), ``kind``, ``params``, ``accuracy``, ``accuracy_sd`` (the sd over
+    seeds, NaN for one seed and the literature), ``seeds`` and ``baseline`` (the normal model of an HA
+    variant, else None)."""
     import pandas as pd
 
     from attnlib.experiments import get
 
     rows = []
     for _, r in complete(frame).iterrows():
+        sd = r.get("accuracy_sd")
         rows.append(
             {
                 "experiment": r["experiment"],
@@ -351,6 +430,8 @@ def glance_points(frame):
                 "kind": "measured",
                 "params": float(r["params"]),
                 "accuracy": float(r["accuracy"]),
+                "accuracy_sd": math.nan if is_missing(sd) else float(sd),
+                "seeds": int(r["seeds"]) if "seeds" in r else 1,
             }
         )
     for ref in references(quantity="test_accuracy"):
@@ -363,9 +444,12 @@ def glance_points(frame):
                     "kind": ref.kind,
                     "params": size,
                     "accuracy": ref.value,
+                    "accuracy_sd": math.nan,
+                    "seeds": 1,
                 }
             )
-    points = pd.DataFrame(rows, columns=["experiment", "source", "kind", "params", "accuracy"])
+    columns = ["experiment", "source", "kind", "params", "accuracy", "accuracy_sd", "seeds"]
+    points = pd.DataFrame(rows, columns=columns)
     points.insert(1, "group", [group(n) for n in points["experiment"]])
     points.insert(2, "label", [short_label(n) for n in points["experiment"]])
     points["baseline"] = [get(n).baseline for n in points["experiment"]]
@@ -640,17 +724,24 @@ def long_plan(params: Params):
 
 
 def ledger_table(frame):
-    """The ledger at a glance: each claim's short title, whose claim it is, and the verdict
-    (``ledger_markdown`` gives the words, measure, value and rule of each)."""
-    return frame.assign(source=frame["source"].map(short))[["title", "source", "verdict"]].rename(
-        columns={"title": "claim"}
-    )
+    """The ledger at a glance: each claim's short title, whose claim it is, and the verdict with the evidence
+    and scale it rests on (``label``: "not reproduced — at 60 epochs (long), 1 seed each";
+    ``ledger_markdown`` gives the words, measure, value and rule of each)."""
+    label = frame["label"] if "label" in frame else frame["verdict"]
+    shown = frame.assign(source=frame["source"].map(short), verdict=label)
+    return shown[["title", "source", "verdict"]].rename(columns={"title": "claim"})
 
 
-def table3_frame(runs: dict, params: Params):
-    """Table 3 of the chapter's ``runs`` (``attnlib.tables.with_seeds`` of their ``frame``): accuracy as the
-    mean over every saved seed of the current configuration, and the wall times measured for all models
-    together by ``python -m attnlib time``. Never trains."""
+def seeds_frame(runs: dict, params: Params):
+    """The results of the chapter's ``runs`` as every table, figure and headline of the book names a model
+    (``attnlib.tables.with_seeds`` of their ``frame``): accuracy as the mean over every saved seed of the
+    current configuration (``accuracy_sd``, ``seeds``), never seed 0 alone where more seeds are saved, and the
+    wall times measured for all models together by ``python -m attnlib time``. Never trains."""
     from attnlib import tables
 
     return tables.with_seeds(tables.frame(runs), params.results_dir, params.preset, data=params.data)
+
+
+def table3_frame(runs: dict, params: Params):
+    """Table 3 of the chapter's ``runs``: ``seeds_frame``."""
+    return seeds_frame(runs, params)
