@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from attnlib import claims
-from attnlib.claims import INCONCLUSIVE, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, Evidence
+from attnlib.claims import INCONCLUSIVE, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, UNTESTABLE, Evidence
 
 
 def _run(acc=0.5, history=None, attention=None, centers=None):
@@ -22,6 +22,21 @@ def _measured(distance, peak, dependence=0.0, similarity=None):
         if i and similarity is not None:
             row[f"similarity_{i}"] = similarity
     return _run(history=pd.DataFrame([row]))
+
+
+def _probed(end, init, uniform, key="distance", heads=2):
+    """A run whose standard probe (probe.npz) holds `key` per layer at the end and at initialisation (every
+    head alike) and its uniform value."""
+    layers = len(end)
+    probe = {"token_layers": np.array(layers)}
+    for k in ("distance", "peak"):
+        for when, values in (("end", end), ("init", init)):
+            v = values if k == key else [1.0] * layers
+            probe[f"{when}_{k}"] = np.repeat(np.asarray(v, np.float64)[:, None], heads, axis=1)
+        probe[f"uniform_{k}"] = np.array(uniform if k == key else 1.0)
+    run = _run()
+    run.probe = probe
+    return run
 
 
 def _verdict(key, ev):
@@ -53,12 +68,25 @@ def test_centres_verdict_follows_the_saved_centres():
 
 
 def test_depth_verdict_follows_the_distances():
+    # without a probe at initialisation an order at the end is not enough: never measured against init
     ev = Evidence("x", runs={"quadratic_iso_9h": _measured([2, 3, 5, 8], [9, 9, 9, 9])})
-    assert _verdict("centres_depth", ev) == REPRODUCED
+    text, verdict = next(c for c in claims.CLAIMS if c.key == "centres_depth").test(ev)
+    assert verdict == INCONCLUSIVE and "not measured against initialisation" in text
     ev.runs["quadratic_iso_9h"] = _measured([8, 5, 3, 2], [9, 9, 9, 9])
-    assert _verdict("centres_depth", ev) == NOT_REPRODUCED
-    ev.runs["quadratic_aniso_9h"] = _measured([2, 3, 5, 8], [9, 9, 9, 9])
+    assert _verdict("centres_depth", ev) == NOT_REPRODUCED  # the order fails at the end: no init needed
+    # with the probe: training created the order (flat at init), the first layer more local than uniform
+    ev.runs["quadratic_iso_9h"] = _probed([2, 3, 5, 8], [9, 9, 9, 9], uniform=10)
+    assert _verdict("centres_depth", ev) == REPRODUCED
+    ev.runs["quadratic_aniso_9h"] = _probed([8, 5, 3, 2], [9, 9, 9, 9], uniform=10)
     assert _verdict("centres_depth", ev) == INCONCLUSIVE  # one model each way
+    del ev.runs["quadratic_aniso_9h"]
+    # the issue's case: the order was already there at initialisation, training kept it: not reproduced
+    ev.runs["quadratic_iso_9h"] = _probed([8.3, 9.1, 10.5, 10.5], [9.1, 8.9, 10.7, 10.1], uniform=10.8)
+    text, verdict = next(c for c in claims.CLAIMS if c.key == "centres_depth").test(ev)
+    assert verdict == NOT_REPRODUCED and "already so at initialisation" in text and "uniform 10.8" in text
+    # a flat model at the uniform distance does not count as rising, however it creeps upwards
+    ev.runs["quadratic_iso_9h"] = _probed([14.3, 14.35, 14.4, 14.4], [9, 9, 9, 9], uniform=14.3)
+    assert _verdict("centres_depth", ev) == NOT_REPRODUCED
 
 
 def test_peak_verdicts_follow_the_peaks():
@@ -82,10 +110,25 @@ def test_peak_verdicts_follow_the_peaks():
     ev.runs["resnet18"] = _run(0.5)
     ev.runs["learned_9h_pos_init"].test_accuracy = 0.49  # a variant is not one of the paper's models
     assert "learned_9h_pos_init" not in next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)[0]
-    ha = Evidence("x", runs={"vit_ha": _measured([1, 1, 1], [8.0, 4.0, 2.0])})
+    # Fig. 8b: the last two layers of the Fig. 8 model peak lower than every earlier one
+    fig8 = claims.FIG8_MODEL
+    ha = Evidence("x", runs={fig8: _probed([8.0, 6.0, 2.0, 1.5], [2, 2, 2, 2], uniform=1.0, key="peak")})
     assert _verdict("ha_not_sparse", ha) == REPRODUCED
-    ha.runs["vit_ha"] = _measured([1, 1, 1], [2.0, 4.0, 8.0])
+    ha.runs[fig8] = _probed([2.2, 6.4, 6.7, 6.5], [2, 2, 2, 2], uniform=1.0, key="peak")  # the issue's run
     assert _verdict("ha_not_sparse", ha) == NOT_REPRODUCED
+    # judged on the Fig. 8 model alone: other HA models are secondary lines, the normal model the control
+    ha.runs["vit_ha"] = _probed([8.0, 6.0, 2.0, 1.5], [2, 2, 2, 2], uniform=1.0, key="peak")
+    ha.runs[claims.FIG8_CONTROL] = _measured([1, 1, 1, 1], [1.5, 5.1, 5.0, 2.0])
+    text, verdict = next(c for c in claims.CLAIMS if c.key == "ha_not_sparse").test(ev=ha)
+    assert verdict == NOT_REPRODUCED and "secondary, not judged: vit_ha" in text
+    assert (
+        f"control (no HA) {claims.FIG8_CONTROL}: 1.5 / 5.1 / 5.0 / 2.0× uniform, the order does not hold"
+        in text
+    )
+    assert _verdict("ha_not_sparse", Evidence("x", runs={"vit_ha": ha.runs["vit_ha"]})) == NOT_MEASURED
+    # "local early, far later" on the Fig. 8 model: first application the most global goes against it
+    ha.runs[fig8] = _probed([16.4, 13.6, 14.3, 14.4], [14, 14, 14, 14], uniform=16.55)
+    assert _verdict("ha_depth", ha) == NOT_REPRODUCED
 
 
 def test_content_and_layer_similarity_verdicts():
@@ -104,6 +147,16 @@ def test_resnet_and_parameter_verdicts():
     assert _verdict("near_resnet", ev) == REPRODUCED  # ViT is not one of the paper's models
     ev.runs["learned_9h"] = _run(0.60)
     assert _verdict("near_resnet", ev) == NOT_REPRODUCED
+    # a comparable size: parameter counts within 25%; a ResNet 3x larger makes the claim untestable here
+    for name, params in (("resnet18", 700_000), ("learned_9h", 240_000)):
+        ev.runs[name].metrics = {"params": params}
+    text, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
+    assert verdict == UNTESTABLE and "ResNet18 has 2.9× its parameters" in text
+    ev.runs["learned_9h"].metrics = {"params": 600_000}  # 1.17x: comparable, judged on the gap again
+    assert _verdict("near_resnet", ev) == NOT_REPRODUCED
+    # the seeds of one preset are averaged: ResNet18 0.75 against learned_9h's mean 0.745, 0.5 points
+    ev.accuracies = {"learned_9h": [0.74, 0.75], "resnet18": [0.75]}
+    assert _verdict("near_resnet", ev) == REPRODUCED
     counts = {b: 100 for b in claims.HA_PAIRS} | {b + "_ha": 20 for b in claims.HA_PAIRS}
     assert _verdict("ha_params", Evidence("x", params_paper=counts)) == REPRODUCED
     counts["vit_ha"] = 60
@@ -138,3 +191,29 @@ def test_ha_gain_verdict_follows_the_welch_intervals():
     assert _verdict("ha_gain", Evidence("x", accuracies=base | near)) == NOT_REPRODUCED
     noisy = far | {"vit_ha": [0.45, 0.60, 0.75]}  # one interval holds +5: no verdict either way
     assert _verdict("ha_gain", Evidence("x", accuracies=base | noisy)) == INCONCLUSIVE
+    # at a scaled-down preset the claim (300 epochs, full size) is untestable; the values still show, with
+    # each pair's Holm-adjusted p and [Re]'s own logged gains beside them
+    text, verdict = next(c for c in claims.CLAIMS if c.key == "ha_gain").test(
+        Evidence("budget", accuracies=base | far)
+    )
+    assert verdict == UNTESTABLE and "Holm p" in text
+    assert "[Re]'s own run logs: learned_content_9h +4.64, learned_content_16h +2.12" in text
+    assert _verdict("ha_gain", Evidence("budget")) == NOT_MEASURED
+
+
+def test_every_label_names_its_evidence_and_scale():
+    """The ledger's label: the verdict, then the preset, epochs and seeds it rests on."""
+    ev = Evidence(
+        "budget", runs={"quadratic_iso_9h": _measured([8, 5, 3, 2], [9, 9, 9, 9])}, theorem_error=1e-12
+    )
+    ev.accuracies = {b: [0.5, 0.51, 0.52] for b in claims.HA_PAIRS} | {
+        b + "_ha": [0.5, 0.5] for b in claims.HA_PAIRS
+    }
+    frame = claims.ledger(ev).set_index("claim")
+    assert frame.loc["theorem", "label"] == "reproduced — live check, float64"
+    assert frame.loc["centres_depth", "label"] == "not reproduced — at budget (4 epochs), 1 seed each"
+    assert frame.loc["ha_gain", "label"] == "untestable here — at budget (4–12 epochs), 2–3 seeds per model"
+    assert frame.loc["ha_depth", "label"] == NOT_MEASURED  # nothing saved: no scale to name
+    ev.presets["quadratic_iso_9h"] = "long"
+    label = claims.ledger(ev).set_index("claim").loc["centres_depth", "label"]
+    assert label.endswith("at 60 epochs (long), 1 seed each")
