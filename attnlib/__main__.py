@@ -284,7 +284,10 @@ def cmd_list(args) -> int:
 
 
 def cmd_train(args) -> int:
+    from attnlib.queue import die_with_parent
     from attnlib.runs import run_or_load
+
+    die_with_parent()  # started by `queue`: a SIGTERM (checkpoint, exit) when the queue dies, however
 
     if args.threads is not None:
         import torch

@@ -120,16 +120,17 @@ class Queue:
                 print(f"lane {lane}: {job.name} not started: {log}: {err.strerror}", flush=True)
                 continue
             with open(fd, "a") as out:
-                with self._lock:
-                    if self._stopping.is_set():
+                for attempt in range(LOCK_RETRIES + 1):
+                    code = self._run_job(job, out)
+                    if code is None:
                         return
-                    # own session: a Ctrl-C in the terminal reaches the queue only, which then sends each
-                    # run one SIGTERM (a second signal would make `train` give up without its checkpoint)
-                    proc = subprocess.Popen(
-                        self.command(job), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-                    )
-                    self._running[job] = proc
-                code = proc.wait()
+                    if not (code == EXIT_LOCKED and _locked(log)) or attempt == LOCK_RETRIES:
+                        break
+                    # its folder is locked by a run still saving its checkpoint (a queue killed just
+                    # before, whose runs got SIGTERM): wait for it rather than report a failure
+                    print(f"lane {lane}: {job.name} is locked by a run still ending; retrying", flush=True)
+                    if self._stopping.wait(LOCK_WAIT):
+                        break
             with self._lock:
                 del self._running[job]
             seconds = time.monotonic() - start
@@ -138,6 +139,30 @@ class Queue:
             )
             self.outcomes[job] = Outcome(job, status, seconds)
             print(f"lane {lane}: {job.name} {status} after {seconds / 60:.1f} min", flush=True)
+
+    def _lane_then(self, lane: int, done: threading.Event) -> None:
+        try:
+            self._lane(lane)
+        finally:
+            done.set()
+
+    def _run_job(self, job: Job, out) -> int | None:
+        """Start one job (None once the queue is stopping) and wait for its exit code."""
+        with self._lock:
+            if self._stopping.is_set():
+                return None
+            # own session: a Ctrl-C in the terminal reaches the queue only, which then sends each run one
+            # SIGTERM (a second signal would make `train` give up without its checkpoint); PARENT_ENV: the
+            # run asks the kernel for a SIGTERM when the queue dies, even by SIGKILL (`die_with_parent`)
+            proc = subprocess.Popen(
+                self.command(job),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, PARENT_ENV: str(os.getpid())},
+            )
+            self._running[job] = proc
+        return proc.wait()
 
     def stop(self) -> None:
         """Hand out no more jobs; ask the running ones to save a checkpoint and exit (SIGTERM)."""
@@ -153,29 +178,64 @@ class Queue:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         check_no_links(self.log_dir)  # one line (UnsafeFolder) before any job starts
         self.interrupted = False
-        threads = [threading.Thread(target=self._lane, args=(i + 1,), daemon=True) for i in range(self.lanes)]
+        done = [threading.Event() for _ in range(self.lanes)]
+        threads = [threading.Thread(target=self._lane_then, args=(i + 1, done[i]), daemon=True) for i in range(self.lanes)]
         for t in threads:
             t.start()
         main_thread = threading.current_thread() is threading.main_thread()
-        if main_thread:  # SIGTERM as Ctrl-C: both stop the queue the same way
-            previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        if main_thread:  # SIGTERM and SIGHUP (its terminal closed) as Ctrl-C: all stop the queue the same way
+            previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+        # the lanes are waited for by their events, not Thread.join: a join that the signal interrupts can
+        # leave the thread looking finished, and the queue would exit before its runs saved their checkpoints
         try:
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(timeout=0.2)
+            while not all(e.wait(0.2) for e in done):
+                pass
         except KeyboardInterrupt:
             self.interrupted = True
             self.stop()
-            for t in threads:
-                t.join()
+            while not all(e.wait(0.2) for e in done):
+                pass
         finally:
             if main_thread:
-                signal.signal(signal.SIGTERM, previous)
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
         return [self.outcomes[job] for job in self.jobs]
 
 
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+EXIT_LOCKED = 3  # `train` refused: its folder is locked by another process (attnlib.__main__)
+LOCK_WAIT, LOCK_RETRIES = 5.0, 24  # a locked run is retried every 5 s for 2 minutes
+PARENT_ENV = "ATTNLIB_QUEUE_PID"  # set in each run's environment: the queue's pid
+
+
+def _locked(log: Path) -> bool:
+    """Whether the last lines of a job's log say its run folder was locked by another process."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+            return b"being trained by another process" in f.read()
+    except OSError:
+        return False
+
+
+def die_with_parent() -> None:
+    """In a run started by `Queue` (PARENT_ENV set): ask the kernel (Linux prctl PR_SET_PDEATHSIG) for a
+    SIGTERM when the queue dies, however it dies, so that no run outlives its queue (the run then saves a
+    checkpoint and exits, as on Ctrl-C). A queue already gone: SIGTERM now. Elsewhere a no-op."""
+    parent = os.environ.get(PARENT_ENV, "")
+    if not parent.isdigit() or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(parent):  # the queue died before the request: it will never come
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def default_lanes(jobs: int) -> int:

@@ -311,7 +311,7 @@ class _StopRequest:
         import threading
 
         if threading.current_thread() is threading.main_thread():
-            for s in (signal.SIGINT, signal.SIGTERM):
+            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: its terminal closed
                 self._old[s] = signal.signal(s, self._handle)
         return self
 
