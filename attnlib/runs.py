@@ -33,6 +33,7 @@ import logging
 import math
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -45,7 +46,7 @@ import torch
 
 from attnlib import experiments
 from attnlib.checks import MAX_SEED, SYNTHETIC, check, check_positive_int, is_synthetic, synthetic_sizes
-from attnlib.env import TRAIN_MISSING_ENV
+from attnlib.env import RECORD_HOST_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 from attnlib.models import FAMILIES, resolved_config, resolved_difference
 from attnlib.snapshots import (
@@ -107,6 +108,35 @@ class ResultExists(RuntimeError):
     def __init__(self, detail: str):
         super().__init__(f"{detail}; it is kept (pass replace=True to replace it, or another results_dir)")
         self.detail = detail
+
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+_ABSOLUTE = re.compile(r"(?<![\w.~])/[^\s:;,'\"]+")  # an absolute path inside a string
+
+
+def portable_path(text):
+    """`text` (a dataset description, a command line) with every absolute path in it made relative to the
+    repository ("imagefolder-jpeg:../shared/data/cifar10"): provenance publishes no machine's layout. Not a
+    string (None, an old result's odd value): returned as it is."""
+    if not isinstance(text, str):
+        return text
+    return _ABSOLUTE.sub(lambda m: os.path.relpath(m.group(0), REPOSITORY), text)
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command that trained a run, as provenance records it: ``python -m attnlib ...`` with its paths
+    relative to the repository (`portable_path`)."""
+    argv = list(sys.argv if argv is None else argv)
+    if argv and Path(argv[0]).name == "__main__.py" and Path(argv[0]).parent.name == "attnlib":
+        argv[0] = "python -m attnlib"
+    return portable_path(" ".join(argv))
+
+
+def _record_host() -> bool:
+    """Whether provenance names the machine's host name: only when asked ($ATTNLIB_RECORD_HOST=1)."""
+    value = os.environ.get(RECORD_HOST_ENV, "").strip().lower()
+    check(value in ("", "0", "1", "false", "true", "no", "yes", "off", "on"), RECORD_HOST_ENV, value, "0 or 1")
+    return value in ("1", "true", "yes", "on")
 
 
 def git_state() -> dict:
@@ -672,7 +702,7 @@ def _write_result(
             "epochs": rc.train.epochs,
             "epochs_trained": len(fit.history),
             "best_test_accuracy": max(row["test_acc"] for row in fit.history),
-            "dataset": dataset.source,
+            "dataset": portable_path(dataset.source),  # its folder relative to the repository
             "data": config["data"],
             "train_images": len(dataset.train),
             "test_images": len(dataset.test),
@@ -683,11 +713,11 @@ def _write_result(
             "torch": torch.__version__,
             "python": platform.python_version(),
             "git": code,
-            "hostname": socket.gethostname(),
+            **({"hostname": socket.gethostname()} if _record_host() else {}),  # only when asked
             "train_seconds": fit.train_seconds,
             "resumed_from": fit.resumed,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "command": " ".join(sys.argv),
+            "command": command_line(),
         },
     }
     if (now := git_state()) != code:  # the tree changed while it trained (a merge, an edit)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlib import experiments
-from attnlib.runs import MissingResult, Runs, inspect_run, load_run, run_config, run_dir
+from attnlib.runs import MissingResult, Runs, inspect_run, load_run, portable_path, run_config, run_dir
 from attnlib.snapshots import cpu_threads
 from attnlib.store import read_json
 
@@ -70,7 +70,7 @@ def frame(runs: dict):
                 epochs=prov.get("epochs_trained", prov.get("epochs")),  # epochs run (a former plateau stop)
                 train_seconds=prov.get("train_seconds"),
                 cpu_seconds=_cpu_seconds(prov),
-                dataset=prov.get("dataset"),
+                dataset=portable_path(prov.get("dataset")),  # older results recorded absolute paths
                 test_images=prov.get("test_images"),
             )
         rows.append(row)

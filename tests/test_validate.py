@@ -9,11 +9,12 @@ import hashlib
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
 from attnlib.runs import DamagedResult, inspect_run, load_run, run_dir, run_or_load
-from attnlib.tables import table3
+from attnlib.tables import collect, table3
 from attnlib.validate import files_problem, history_problem, values_problem
 
 
@@ -177,3 +178,39 @@ def test_every_saved_result_of_this_repository_passes(trained):
         assert values_problem(metrics) == ""
         assert files_problem(folder, metrics["files"]) == ""
         assert history_problem(folder, metrics) == ""
+
+
+# --------------------------------------------------------------------------- provenance: what it publishes
+def test_provenance_names_no_absolute_path_and_no_host_unless_asked(trained, tmp_path, monkeypatch):
+    """A new run's provenance: its dataset and command relative to the repository, no host name; with
+    ATTNLIB_RECORD_HOST=1 the host is recorded. (The suite's runs are synthetic: a folder copy is shown
+    through portable_path below.)"""
+    import socket
+
+    from attnlib.runs import command_line, portable_path, train_run
+
+    prov = json.loads((run_dir(trained, "vit", "smoke") / "metrics.json").read_text())["provenance"]
+    assert "hostname" not in prov
+    assert not any(part.startswith("/") for part in prov["command"].split()), prov["command"]
+    monkeypatch.setenv("ATTNLIB_RECORD_HOST", "1")
+    result = train_run("resnet18", "smoke", results_dir=tmp_path, progress=False)
+    assert result.metrics["provenance"]["hostname"] == socket.gethostname()
+    repo = Path(__file__).resolve().parent.parent
+    assert portable_path(f"imagefolder-jpeg:{repo.parent}/shared/data/cifar10") == (
+        "imagefolder-jpeg:../shared/data/cifar10"
+    )
+    assert command_line([str(repo / "attnlib" / "__main__.py"), "train", "vit", "--results-dir", str(repo / "r")]) == (
+        "python -m attnlib train vit --results-dir r"
+    )
+    monkeypatch.setenv("ATTNLIB_RECORD_HOST", "perhaps")
+    with pytest.raises(ValueError, match="ATTNLIB_RECORD_HOST"):
+        train_run("resnet18", "smoke", results_dir=tmp_path / "other", progress=False)
+
+
+def test_older_results_with_absolute_paths_stay_readable_and_are_shown_relative(copy):
+    folder = run_dir(copy, "vit", "smoke")
+    repo = Path(__file__).resolve().parent.parent
+    _edit(folder, lambda m: m["provenance"].update(dataset=f"imagefolder-jpeg:{repo}/data", hostname="vm"))
+    assert inspect_run(folder)[0] == "complete"
+    row = collect(copy, "smoke", ["vit"]).set_index("experiment").loc["vit"]
+    assert row["status"] == "complete" and row["dataset"] == "imagefolder-jpeg:data"
