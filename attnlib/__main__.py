@@ -365,6 +365,10 @@ def cmd_queue(args) -> int:
         return 0
     lanes = args.lanes or queue.default_lanes(len(todo))
     log_dir = Path(args.log_dir or Path(args.results_dir) / "logs" / args.preset)
+    if not args.log_dir:  # a linked results/logs (a link in a clone) would take the logs elsewhere: refused
+        from attnlib.store import check_no_links
+
+        check_no_links(log_dir, args.results_dir)
 
     def command(job):
         return queue.train_command(

@@ -147,3 +147,12 @@ def test_read_json_refuses_deep_nesting(tmp_path):
         read_json(path)
     path.write_text('{"a": [1, {"b": 2}]}')
     assert read_json(path) == {"a": [1, {"b": 2}]}
+
+
+def test_queue_refuses_a_linked_logs_folder_of_the_results(tmp_path, outside, cli):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "logs").symlink_to(outside.parent, target_is_directory=True)
+    code, _, err = cli(["queue", "--preset", "smoke", "--experiments", "vit", "--results-dir", str(results)])
+    assert code == 5 and "logs" in err and "is a symbolic link" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in outside.parent.iterdir()) == ["precious.txt"]
