@@ -465,11 +465,11 @@ def _load_checked(path: str | Path, fingerprint: str | None = None) -> RunResult
         attention = dict(z)
     centers = None
     if (path / "centers.npz").exists():
-        with np.load(path / "centers.npz") as z:
+        with np.load(io.BytesIO(read_regular(path / "centers.npz"))) as z:
             centers = dict(z)
     probe = None
     if PROBE_FILE in metrics["files"]:
-        with np.load(path / PROBE_FILE) as z:
+        with np.load(io.BytesIO(read_regular(path / PROBE_FILE))) as z:
             probe = dict(z)
     history = pd.read_csv(io.BytesIO(read_regular(path / "history.csv")))
     return RunResult(

@@ -103,3 +103,15 @@ def test_chapter_says_not_yet_trained_instead_of_crashing(chapter, folder, hosti
     text = _texts(nb)
     assert book.MISSING in text or "not saved" in text
     assert "Traceback" not in text and "KeyError" not in text
+
+
+@pytest.mark.parametrize("content", ["{}", '{"machine": {}, "rows": [{"dtype": 3}]}', "[" * 100_000, "null"])
+def test_a_damaged_benchmark_is_left_out_in_one_line(tmp_path, caplog, content):
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    shutil.copy(ROOT / "results" / "bench" / "cpu.json", bench / "cpu.json")
+    (bench / "gpu.json").write_text(content)
+    params = book.check_params(preset="budget", results_dir=tmp_path, device="cpu", train_missing=False)
+    with caplog.at_level(logging.WARNING, logger="attnlib"):
+        reports = book.bench_reports(params)
+    assert list(reports) == ["cpu"] and "gpu.json is damaged" in caplog.text

@@ -18,14 +18,26 @@ def bench_reports(params: Params) -> dict:
     ``<results_dir>/bench/peak/<device>.json`` (``python -m attnlib bench --peak-only``) holds one measured
     with the cores otherwise idle: its rows' ``peak_gflops``, ``utilisation`` and ``model_utilisation`` are
     recomputed from their measured FLOP/s, and ``report["peak_source"]`` says so."""
-    import json
+    import logging
+
+    from attnlib.store import read_json
 
     folder = Path(params.results_dir) / "bench"
-    reports = {f.stem: json.loads(f.read_text()) for f in sorted(folder.glob("*.json"))}
-    for device, report in reports.items():
-        idle = folder / "peak" / f"{device}.json"
-        if idle.is_file() and peak_shared(report):
-            _use_idle_peak(report, json.loads(idle.read_text()), idle)
+    reports = {}
+    for f in sorted(folder.glob("*.json")):
+        try:  # an untrusted file: read bounded, and used only if the appendix can show it
+            report = read_json(f)
+            if not isinstance(report, dict) or not isinstance(report.get("machine"), dict):
+                raise ValueError("not a benchmark report")
+            idle = folder / "peak" / f"{f.stem}.json"
+            if idle.is_file() and peak_shared(report):
+                _use_idle_peak(report, read_json(idle), idle)
+            throughput_tables(report), profile_layout(report), bench_machine_markdown(report)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, ZeroDivisionError) as err:
+            reason = " ".join(f"{type(err).__name__}: {err}".split())[:200]
+            logging.getLogger("attnlib").warning("%s is damaged (%s); not shown", f, reason)
+            continue
+        reports[f.stem] = report
     return reports
 
 
