@@ -256,6 +256,8 @@ class RunResult:
                     f"the run ended after epoch {self.epochs_trained})"
                 )
             model.load_state_dict(state["model"])
+            if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+                raise ValueError("its weights are not finite")  # never a model of NaNs
         except Exception as err:  # truncated or corrupt zip, foreign or partial checkpoint
             detail = f"{weights} is damaged ({type(err).__name__}: {' '.join(str(err).split())})"
             raise DamagedResult(

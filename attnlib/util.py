@@ -45,8 +45,9 @@ def atomic_write(
             os.replace(tmp, path)
     except OSError as err:
         raise with_path(err, path) from err
-    finally:
-        tmp.unlink(missing_ok=True)
+    finally:  # never an error of its own: on a read-only folder it would replace the one naming `path`
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def write_bytes(path: str | Path, data: bytes) -> None:

@@ -163,3 +163,13 @@ def test_checkpoint_problem_accepts_what_fit_saves(tmp_path):
     )
     assert "not a checkpoint" in checkpoint_problem([1], model, epochs=3, steps=4)
     assert Checkpoints(tmp_path).load(check=lambda s: "bad")[0] is None
+
+
+def test_the_model_of_a_result_with_nan_weights_is_damaged(copy):
+    from attnlib.runs import DamagedResult, run_or_load
+
+    res = run_or_load("vit", "smoke", results_dir=copy, train_missing=False)
+    last = res.path / "checkpoints" / "last.pt"
+    edit(last, lambda s: next(v for v in s["model"].values() if v.is_floating_point()).fill_(float("nan")))
+    with pytest.raises(DamagedResult, match="its weights are not finite"):
+        res.model()

@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -156,3 +157,20 @@ def test_queue_refuses_a_linked_logs_folder_of_the_results(tmp_path, outside, cl
     code, _, err = cli(["queue", "--preset", "smoke", "--experiments", "vit", "--results-dir", str(results)])
     assert code == 5 and "logs" in err and "is a symbolic link" in err and err.count("\n") == 1, err
     assert sorted(p.name for p in outside.parent.iterdir()) == ["precious.txt"]
+
+
+def test_a_read_only_checkpoints_folder_names_last_pt_not_the_temporary_file(tmp_path, mount_namespace):
+    import shlex
+
+    results = tmp_path / "results"
+    checkpoints = run_dir(results, "vit", "smoke") / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    argv = [sys.executable, "-m", "attnlib", "train", "vit", "--preset", "smoke", "--no-progress"]
+    command = " ".join(shlex.quote(a) for a in [*argv, "--results-dir", str(results)])
+    root = Path(__file__).resolve().parent.parent
+    out = mount_namespace(
+        f"mount -t tmpfs -o size=1m,ro tmpfs {checkpoints}; cd {root}; set +e; {command}; echo EXIT=$?"
+    )
+    assert "EXIT=5" in out.stdout, out.stdout + out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("python -m attnlib")]
+    assert errors == [f"python -m attnlib: error: {checkpoints / 'last.pt'}: Read-only file system"], errors
