@@ -921,5 +921,50 @@ def accuracy_vs_params(
     if title:
         ax.set_title(title)
     labelled = [(r.params, r.accuracy * 100, r.label) for r in points.itertuples() if r.label]
+    _spread_boxes(ax, written, [(r.params, r.accuracy * 100) for r in points.itertuples()])
     _place_labels(ax, labelled, avoid=written, lines=arrows)  # last: the axes limits and legends are final
     return fig
+
+
+#: Where a verdict box may stand around its point, in order of preference: (dx, dy) offset points, va, ha.
+BOX_SPOTS = ((0, -7, "top", "center"), (0, 7, "bottom", "center"), (8, -5, "top", "left"),
+             (-8, -5, "top", "right"), (8, 5, "bottom", "left"), (-8, 5, "bottom", "right"))  # fmt: skip
+BOX_PAD = 4  # pixels around a verdict box's text: its frame
+
+
+def _spread_boxes(ax, boxes, points) -> None:
+    """Move each annotation of ``boxes`` (drawn under its point) to the spot of ``BOX_SPOTS`` where its frame
+    overlaps least (by area; the first such spot) the boxes placed before it and the points of ``points``
+    ((x, y) in data coordinates) other than its own, an area outside the axes counting four times. Greedy,
+    in the order given."""
+    if not boxes:
+        return
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    dots = [ax.transData.transform(p) for p in points]
+    dots = [matplotlib.transforms.Bbox.from_extents(x - 4, y - 4, x + 4, y + 4) for x, y in dots]
+
+    def overlap(a, b) -> float:
+        w = min(a.x1, b.x1) - max(a.x0, b.x0)
+        h = min(a.y1, b.y1) - max(a.y0, b.y0)
+        return max(w, 0.0) * max(h, 0.0)
+
+    def put(box, spot):
+        dx, dy, va, ha = spot
+        box.xyann = (dx, dy)
+        box.set_verticalalignment(va)
+        box.set_horizontalalignment(ha)
+        return box.get_window_extent(renderer).padded(BOX_PAD)
+
+    placed = []
+    for box in boxes:
+        own = ax.transData.transform(box.xy)
+        others = [d for d in dots if not d.contains(*own)]
+        scores = []
+        for spot in BOX_SPOTS:
+            extent = put(box, spot)
+            outside = extent.width * extent.height - overlap(extent, ax.bbox)  # off the axes: worse
+            hidden = sum(overlap(extent, d) for d in others)
+            scores.append(sum(overlap(extent, t) for t in placed) + hidden + 4 * outside)
+        placed.append(put(box, BOX_SPOTS[scores.index(min(scores))]))

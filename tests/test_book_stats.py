@@ -194,3 +194,39 @@ def test_models_are_named_by_their_seed_means(params, seeds):
     pairs = book.ha_pairs(frame.reset_index()).set_index("experiment")
     ha = list(seed_accuracies(seeds, "smoke", "vit_ha")[0].values())
     assert pairs.loc["vit", "gain"] == pytest.approx((sum(ha) / 2 - sum(vit) / 2) * 100)
+
+
+def test_verdict_boxes_of_neighbouring_points_do_not_overlap():
+    """Two HA points close together: the second verdict box moves off the first (viz._spread_boxes) and stays
+    on the axes."""
+    import matplotlib
+    import pandas as pd
+
+    matplotlib.use("Agg")
+    from attnlib import viz
+
+    rows = [  # (experiment, params, accuracy, baseline)
+        ("vit", 6e5, 0.44, None),
+        ("vit_ha", 1.8e5, 0.444, "vit"),
+        ("learned_content_16h", 4.5e5, 0.472, None),
+        ("learned_content_16h_ha", 1.2e5, 0.46, "learned_content_16h"),
+    ]
+    points = pd.DataFrame(
+        [
+            {"experiment": e, "source": "ours", "kind": "measured", "params": p, "accuracy": a, "baseline": b}
+            for e, p, a, b in rows
+        ]
+    )
+    points.insert(1, "group", [book.group(e) for e in points["experiment"]])
+    points.insert(2, "label", [book.short_label(e) for e in points["experiment"]])
+    labels = {
+        "vit_ha": "+0.7 [-0.2, +1.6]\nHolm p 0.29",
+        "learned_content_16h_ha": "-1.2 [-4.0, +1.7]\nHolm p 0.48",
+    }
+    fig = viz.accuracy_vs_params(points, verdicts=labels)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.texts if t.get_text() in labels.values()]
+    assert len(boxes) == 2 and not boxes[0].overlaps(boxes[1])
+    assert all(ax.bbox.x0 <= b.x0 and b.x1 <= ax.bbox.x1 for b in boxes)
