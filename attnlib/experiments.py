@@ -127,6 +127,16 @@ _HEADS16_BUDGET = dict(hidden=40, mlp=100)  # the same ratios to the 9-head budg
 # the values (Linear(D, 16·D)) before the output projection.
 _RE_BLOCK = dict(block="re", dropout=0.0)
 _RE_VALUES = {9: {}, 16: dict(value="standard")}
+# Every experiment that reproduces a [Re] row is the network as the [Re] code ran it (issue 30), each quirk a
+# field of the model's config with the intended form as its default (attnlib.models.paper / vit docstrings):
+# PyTorch's default init (init="re"); the learned models with content read queries and keys as (B, W, H)
+# (score_layout="re"); ViT adds its residuals to the normalised input, has no final LayerNorm and averages
+# a fresh U(0, 1) noise slot with the patches; the hierarchical SAN's attention reads x (raw_input). The one
+# exception kept: per-pass batch-norm statistics in the hierarchical SAN (pass_statistics, its docstring).
+_RE_INIT = dict(init="re")
+_RE_CONTENT = dict(init="re", score_layout="re")
+_RE_VIT = dict(residual="re", final_norm=False, pool="re_noise_cls", init="re")
+_RE_SAN_HA = dict(raw_input=True, pass_statistics=True)
 # SAN widths per preset: the official per-stage network, and the [Re] hierarchical one (attnlib.san.hierarchical)
 _SAN_WIDTHS = {
     "budget": dict(widths=(32, 64, 128, 256), stem_width=32),
@@ -163,13 +173,13 @@ def _registry() -> dict[str, Experiment]:
                    f"N(0, {POSITIONAL_STD:g}) instead of the paper's N(0, 0.02): the scores wᵀr and their gradients "
                    "start 100x larger (issue 16 §2: a claim that may only appear with a change)",
                    variant_of="learned_9h"),
-        Experiment("learned_16h", "paper", paper("learned", 16, **_HEADS16, **_RE_BLOCK, **_RE_VALUES[16]),
-                   "learned_16h", "SA learned 2D, 16 heads", source=f"{_RE} (learned2d_nocontent_16heads.yaml)",
+        Experiment("learned_16h", "paper",
+                   paper("learned", 16, **_HEADS16, **_RE_BLOCK, **_RE_VALUES[16], **_RE_INIT), "learned_16h", "SA learned 2D, 16 heads", source=f"{_RE} (learned2d_nocontent_16heads.yaml)",
                    overrides=narrow16),
     ]
     for heads in (9, 16):
         wider, over = (_HEADS16, narrow16) if heads == 16 else ({}, {})
-        wider = {**wider, **_RE_BLOCK, **_RE_VALUES[heads], "learned_form": "re"}
+        wider = {**wider, **_RE_BLOCK, **_RE_VALUES[heads], "learned_form": "re", **_RE_CONTENT}
         base, cfg = f"learned_content_{heads}h", f"{_RE} (learned2d_withcontent_{heads}heads"
         rows += [
             Experiment(base, "paper", paper("learned", heads, True, **wider), "learned_content",
@@ -177,19 +187,31 @@ def _registry() -> dict[str, Experiment]:
             Experiment(base + "_ha", "paper", paper("learned", heads, True, True, **wider), "learned_content",
                        f"SA learned 2D + content, {heads} heads, HA", base, f"{cfg}_hier.yaml)", overrides=over),
         ]
+    # the [Re] pair with the intended init beside it (issue 30): what the [Re] code's PyTorch defaults change
+    for ha in (False, True):
+        base = "learned_content_9h" + "_ha" * ha
+        model = next(r.model for r in rows if r.name == base)
+        rows.append(Experiment(
+            base + "_init_official", "paper", {**model, "init": "official"}, "learned_content",
+            f"SA learned 2D + content, 9 heads{', HA' * ha}, init_bert_weights",
+            source=f"attnlib variant of {base}: init_bert_weights (N(0, 0.02²) for Linear and Embedding weights, "
+            "zero biases; Paper A's official init) instead of the [Re] code's PyTorch defaults (positional tables "
+            "N(0, 1), Linear U(±1/√fan_in)); everything else as the [Re] form",
+            variant_of=base,
+        ))
     for kind in ("pairwise", "patchwise"):
         rows += [
             Experiment(f"san_{kind}", "san", {"sa_type": kind, "hierarchical": False}, f"san_{kind}",
                        f"SAN {kind}", source=f"{_RE} (SAN/configs/san_{kind}.yaml)", overrides=_SAN_WIDTHS),
             # pass_statistics named (it is the default) so that runs with the [Re] shared statistics are stale
-            Experiment(f"san_{kind}_ha", "san_hier", {"sa_type": kind, "pass_statistics": True}, f"san_{kind}",
+            Experiment(f"san_{kind}_ha", "san_hier", {"sa_type": kind, **_RE_SAN_HA}, f"san_{kind}",
                        f"SAN {kind}, HA",
                        f"san_{kind}", f"{_RE} (SAN/configs/san_{kind}_hier.yaml, SAN/models/networks.py Encoder)",
                        overrides=_SAN_HIER_WIDTH),
         ]
     for ha in (False, True):
         rows.append(Experiment(
-            "vit" + "_ha" * ha, "vit", {"hierarchical": ha}, "vit", "ViT" + ", HA" * ha, "vit" if ha else None,
+            "vit" + "_ha" * ha, "vit", {"hierarchical": ha, **_RE_VIT}, "vit", "ViT" + ", HA" * ha, "vit" if ha else None,
             f"{_RE} (ViT/configs/vit{'_hier' * ha}.yaml)",
         ))
     # fmt: on

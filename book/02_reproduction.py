@@ -39,8 +39,10 @@
 #   half the column shift, $(q_{:d_h/2} \cdot r^{row}_{\delta_1} + q_{d_h/2:} \cdot r^{col}_{\delta_2}) / \sqrt{d_h}$,
 #   in place of the per-head positional score (the official code keeps that score beside $q \cdot k$); with
 #   16 heads the values get their own projection. On a square grid the [Re] code pairs these scores with
-#   the values of the transposed pixel (an index mix-up, checked against their code); we compute the
-#   form as intended.
+#   the values of the transposed pixel (an index mix-up, checked against their code); our runs of these
+#   [Re] rows compute it as their code does (`score_layout="re"`, the intended form an option) and start
+#   from PyTorch's default initialisation as theirs (`init="re"`: positional tables $\mathcal N(0, 1)$),
+#   where the Paper A models keep the official code's $\mathcal N(0, 0.02^2)$.
 #
 # With 9 heads a layer can be a $3 \times 3$ convolution (Theorem 1); the 16-head variants could be a
 # $4 \times 4$ one. Chapter 5 lists every hyper-parameter, generated from the registry.

@@ -151,7 +151,11 @@ else:
 # positional term, so unlike the paper's models it has no built-in notion of "the pixel one step to the
 # left"; any locality must be learned through the position embeddings. The [Re] configuration feeds ViT
 # the output of a small ResNet stem and takes $2 \times 2$ patches, a $16 \times 16$ token grid like the
-# paper's models, with 6 layers, 9 heads, hidden size 400 and MLP 512.
+# paper's models, with 6 layers, 9 heads, hidden size 400 and MLP 512. Our runs are the network as the [Re]
+# code runs it: each residual added to the *normalised* input, $\mathrm{LN}(x) + \mathrm{MHSA}(\mathrm{LN}(x))$,
+# no final layer norm, PyTorch's default initialisation, and a "cls" slot of fresh uniform noise drawn at
+# every forward, attending like a patch and averaged with the patches by the classifier (the intended
+# forms are options of `attnlib.models.vit`).
 #
 # ## Sizes, and what HA saves
 #

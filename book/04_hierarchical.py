@@ -36,8 +36,7 @@
 # norm and ReLU after it), without pooling, and a linear classifier on the average; the keys $\psi(x)$
 # come once from the first bottleneck's first input and serve all 8 attention applications. The [Re]
 # bottleneck applies the attention to its raw input, where the official SAN applies it to the normalised
-# one (an apparent bug); our runs use the network as intended (`raw_input=False`; the [Re] form is an
-# option). The shared layer's batch norms also see four distributions, one per pass, and the [Re] code
+# one (an apparent bug); our runs use the [Re] form (`raw_input=True`; the intended one is an option). The shared layer's batch norms also see four distributions, one per pass, and the [Re] code
 # keeps one set of running statistics for all four, so evaluation normalises every pass with their
 # average: our first budget run built that way scored 25.8% on 2,000 test images with its running
 # statistics and 53.9% with each batch's own (a measurement of 2026-11-30 on a model since replaced,
@@ -132,7 +131,12 @@ book.note("\n".join(f"- {line}" for line in book.NOT_FOUND[2:]), "important")
 pairs = book.ha_pairs(frame)  # the means over the saved seeds; the next section tests them
 book.glue_str("ha_summary", book.ha_sentence(pairs))
 headline = pairs[pairs["experiment"] == learned]
-book.glue_text("ha_our_gain", headline["gain"].iloc[0] if len(headline) else None, "{:+.1f} points")
+book.glue_text(
+    "ha_our_gain",
+    headline["gain"].iloc[0] if len(headline) else None,
+    "our means over the saved seeds differ by {:+.1f} points",
+    missing="no pair of ours is saved at this preset",
+)
 re_acc = [book.reference_value(n, book.RE, "test_accuracy") for n in (learned, learned + "_ha")]
 re_params = [book.reference_value(n, book.RE, "params") for n in (learned, learned + "_ha")]
 book.glue_text("ha_re_gain", (re_acc[1] - re_acc[0]) * 100, "{:+.1f} points", missing="not found")
@@ -146,8 +150,8 @@ for heads_re in (9, 16):
     )
 
 # %% [markdown]
-# At this preset, {glue:text}`ha_summary` For the learned-2D model with content, the [Re] headline, our
-# means over the saved seeds differ by {glue:text}`ha_our_gain`; in the [Re] run logs HA changes its accuracy by
+# At this preset, {glue:text}`ha_summary` For the learned-2D model with content, the [Re] headline,
+# {glue:text}`ha_our_gain`; in the [Re] run logs HA changes its accuracy by
 # {glue:text}`ha_re_gain`, with {glue:text}`ha_re_size` of the parameters (counts derived from their
 # code). A difference of a point or two between two single runs can be run-to-run noise: the next section
 # weighs each against the spread over seeds.

@@ -65,8 +65,13 @@ def test_model_tables_keep_every_field(family):
             assert [shown.loc[f, column] for f in full.columns] == [str(v) for v in full.loc[name]]
         seen += names
     assert seen == list(full.index)
-    if family == "paper":  # nine models: one table per kind of attention
-        assert [g for g, _ in chunks] == [["SA quadratic"], ["SA learned 2D"], ["SA learned 2D + content"]]
+    if family == "paper":  # twelve models: a table per kind of attention, the six with content in two
+        assert [g for g, _ in chunks] == [
+            ["SA quadratic"],
+            ["SA learned 2D"],
+            ["SA learned 2D + content"],
+            ["SA learned 2D + content"],
+        ]
 
 
 def _report(batches=(100, 100)):

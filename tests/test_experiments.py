@@ -41,7 +41,11 @@ NAMES = [
     "vit_ha",
 ]
 HA_PAIRS = [(n.removesuffix("_ha"), n) for n in NAMES if n.endswith("_ha")]
-VARIANTS = {"learned_9h_pos_init": "learned_9h"}  # claim variants: out of the grid
+VARIANTS = {  # claim variants: out of the grid
+    "learned_9h_pos_init": "learned_9h",
+    "learned_content_9h_init_official": "learned_content_9h",
+    "learned_content_9h_ha_init_official": "learned_content_9h_ha",
+}
 
 
 def test_every_preset_covers_every_protocol_with_a_reason():
@@ -148,16 +152,22 @@ def test_re_models_have_the_re_parameter_counts(name, expected):
 
 
 @pytest.mark.parametrize("name,re_count", [("vit", 37_394_506), ("vit_ha", 6_531_946)])
-def test_vit_parameter_count_differs_from_re_by_two_known_vectors(name, re_count):
-    """[Re] ViT/models/networks.py at vit(_hier).yaml: 37,394,506 / 6,531,946. Ours has a final LayerNorm
-    (2 x 400) that theirs lacks, and lacks the position-embedding row of their per-call noise "cls" slot
-    (1 x 400): 400 more in each."""
+def test_vit_parameter_count_equals_re_and_the_intended_form_differs_by_two_known_vectors(name, re_count):
+    """[Re] ViT/models/networks.py at vit(_hier).yaml: 37,394,506 / 6,531,946, the registry's [Re] form
+    (issue 30). The intended form has a final LayerNorm (2 x 400) that theirs lacks, and lacks the
+    position-embedding row of their per-call noise "cls" slot (1 x 400): 400 more in each."""
+    from attnlib.experiments import resolve
+    from attnlib.models import make
+
     with torch.device("meta"):
         model = build_model(name, "paper")
+        fields = {**resolve(name, "paper").model, "residual": "prenorm", "final_norm": True, "pool": "tokens"}
+        intended = make("vit", **fields)
     ours = sum(p.numel() for p in model.parameters())
-    final_norm = sum(p.numel() for p in model.norm.parameters())
-    assert final_norm == 2 * 400 and model.pos_embed.num_embeddings == 16 * 16
-    assert ours - final_norm + 400 == re_count
+    assert ours == re_count and model.pos_embed.num_embeddings == 16 * 16 + 1
+    final_norm = sum(p.numel() for p in intended.norm.parameters())
+    assert final_norm == 2 * 400 and intended.pos_embed.num_embeddings == 16 * 16
+    assert sum(p.numel() for p in intended.parameters()) - final_norm + 400 == re_count
 
 
 def test_unknown_names_list_allowed_values():

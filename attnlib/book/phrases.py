@@ -238,10 +238,11 @@ def ha_sentence(pairs) -> str:
 
 
 def verdict_summary(effects) -> str:
-    """One sentence per verdict of an ``ha_effects`` table: which models it applies to."""
+    """One sentence per verdict of an ``ha_effects`` table: which models it applies to (pairs without saved
+    runs: "No saved pair at this preset", so that the prose never carries the missing mark)."""
     groups = {}
     for model, verdict in zip(effects["model"], effects["verdict"], strict=True):
-        groups.setdefault(verdict, []).append(model)
+        groups.setdefault("no saved pair at this preset" if verdict == MISSING else verdict, []).append(model)
     return " ".join(
         f"{verdict[0].upper()}{verdict[1:]}: {'; '.join(models)}." for verdict, models in groups.items()
     )
