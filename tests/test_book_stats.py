@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from attnlib import book, compare, timing
+from attnlib.book.phrases import escaped
 from attnlib.runs import train_run
 from attnlib.tables import seed_accuracies
 
@@ -134,7 +135,7 @@ def _bench_report(load, flags=("avx2", "avx512_bf16"), peak=None, peak_shared=No
 
 def test_bench_notes_name_the_machine_and_the_peak(tmp_path):
     legacy = book.bench_machine_markdown(_bench_report([3.5, 3.3, 3.2]))  # the cpu.json: load 3–4
-    assert "instruction sets: avx2, avx512_bf16" in legacy and "Test CPU" in legacy
+    assert escaped("instruction sets: avx2, avx512_bf16") in legacy and "Test CPU" in legacy  # shown as typed
     assert "shared" in legacy and "inflates the utilisations" in legacy and "--peak-only" in legacy
     idle = book.bench_machine_markdown(_bench_report([0.2, 0.2, 0.2], peak_shared=False))
     assert "otherwise idle" in idle and "inflates" not in idle

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from attnlib import bench, timing
+from attnlib.checks import max_threads
 from attnlib.errors import ConfigError
 from attnlib.tables import table3, timing_columns
 
@@ -149,7 +150,7 @@ def test_busy_machine_is_refused_unless_forced(monkeypatch, cli, tmp_path):
     "argv, message",
     [
         (["--experiments", "resnet50"], "argument --experiments: got 'resnet50'; allowed:"),
-        (["--threads", "0"], "argument --threads: got '0'; allowed: an integer >= 1"),
+        (["--threads", "0"], f"argument --threads: got '0'; allowed: an integer in [1, {max_threads()}]"),
         (["--preset", "huge"], "argument --preset: got 'huge'; allowed: paper, budget, smoke"),
         (["--device", "tpu"], "argument --device: got 'tpu'; allowed: cpu, cuda"),
     ],

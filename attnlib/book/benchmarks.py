@@ -27,12 +27,15 @@ def bench_reports(params: Params) -> dict:
     for f in sorted(folder.glob("*.json")):
         try:  # an untrusted file: read bounded, and used only if the appendix can show it
             report = read_json(f)
-            if not isinstance(report, dict) or not isinstance(report.get("machine"), dict):
-                raise ValueError("not a benchmark report")
+            rows = report.get("rows") if isinstance(report, dict) else None
+            if not isinstance(rows, list) or not isinstance(report.get("machine"), dict):
+                raise ValueError("not a benchmark report (machine, rows)")
+            if not all(isinstance(r, dict) and isinstance(r.get("dtype"), str) for r in rows):
+                raise ValueError("its rows are not measurements")
             idle = folder / "peak" / f"{f.stem}.json"
             if idle.is_file() and peak_shared(report):
                 _use_idle_peak(report, read_json(idle), idle)
-            throughput_tables(report), profile_layout(report), bench_machine_markdown(report)
+            bench_machine_markdown(report)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, ZeroDivisionError) as err:
             reason = " ".join(f"{type(err).__name__}: {err}".split())[:200]
             logging.getLogger("attnlib").warning("%s is damaged (%s); not shown", f, reason)
