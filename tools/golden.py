@@ -10,9 +10,11 @@ What it pins, at the chapters' default parameters (the budget preset, `results/`
 
     python tools/golden.py write            # (re)write tests/golden/book.json, after a change made on purpose
     python tools/golden.py check            # compare with tests/golden/book.json; exit 1 and list what differs
+    python tools/golden.py check --figures  # ... figures by hash too (on the machine that wrote it)
 
-Figures are compared by hash only where the snapshot was written with the same matplotlib version (the PNG bytes
-depend on it); otherwise their count is compared. The check runs in CI after the tests (`make golden`).
+Figures are compared by hash with ``check --figures`` on the machine that wrote the snapshot (PNG bytes depend on
+the matplotlib version and, through the last bits of the plotted numbers, on the machine); a plain ``check``
+compares which figures a chapter shows (their names, and how many unnamed ones). CI runs the plain check.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def _chapter(name: str, workdir: Path) -> dict:
         cwd=str(ROOT),
         progress_bar=False,
     )
-    glued, shown, figures = {}, [], []
+    glued, glued_figures, shown, figures = {}, {}, [], []
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -55,7 +57,10 @@ def _chapter(name: str, workdir: Path) -> dict:
                 key = out["metadata"]["scrapbook"]["name"]
                 kind = record[len(_RECORD) :]
                 value = data[record]
-                glued[key] = _digest(value) if kind.startswith("image/") else value
+                if kind.startswith("image/"):
+                    glued_figures[key] = _digest(value)
+                else:
+                    glued[key] = value
                 continue
             if "image/png" in data:
                 figures.append(_digest(data["image/png"]))
@@ -64,7 +69,7 @@ def _chapter(name: str, workdir: Path) -> dict:
                 shown.append("".join(text) if isinstance(text, list) else text)
             if out.get("output_type") == "stream":
                 shown.append("".join(out.get("text", "")))
-    return {"glued": glued, "shown": shown, "figures": figures}
+    return {"glued": glued, "glued_figures": glued_figures, "shown": shown, "figures": figures}
 
 
 def _digest(value) -> str:
@@ -104,9 +109,13 @@ def snapshot() -> dict:
     }
 
 
-def differences(old: dict, new: dict) -> list[str]:
-    """Where `new` differs from `old`, one line each (figures by hash only with the same matplotlib)."""
-    same_mpl = old.get("matplotlib") == new.get("matplotlib")
+FIGURES = ("figures", "glued_figures")
+
+
+def differences(old: dict, new: dict, figures: bool = False) -> list[str]:
+    """Where `new` differs from `old`, one line each; figures by hash only with `figures` and the same
+    matplotlib, otherwise by name (glued) and count."""
+    by_hash = figures and old.get("matplotlib") == new.get("matplotlib")
     out = []
 
     def walk(a, b, where: str):
@@ -116,9 +125,11 @@ def differences(old: dict, new: dict) -> list[str]:
                     continue
                 if key not in a or key not in b:
                     out.append(f"{where}/{key}: {'added' if key not in a else 'removed'}")
-                elif key == "figures" and not same_mpl:
-                    if len(a[key]) != len(b[key]):
-                        out.append(f"{where}/figures: {len(a[key])} figures, now {len(b[key])}")
+                elif key in FIGURES and not by_hash:
+                    if isinstance(a[key], dict):  # glued figures: the same names
+                        walk(dict.fromkeys(a[key], ""), dict.fromkeys(b[key], ""), f"{where}/{key}")
+                    elif len(a[key]) != len(b[key]):
+                        out.append(f"{where}/{key}: {len(a[key])} figures, now {len(b[key])}")
                 else:
                     walk(a[key], b[key], f"{where}/{key}")
         elif isinstance(a, list) and isinstance(b, list):
@@ -136,6 +147,7 @@ def differences(old: dict, new: dict) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("write", "check"))
+    parser.add_argument("--figures", action="store_true", help="check: compare figures by hash too")
     args = parser.parse_args(argv)
     new = snapshot()
     if args.action == "write":
@@ -148,7 +160,7 @@ def main(argv=None) -> int:
     if not SNAPSHOT.exists():
         print(f"golden: no snapshot at {SNAPSHOT.relative_to(ROOT)}; write one with: python tools/golden.py write")
         return 1
-    diffs = differences(json.loads(SNAPSHOT.read_text("utf-8")), new)
+    diffs = differences(json.loads(SNAPSHOT.read_text("utf-8")), new, figures=args.figures)
     for line in diffs:
         print(line)
     print(f"golden: {'unchanged' if not diffs else f'{len(diffs)} differences'}")
