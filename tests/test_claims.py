@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlib import claims
+from attnlib import claims, experiments
 from attnlib.claims import INCONCLUSIVE, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, UNTESTABLE, Evidence
 
 
@@ -157,6 +157,26 @@ def test_resnet_and_parameter_verdicts():
     # the seeds of one preset are averaged: ResNet18 0.75 against learned_9h's mean 0.745, 0.5 points
     ev.accuracies = {"learned_9h": [0.74, 0.75], "resnet18": [0.75]}
     assert _verdict("near_resnet", ev) == REPRODUCED
+
+
+def test_near_resnet_is_judged_against_the_resnet_of_comparable_size():
+    """ResNet18 3x larger than the attention model: the narrow ResNet (within 25%) is the control."""
+    ev = Evidence("x", runs={"resnet18": _run(0.75), "learned_9h": _run(0.60)})
+    ev.runs["resnet18"].metrics, ev.runs["learned_9h"].metrics = {"params": 700_000}, {"params": 240_000}
+    assert _verdict("near_resnet", ev) == UNTESTABLE  # no narrow ResNet saved: untestable
+    ev.runs["resnet18_narrow"] = _run(0.61)
+    ev.runs["resnet18_narrow"].metrics = {"params": 223_000}
+    text, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
+    assert verdict == REPRODUCED and "against ResNet18, narrow" in text and "1.0 points behind" in text
+    ev.runs["resnet18_narrow"] = _run(0.70)
+    ev.runs["resnet18_narrow"].metrics = {"params": 223_000}
+    assert _verdict("near_resnet", ev) == NOT_REPRODUCED
+    ev.runs["resnet18_narrow"].metrics = {"params": 100_000}  # 2.4x smaller: not comparable either
+    assert _verdict("near_resnet", ev) == UNTESTABLE
+    assert experiments.count_parameters("resnet18_narrow", "budget") / experiments.count_parameters(
+        "quadratic_aniso_9h", "budget"
+    ) == pytest.approx(1, abs=claims.COMPARABLE_SIZE - 1)
+    assert experiments.count_parameters("resnet18_narrow", "paper") == experiments.count_parameters("resnet18")
     counts = {b: 100 for b in claims.HA_PAIRS} | {b + "_ha": 20 for b in claims.HA_PAIRS}
     assert _verdict("ha_params", Evidence("x", params_paper=counts)) == REPRODUCED
     counts["vit_ha"] = 60

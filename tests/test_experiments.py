@@ -42,6 +42,7 @@ NAMES = [
 ]
 HA_PAIRS = [(n.removesuffix("_ha"), n) for n in NAMES if n.endswith("_ha")]
 VARIANTS = {  # claim variants: out of the grid
+    "resnet18_narrow": "resnet18",
     "learned_9h_pos_init": "learned_9h",
     "learned_content_9h_init_official": "learned_content_9h",
     "learned_content_9h_ha_init_official": "learned_content_9h_ha",
@@ -171,7 +172,7 @@ def test_vit_parameter_count_equals_re_and_the_intended_form_differs_by_two_know
 
 
 def test_unknown_names_list_allowed_values():
-    with pytest.raises(ConfigError, match="experiment: got 'resnet50'; allowed: resnet18, quadratic_iso_9h"):
+    with pytest.raises(ConfigError, match="experiment: got 'resnet50'; allowed: resnet18, resnet18_narrow, quadratic_iso_9h"):
         build_model("resnet50")
     with pytest.raises(ConfigError, match="preset: got 'fast'; allowed: paper, budget, smoke"):
         build_model("vit", "fast")
