@@ -112,11 +112,14 @@ def show(figure, name: str | None = None, caption: str | None = None) -> None:
     display(Markdown(f"```{{glue:figure}} {name}\n:name: {name}\n\n{caption or ''}\n```"))
 
 
-def show_table(frame, caption: str | None = None, compact: bool = False, wrap_names: bool = False) -> None:
+def show_table(
+    frame, caption: str | None = None, compact: bool = False, wrap_names: bool = False, right: tuple = ()
+) -> None:
     """Display a table without its row index (and with a caption). ``compact``: a table of short cells
     (names and numbers), kept on one line each (CSS class ``results`` of ``book/_static/attnlib.css``);
     ``wrap_names``: its first column (long model names) may wrap, so that a table of many columns fits the
-    page (CSS class ``wrap-names``). Every table must fit the text column: `make check-book` fails on one
+    page (CSS class ``wrap-names``); ``right``: the columns of numbers, right-aligned. Every table must fit
+    the text column: `make check-book` fails on one
     that scrolls sideways (``protocol_tables``, ``model_tables`` and ``throughput_tables`` lay out the
     appendix's reference tables to fit)."""
     import html
@@ -129,6 +132,8 @@ def show_table(frame, caption: str | None = None, compact: bool = False, wrap_na
         styler = styler.set_table_attributes('class="results"')
     elif wrap_names:
         styler = styler.set_table_attributes('class="wrap-names"')
+    if right:
+        styler = styler.set_properties(subset=list(right), **{"text-align": "right"})
     if caption:
         styler = styler.set_caption(html.escape(caption))
     display(styler)

@@ -324,6 +324,44 @@ def protocol_differences_table():
     return table, checked
 
 
+def re_quirks_table(preset: str = "budget"):
+    """(table, applies): the [Re] code's quirks (``attnlib.quirks.QUIRKS``), one row each: what the [Re]
+    code does, the intended form, what was compared on which model, and the difference measured now
+    (``attnlib.quirks.measure``: max |Δ logits| and the images whose predicted class changes, at ``preset``;
+    the standard deviations at initialisation, [Re] / intended, at the paper preset); "—" where a measure does
+    not apply. ``applies``: the [Re] rows that carry each quirk, for a fold-out."""
+    import pandas as pd
+
+    from attnlib import quirks
+
+    compared = {
+        "logits": f"[Re] form against the intended one, same weights, {preset} size",
+        "noise": f"two forwards of the [Re] form, fresh noise, {preset} size",
+        "init": "freshly built, each form, paper size",
+    }
+    rows = []
+    for q in quirks.QUIRKS:
+        m = quirks.measure(q, preset)
+        changed = NOT_FOUND_CELL
+        if m["argmax_share"] is not None:
+            changed = f"{round(m['argmax_share'] * quirks.IMAGES)} of {quirks.IMAGES}"
+        rows.append({
+            "quirk": q.name,
+            "what the [Re] code does": q.re_code,
+            "intended form": q.intended,
+            "measured on": f"{title(q.measured_on)}: {compared[q.kind]}",
+            "max |Δ logits|": NOT_FOUND_CELL if m["max_abs"] is None else f"{m['max_abs']:#.2g}",
+            "predicted class changed": changed,
+            "std at init, [Re] / intended": "; ".join(
+                f"{label} {a:#.2g} / {b:#.2g}" for label, (a, b) in m["std"].items()
+            ) or NOT_FOUND_CELL,
+        })  # fmt: skip
+    applies = pd.DataFrame(
+        [{"quirk": q.name, "[Re] models": "; ".join(title(n) for n in q.experiments)} for q in quirks.QUIRKS]
+    )
+    return pd.DataFrame(rows), applies
+
+
 def best_attention(frame) -> dict:
     """The best attention model of ``frame`` (rows of ``seeds_frame``: means over the saved seeds) against
     ResNet18: ``model`` (its title, None when no attention model is saved), ``accuracy``, ``seeds``,
