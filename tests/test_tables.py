@@ -131,6 +131,7 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
     from attnlib import claims, experiments
 
     keys = {c.key for c in claims.CLAIMS}
+    monkeypatch.setattr(claims, "LONG_CPU_HOURS", 100.0)  # room for every run asked (the cases below set less)
     assert set(claims.LONG_PLAN) <= set(experiments.names(variants=True))
     assert all(informs and set(informs) <= keys for informs in claims.LONG_PLAN.values())
     params = book.check_params(
@@ -143,7 +144,7 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
         and "CPU-hours of training" not in sentence
     )
     cap = sum(experiments.estimate_seconds(n, "long") for n in claims.LONG_PLAN) / 3600
-    assert f"the other 6 would take about {cap:.1f} CPU-hours" in sentence
+    assert f"the other {len(plan)} would take about {cap:.1f} CPU-hours" in sentence
     assert "further seeds" not in sentence  # none saved here
     pairs = [name for base in claims.HA_PAIRS for name in (base, base + "_ha")]  # 3 seeds each asked
     asked = 3 * sum(experiments.estimate_seconds(n, "budget") for n in pairs) / 3600
@@ -182,7 +183,8 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
         rows.loc["quadratic_aniso_9h", "estimate (h)"]
         == f"{experiments.estimate_seconds('quadratic_aniso_9h', 'long') / 3600:.1f}"
     )
-    assert sentence.startswith("2 of the 6 60-epoch CPU runs the ledger needs are saved, 3.0 CPU-hours")
+    n = len(claims.LONG_PLAN)
+    assert sentence.startswith(f"2 of the {n} 60-epoch CPU runs the ledger needs are saved, 3.0 CPU-hours")
     ahead = (
         sum(
             experiments.estimate_seconds(n, "long")
@@ -191,7 +193,7 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
         )
         / 3600
     )
-    assert f"the other 4 would take about {ahead:.1f} CPU-hours" in sentence
+    assert f"the other {n - 2} would take about {ahead:.1f} CPU-hours" in sentence
     assert "further seeds, behind the comparisons over seeds, took 1.0 CPU-hours (2 runs)" in sentence
     assert f"come to {3.0 + ahead + 1.0 + asked:.1f} CPU-hours" in sentence
     assert "leave no room" not in sentence
@@ -219,12 +221,14 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
     monkeypatch.setattr(tables, "collect", all_saved)
     monkeypatch.setattr(claims, "seeds_asked", lambda *a, **kw: [])
     sentence = book.long_plan(params)[1]
-    assert sentence.startswith("6 of the 6 60-epoch CPU runs the ledger needs are saved, 6.0 CPU-hours")
+    assert sentence.startswith(f"{n} of the {n} 60-epoch CPU runs the ledger needs are saved, {n}.0 CPU-hours")
     assert sentence.endswith(
-        f"Together these runs took 6.0 CPU-hours, within the {claims.LONG_CPU_HOURS:g} CPU-hours set for them."
+        f"Together these runs took {n}.0 CPU-hours, within the {claims.LONG_CPU_HOURS:g} CPU-hours set for them."
     )
-    monkeypatch.setattr(claims, "LONG_CPU_HOURS", 5.99)  # 6.0 would read as equal: two decimals
-    assert book.long_plan(params)[1].endswith("took 6.00 CPU-hours, beyond the 5.99 CPU-hours set for them.")
+    monkeypatch.setattr(claims, "LONG_CPU_HOURS", n - 0.01)  # n.0 would read as equal: two decimals
+    assert book.long_plan(params)[1].endswith(
+        f"took {n}.00 CPU-hours, beyond the {n - 0.01:g} CPU-hours set for them."
+    )
 
 
 def test_seeds_asked_are_estimated_in_the_plan(tmp_path, monkeypatch):
