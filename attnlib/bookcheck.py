@@ -121,7 +121,8 @@ async () => {
   // element (a string from a results file that reached the page as HTML; injected_markup reads the file)
   out.injected = [];
   const article = document.querySelector("article.bd-article") || document.querySelector("article, main") || document.body;
-  for (const el of article.querySelectorAll("*")) {
+  // the chapters' content is the article's sections; the theme appends its own scripts (thebe) after them
+  for (const el of article.querySelectorAll("section *")) {
     const tag = el.tagName.toLowerCase();
     for (const a of el.attributes) {
       if (/^on/i.test(a.name)) out.injected.push(`<${tag} ${a.name}="${a.value.slice(0, 40)}">`);
@@ -215,16 +216,20 @@ def check_pages(
 
 
 class _ArticleMarkup(HTMLParser):
-    """Collects, inside the page's <article>, event-handler attributes and executable elements."""
+    """Collects, inside the sections of the page's <article> (the chapters' content; the theme appends its own
+    scripts after them), event-handler attributes and executable elements."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
-        self.depth, self.found = 0, []
+        self.depth, self.sections, self.found = 0, 0, []
 
     def handle_starttag(self, tag, attrs):
         if tag == "article":
             self.depth += 1
-        if not self.depth:
+        if tag == "section" and self.depth:
+            self.sections += 1
+            return
+        if not self.sections:
             return
         for name, value in attrs:
             if name.lower().startswith("on"):
@@ -236,6 +241,8 @@ class _ArticleMarkup(HTMLParser):
     def handle_endtag(self, tag):
         if tag == "article" and self.depth:
             self.depth -= 1
+        if tag == "section" and self.sections:
+            self.sections -= 1
 
 
 def injected_markup(html: str) -> list[str]:

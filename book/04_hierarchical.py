@@ -113,6 +113,7 @@ book.show_table(
     caption="The [Re] code's quirks: what each does, the intended form, and the difference it makes "
     "(computed as the chapter runs; — where a measure does not apply).",
     right=("max |Δ logits|", "predicted class changed"),
+    wrap_names=True,
 )
 book.show_folded_table(quirk_models, "The [Re] models each quirk applies to")
 

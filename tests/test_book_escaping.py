@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import IPython.display
+import pandas as pd
 import pytest
 from markdown_it import MarkdownIt
 
@@ -23,7 +24,7 @@ PAYLOAD = '<b onmouseover="alert(document.domain)">cifar10</b> {eval-rst}`x` **b
 
 def _page(markdown: str) -> str:
     """The article MyST would make of `markdown` (CommonMark: raw HTML passes through, as in MyST)."""
-    return f"<article>{MarkdownIt('commonmark').render(markdown)}</article>"
+    return f"<article><section>{MarkdownIt('commonmark').render(markdown)}</section></article>"
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def test_the_payload_is_live_markup_when_not_escaped():
 
 def test_escaped_text_renders_as_typed():
     rendered = MarkdownIt("commonmark").render(escaped(PAYLOAD + "\n:::{warning}\n<script>x</script>"))
-    assert injected_markup(f"<article>{rendered}</article>") == []
+    assert injected_markup(f"<article><section>{rendered}</section></article>") == []
     assert "<strong>" not in rendered and "<a " not in rendered and rendered.count("<p>") == 1
     assert "&lt;b onmouseover=&quot;alert(document.domain)&quot;&gt;cifar10&lt;/b&gt;" in rendered
 
@@ -74,9 +75,12 @@ def test_tables_and_folded_tables_show_the_payload_as_text(payload, monkeypatch)
     monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
     frame = collect(payload, "smoke", ["vit", "vit_ha"])
     display.show_table(frame[["experiment", "dataset", "wall_time_device"]], caption=PAYLOAD)
-    html = shown[0].to_html()
-    assert injected_markup(f"<article>{html}</article>") == [] and "&lt;b onmouseover" in html
+    html = shown[0].data  # the HTML shown
+    assert injected_markup(f"<article><section>{html}</section></article>") == [] and "&lt;b onmouseover" in html
     assert injected_markup(_page(markdown_table(frame[["experiment", "dataset"]]))) == []
+    # the one tag the library writes in headers, a soft line break, is kept; a results file's is not
+    display.show_table(pd.DataFrame({"seed<wbr>s": ["<wbr><b onclick=x>"]}))
+    assert "seed<wbr>s" in shown[-1].data and "<b onclick" not in shown[-1].data
 
 
 def test_timing_note_shows_the_timing_file_as_text(tmp_path):

@@ -62,21 +62,23 @@ def test_missing_book_and_missing_chromium_say_what_to_do(tmp_path, monkeypatch,
 def test_injected_markup_in_the_article_is_found_and_text_is_not():
     page = (
         '<html><head><script src="_static/theme.js"></script></head><body><button onclick="print()">p</button>'
-        '<article class="bd-article"><p><b onmouseover="alert(1)">cifar10</b></p>'
+        '<article class="bd-article"><section><p><b onmouseover="alert(1)">cifar10</b></p>'
         "<p>&lt;b onmouseover=&quot;alert(1)&quot;&gt; shown as text</p><script>alert(2)</script>"
-        '<script type="application/json">{}</script><iframe src="x.html"></iframe></article></body></html>'
+        '<script type="application/json">{}</script><iframe src="x.html"></iframe></section>'
+        '<script type="text/x-thebe-config">{}</script><script>kernelName = "python3"</script>'
+        "</article></body></html>"
     )
     assert bookcheck.injected_markup(page) == [
         '<b onmouseover="alert(1)">',
         "<script>",
         "<iframe> x.html",
-    ]  # the theme's head script and print button, outside the article, are not the chapters'
-    assert bookcheck.injected_markup("<article><p>&lt;script&gt;</p></article>") == []
+    ]  # the theme's head script, print button and thebe scripts after the sections are not the chapters'
+    assert bookcheck.injected_markup("<article><section><p>&lt;script&gt;</p></section></article>") == []
 
 
 PAGES = {
-    "injected.html": '<html><body><article class="bd-article"><p>data: <b onmouseover="alert(1)">cifar10</b>'
-    "</p></article></body></html>",
+    "injected.html": '<html><body><article class="bd-article"><section><p>data: <b onmouseover="alert(1)">'
+    "cifar10</b></p></section></article></body></html>",
     "clean.html": "<html><body><main><p>Plain prose: a 3 × 3 kernel, 5 $ each.</p><pre>C:\\temp \\alpha</pre>"
     '<img alt="small" width="200" height="100" src="data:image/gif;base64,R0lGODlhAQABAAAAACw=">'
     "</main></body></html>",

@@ -124,7 +124,7 @@ def show_table(
     appendix's reference tables to fit)."""
     import html
 
-    from IPython.display import display
+    from IPython.display import HTML, display
 
     # cells, headers and caption as text: a string from a results file never reaches the page as markup
     styler = frame.style.format(escape="html").format_index(escape="html", axis=1).hide(axis="index")
@@ -136,7 +136,8 @@ def show_table(
         styler = styler.set_properties(subset=list(right), **{"text-align": "right"})
     if caption:
         styler = styler.set_caption(html.escape(caption))
-    display(styler)
+    # the one tag the library's own headers write, a soft line break (no attributes: nothing to inject)
+    display(HTML(styler.to_html().replace("&lt;wbr&gt;", "<wbr>")))
 
 
 def show_protocols(preset: str) -> None:
@@ -286,7 +287,7 @@ def show_ledger(frame, caption: str) -> None:
     """The ledger table, then its claims in full (words, measure, value, rule) in a fold-out."""
     from IPython.display import Markdown, display
 
-    show_table(ledger_table(frame), caption=caption, compact=True)
+    show_table(ledger_table(frame), caption=caption, wrap_names=True)
     display(
         Markdown(
             f":::{{dropdown}} The claims in full: words, measure, our value, rule\n{ledger_markdown(frame)}\n:::"
