@@ -115,7 +115,7 @@ book.show_table(
     right=("max |Δ logits|", "predicted class changed"),
     wrap_names=True,
 )
-book.show_folded_table(quirk_models, "The [Re] models each quirk applies to")
+book.show_folded_table(quirk_models, "Where each difference was measured, and the [Re] models each quirk applies to")
 
 # %% [markdown]
 # ## Table 3: each model and its HA variant

@@ -329,7 +329,7 @@ def re_quirks_table(preset: str = "budget"):
     code does, the intended form, what was compared on which model, and the difference measured now
     (``attnlib.quirks.measure``: max |Δ logits| and the images whose predicted class changes, at ``preset``;
     the standard deviations at initialisation, [Re] / intended, at the paper preset); "—" where a measure does
-    not apply. ``applies``: the [Re] rows that carry each quirk, for a fold-out."""
+    not apply. ``applies``, for a fold-out: where each was measured and the [Re] rows that carry it."""
     import pandas as pd
 
     from attnlib import quirks
@@ -349,15 +349,21 @@ def re_quirks_table(preset: str = "budget"):
             "quirk": q.name,
             "what the [Re] code does": q.re_code,
             "intended form": q.intended,
-            "measured on": f"{title(q.measured_on)}: {compared[q.kind]}",
             "max |Δ logits|": NOT_FOUND_CELL if m["max_abs"] is None else f"{m['max_abs']:#.2g}",
             "predicted class changed": changed,
             "std at init, [Re] / intended": "; ".join(
                 f"{label} {a:#.2g} / {b:#.2g}" for label, (a, b) in m["std"].items()
             ) or NOT_FOUND_CELL,
         })  # fmt: skip
-    applies = pd.DataFrame(
-        [{"quirk": q.name, "[Re] models": "; ".join(title(n) for n in q.experiments)} for q in quirks.QUIRKS]
+    applies = pd.DataFrame(  # the fold-out: where each was measured, and the rows it applies to
+        [
+            {
+                "quirk": q.name,
+                "measured on": f"{title(q.measured_on)}: {compared[q.kind]}",
+                "[Re] models": "; ".join(title(n) for n in q.experiments),
+            }
+            for q in quirks.QUIRKS
+        ]
     )
     return pd.DataFrame(rows), applies
 
