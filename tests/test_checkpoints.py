@@ -109,22 +109,25 @@ def test_a_resumed_complete_run_is_reevaluated_not_trusted(tmp_path, reference, 
     assert "says test accuracy 0.99" in caplog.text
 
 
+def _poison(model):
+    """Hook the classifier's weight gradient: NaN while ``_poison.armed`` (set by a test's step callback)."""
+
+    def on_grad(grad):
+        return grad * float("nan") if _poison.armed else grad
+
+    _poison.armed = False
+    model.fc.weight.register_hook(on_grad)
+
+
 def test_divergence_on_the_last_update_is_divergence(tmp_path):
     """The epoch's last update makes the weights NaN (the loss before it was finite): TrainingDiverged
     after the evaluation, and no checkpoint of those weights; last.pt stays the end of epoch 2."""
 
-    def poison(model):
-        def on_grad(grad):
-            return grad * float("nan") if poison.armed else grad
-
-        poison.armed = False
-        model.fc.weight.register_hook(on_grad)
-
     def arm(epoch, step, x, y):
-        poison.armed = epoch == CFG.epochs - 1 and step == 3  # the last step of the last epoch
+        _poison.armed = epoch == CFG.epochs - 1 and step == 3  # the last step of the last epoch
 
     with pytest.raises(TrainingDiverged, match="test loss became nan after epoch 3"):
-        run(tmp_path, arm, hook=poison)
+        run(tmp_path, arm, hook=_poison)
     state = torch.load(tmp_path / "last.pt", weights_only=True)
     assert (state["epoch"], state["step"]) == (2, 0)
     assert all(bool(torch.isfinite(w).all()) for w in state["model"].values())
@@ -134,18 +137,11 @@ def test_the_kept_checkpoint_is_the_last_finite_one(tmp_path):
     """With a checkpoint after every step, the update of step 2 poisons the weights: the checkpoint due
     after it is not written, and the one kept (named in the message) is the one before, finite."""
 
-    def poison(model):
-        def on_grad(grad):
-            return grad * float("nan") if poison.armed else grad
-
-        poison.armed = False
-        model.fc.weight.register_hook(on_grad)
-
     def arm(epoch, step, x, y):
-        poison.armed = epoch == 1 and step == 1
+        _poison.armed = epoch == 1 and step == 1
 
     with pytest.raises(TrainingDiverged, match="non-finite in epoch 2; the last good checkpoint is kept") as err:
-        run(tmp_path, arm, checkpoint_every=0, hook=poison)
+        run(tmp_path, arm, checkpoint_every=0, hook=_poison)
     assert str(tmp_path / "last.pt") in str(err.value)
     state = torch.load(tmp_path / "last.pt", weights_only=True)
     assert (state["epoch"], state["step"]) == (1, 1)
