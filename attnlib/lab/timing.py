@@ -1,0 +1,330 @@
+"""Inference wall time of the models of a table, measured together: ``python -m attnlib time``.
+
+Every model of the registry at a preset (or the ``--experiments`` given) is built once (fresh weights: the
+time of a forward pass does not depend on their values), then all are timed in ONE process with the same
+number of threads, by the [Re] protocol: ``warmup`` (10) untimed and ``reps`` (300) timed forward passes of
+one 1×3×32×32 image, fp32, eval mode, ``torch.no_grad``. The timed passes are interleaved: ``rounds``
+rounds in which every model takes ``reps / rounds`` passes in turn (the first model rotating from round to
+round), so that a change of load during the measurement hits every model alike. The file records each
+model's median, quartiles, mean and standard deviation, the median of each round, the machine (CPU model,
+instruction sets, torch, threads) and the load average before and after, and says whether that load shows
+the cores shared with other work (``attnlib.bench.core_sharing``). The HA/model ratio of every pair is
+paired by round: the median over rounds of (HA's median in the round / its model's median in the same
+round), with the quartiles of those per-round ratios as its spread; a model and its HA variant are timed
+one after the other in every round, within a fraction of a second, so a change of load between rounds
+cancels out.
+
+Table 3 reads ``results/timing/<preset>.json`` (``wall_times``); a model the file lacks, or one measured
+with another configuration than the registry's current one, reads "not measured".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from attnlib import experiments
+from attnlib.bench import MachineBusy, core_sharing
+from attnlib.checks import check_positive_int
+from attnlib.errors import ConfigError
+from attnlib.util import sync, timed_ms
+
+WARMUP, REPS, ROUNDS = 10, 300, 30  # [Re] protocol (warm-up and timed passes); rounds of interleaving
+QUICK = dict(warmup=2, reps=10, rounds=2)  # --quick: a smoke test of the command, not a measurement
+IMAGE = (1, 3, 32, 32)
+
+
+def timing_path(results_dir: str | Path, preset: str, quick: bool = False) -> Path:
+    """Where ``python -m attnlib time`` writes (a --quick run never replaces a measurement)."""
+    return Path(results_dir) / "timing" / f"{preset}{'-quick' if quick else ''}.json"
+
+
+def _jsonable(model_config: dict) -> dict:
+    return json.loads(json.dumps(model_config, default=list))
+
+
+def _running_others() -> int | None:
+    """Runnable tasks on the machine now, this process excluded (/proc/loadavg, fourth field)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return max(0, int(f.read().split()[3].split("/")[0]) - 1)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def interleaved(
+    models: dict[str, torch.nn.Module],
+    device: torch.device | str = "cpu",
+    *,
+    warmup: int = WARMUP,
+    reps: int = REPS,
+    rounds: int = ROUNDS,
+    log: Callable[[str], None] | None = None,
+) -> tuple[dict[str, list[float]], dict[str, list[float]], list[int]]:
+    """Time single-image forward passes of every model, interleaved (see the module docstring).
+
+    Returns (times in ms per model, the median of each round per model, the runnable tasks of other
+    processes sampled at the start of every round)."""
+    device = torch.device(device)
+    if rounds > reps:
+        raise ConfigError("rounds", rounds, f"an integer between 1 and reps ({reps})")
+    x = torch.randn(*IMAGE, device=device)
+    names = list(models)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    round_medians: dict[str, list[float]] = {n: [] for n in names}
+    busy: list[int] = []
+    per_round = [reps // rounds + (r < reps % rounds) for r in range(rounds)]
+    with torch.no_grad():
+        for name in names:
+            models[name].to(device).eval()
+            for _ in range(warmup):
+                models[name](x)
+            sync(device)
+        for r, k in enumerate(per_round):
+            if (sample := _running_others()) is not None:
+                busy.append(sample)
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                model = models[name]
+                got = [timed_ms(lambda: model(x), device) for _ in range(k)]  # noqa: B023 -- called at once
+                times[name] += got
+                round_medians[name].append(statistics.median(got))
+            if log:
+                log(f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {round_medians[n][-1]:.2f}" for n in names))
+    return times, round_medians, busy
+
+
+def summary(times: list[float]) -> dict:
+    """Median, quartiles, mean, standard deviation and minimum of one model's pass times (ms)."""
+    q1, _, q3 = statistics.quantiles(times, n=4) if len(times) > 1 else (times[0],) * 3
+    return dict(
+        median_ms=statistics.median(times),
+        p25_ms=q1,
+        p75_ms=q3,
+        mean_ms=statistics.fmean(times),
+        std_ms=statistics.pstdev(times),
+        min_ms=min(times),
+        reps=len(times),
+    )
+
+
+def ratios(models: dict[str, dict]) -> dict[str, dict]:
+    """HA/model time ratio of every timed pair: ``ratio``, the median of the per-round ratios, with their
+    quartiles ``round_ratio_p25`` / ``round_ratio_p75``; and ``ratio_of_medians`` of all passes."""
+    out = {}
+    for name, m in models.items():
+        base = experiments.get(name).baseline
+        if base is None or base not in models:
+            continue
+        per_round = [
+            h / b for h, b in zip(m["round_medians_ms"], models[base]["round_medians_ms"], strict=True)
+        ]
+        q1, _, q3 = statistics.quantiles(per_round, n=4) if len(per_round) > 1 else (per_round[0],) * 3
+        out[name] = dict(
+            baseline=base,
+            ratio=statistics.median(per_round),
+            round_ratio_p25=q1,
+            round_ratio_p75=q3,
+            ratio_of_medians=m["median_ms"] / models[base]["median_ms"],
+        )
+    return out
+
+
+def measure(
+    preset: str = "budget",
+    names: list[str] | None = None,
+    *,
+    threads: int = 1,
+    device: str = "cpu",
+    quick: bool = False,
+    force: bool = False,
+    warmup: int | None = None,
+    reps: int | None = None,
+    rounds: int | None = None,
+    log: Callable[[str], None] = print,
+) -> dict:
+    """Build and time the models; the JSON-ready report. Raises MachineBusy (before building anything)
+    when the load says the cores are shared, unless ``force`` or ``quick``; the report flags it anyway.
+    ``warmup`` / ``reps`` / ``rounds`` replace the protocol's (10 / 300 / 30; ``quick``: 2 / 10 / 2)."""
+    from attnlib import bench
+
+    experiments.check_preset(preset)
+    names = list(names or experiments.names())
+    for name in names:
+        experiments.get(name)  # ConfigError naming the experiment and the allowed ones
+    if len(set(names)) != len(names):
+        raise ConfigError("experiments", names, "each experiment at most once")
+    check_positive_int("threads", threads)
+    dev = bench._device(device)
+    protocol = dict(QUICK) if quick else dict(warmup=WARMUP, reps=REPS, rounds=ROUNDS)
+    for name, value in (("warmup", warmup), ("reps", reps), ("rounds", rounds)):
+        if value is not None:
+            check_positive_int(name, value, 0 if name == "warmup" else 1)
+            protocol[name] = value
+    if protocol["rounds"] > protocol["reps"]:
+        raise ConfigError("rounds", protocol["rounds"], f"an integer between 1 and reps ({protocol['reps']})")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        info = bench.machine(dev)
+        before = info["load_average_start"]
+        sharing = core_sharing(threads, before, usable=info["usable_cores"])
+        if sharing["shared"] and not (force or quick):
+            raise MachineBusy(
+                f"the load average {before} on {info['usable_cores']} usable cores says they are shared "
+                f"({sharing['rule']}); time on an idle machine, or pass --force to measure anyway (the file "
+                "then flags it)"
+            )
+        built, params, configs = {}, {}, {}
+        for name in names:
+            rc = experiments.resolve(name, preset)
+            torch.manual_seed(0)
+            built[name] = experiments.build_model(name, preset)
+            params[name] = sum(p.numel() for p in built[name].parameters() if p.requires_grad)
+            configs[name] = dict(family=rc.family, model=_jsonable(rc.model))
+        log(
+            f"timing {len(names)} models at preset {preset}: {protocol['warmup']} warm-up and "
+            f"{protocol['reps']} timed single-image passes each, in {protocol['rounds']} interleaved rounds, "
+            f"{threads} thread(s), load average {before}"
+        )
+        start = time.perf_counter()
+        times, round_medians, busy = interleaved(built, dev, **protocol, log=log)
+        seconds = time.perf_counter() - start
+        after = bench._load()
+        sharing = core_sharing(threads, before, after, usable=info["usable_cores"], running=busy)
+    finally:
+        torch.set_num_threads(previous)
+    models = {
+        name: dict(
+            **summary(times[name]),
+            round_medians_ms=round_medians[name],
+            params=params[name],
+            **configs[name],
+        )
+        for name in names
+    }
+    info["load_average_end"] = after
+    return dict(
+        preset=preset,
+        quick=quick,
+        protocol=dict(
+            **protocol,
+            image=list(IMAGE),
+            dtype="float32",
+            mode="eval, torch.no_grad",
+            threads=threads,
+            device=str(dev),
+            weights="fresh (torch.manual_seed(0)); the time of a pass does not depend on the weights' values",
+            order="interleaved: in every round each model takes reps/rounds passes in turn, the first model "
+            "rotating from round to round",
+            ratio="HA / model: median over rounds of the ratio of the two models' medians in that round",
+        ),
+        machine=info,
+        load=sharing,
+        seconds=seconds,
+        finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        models=models,
+        ratios=ratios(models),
+    )
+
+
+def run(
+    preset: str = "budget",
+    names: list[str] | None = None,
+    *,
+    results_dir: str | Path = "results",
+    out: str | Path | None = None,
+    **kwargs,
+) -> tuple[dict, Path]:
+    """``measure`` and write the report atomically (default ``timing_path``); (report, path)."""
+    from attnlib.runs import git_state
+    from attnlib.store import write_json
+
+    report = measure(preset, names, **kwargs)
+    report["git"] = git_state()
+    path = Path(out) if out is not None else timing_path(results_dir, preset, report["quick"])
+    write_json(path, report)
+    return report, path
+
+
+def load(results_dir: str | Path, preset: str) -> dict | None:
+    """The saved timing report of ``preset``, or None when there is none, or it is unreadable or damaged
+    (not what `attnlib.validate.timing_problem` asks: said in one line, and the wall times are then shown as
+    not measured)."""
+    from attnlib.store import read_json
+    from attnlib.validate import timing_problem
+
+    path = timing_path(results_dir, preset)
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        report = read_json(path)
+        wrong = timing_problem(report)
+    except (OSError, ValueError) as err:
+        wrong = f"unreadable ({type(err).__name__}: {err})"
+    if wrong:
+        logging.getLogger("attnlib").warning("%s is damaged (%s); its wall times are not used", path, wrong)
+        return None
+    return report
+
+
+def wall_times(report: dict | None, preset: str) -> dict[str, dict]:
+    """{experiment: its entry in ``report["models"]``} for the models measured with the configuration the
+    registry gives them now at ``preset`` (an entry of another configuration is left out: not measured)."""
+    if not report or report.get("preset") != preset or report.get("quick"):
+        return {}
+    out = {}
+    for name, m in report.get("models", {}).items():
+        if name not in experiments.EXPERIMENTS:
+            continue
+        rc = experiments.resolve(name, preset)
+        if m.get("family") == rc.family and m.get("model") == _jsonable(rc.model):
+            out[name] = m
+    return out
+
+
+def table(report: dict):
+    """One row per timed model: median (quartiles) in ms, parameters, and the HA/model ratio of the pairs."""
+    import pandas as pd
+
+    rows = []
+    for name, m in report["models"].items():
+        r = report["ratios"].get(name)
+        rows.append(
+            {
+                "experiment": name,
+                "median ms": round(m["median_ms"], 3),
+                "p25–p75 ms": f"{m['p25_ms']:.2f}–{m['p75_ms']:.2f}",
+                "params": m["params"],
+                "HA / model (quartiles over rounds)": ""
+                if r is None
+                else f"{r['ratio']:.2f} ({r['round_ratio_p25']:.2f}–{r['round_ratio_p75']:.2f})",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def machine_line(report: dict) -> str:
+    """One sentence: which machine, instruction sets, threads and load the timing comes from."""
+    m, load, p = report["machine"], report["load"], report["protocol"]
+    flags = ", ".join(m.get("cpu_flags") or []) or "none of avx2 / avx512 / amx reported"
+    verdict = (
+        "the cores were shared with other work, so read the times as upper bounds and the ratios as rough"
+        if load["shared"]
+        else "the cores were otherwise idle"
+    )
+    return (
+        f"Wall times measured together in one process on {m.get('cpu')} (instruction sets: {flags}; torch "
+        f"{m.get('torch')}, CPU capability {m.get('cpu_capability')}), {p['threads']} thread(s), "
+        f"{p['warmup']} warm-up and {p['reps']} timed single-image passes per model in {p['rounds']} "
+        f"interleaved rounds, {report.get('finished', '')}; 1-minute load average {load['load_before']} "
+        f"before and {load['load_after']} after on {m.get('usable_cores')} cores: {verdict}."
+    )
+
+
+__all__ = ["MachineBusy", "interleaved", "load", "machine_line", "measure", "run", "table", "wall_times"]
