@@ -17,7 +17,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 # What the built book depends on: `check-book` rebuilds it only when one of these is newer than the build.
 BOOK_STAMP  := _build/html/.attnlib-built
 BOOK_INPUTS := _config.yml $(wildcard book/*.ipynb book/*.md book/*.bib book/*.yml book/_static/*) \
-               $(shell find attnlib results -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.json' -o -name '*.csv' -o -name '*.npz' \) 2>/dev/null)
+               $(shell find attnlib book/_lib results -type f \( -name '*.py' -o -name '*.yaml' -o -name '*.json' -o -name '*.csv' -o -name '*.npz' \) 2>/dev/null)
 
 setup: $(STAMP)
 
@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 lint: setup
-	$(PY) -m ruff check attnlib tests tools
+	$(PY) -m ruff check attnlib book/_lib tests tools
 
 test: setup lint
 	$(PY) -m pytest
@@ -44,14 +44,14 @@ book: setup
 $(BOOK_STAMP): $(STAMP) $(BOOK_INPUTS)
 	$(MAKE) book
 
-# Every page of the built book in headless Chromium, network off (attnlib/bookcheck.py): fails on
+# Every page of the built book in headless Chromium, network off (tools/bookcheck.py): fails on
 # unrendered TeX, a remote request, a JavaScript error or a figure wider than the page; screenshots in
 # _build/screenshots/. Needs Debian's `chromium` (apt-get install chromium).
 check-book: setup chromium $(BOOK_STAMP)
-	$(PY) -m attnlib.bookcheck _build/html
+	$(PY) tools/bookcheck.py _build/html
 
 chromium: setup   # before the build: say at once how to install Chromium where it is missing
-	@$(PY) -m attnlib.bookcheck --find-chromium
+	@$(PY) tools/bookcheck.py --find-chromium
 
 # The book's golden snapshot (tools/golden.py): every glued value, table, figure hash, the table1/table3 output
 # and every fingerprint, at the chapters' default parameters, against tests/golden/book.json. `golden-write`

@@ -70,7 +70,9 @@
 # pass `-p train_missing False` to only load.
 
 # %% tags=["hide-input"]
-from attnlib import book, experiments, tables, viz
+import attnbook as book
+from attnbook import viz
+from attnlib import experiments, tables
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke: the preset summarised below

@@ -81,7 +81,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from attnlib import book, theory, viz
+import attnbook as book
+from attnbook import viz
+from attnlib import theory
 
 # %% tags=["parameters"]
 seed = 0  # seed of the random convolutions and images

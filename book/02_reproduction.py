@@ -58,7 +58,9 @@
 # grid, and ends with what agrees with the papers at this budget and what does not.
 
 # %% tags=["hide-input"]
-from attnlib import book, claims, experiments, tables, theory, viz
+import attnbook as book
+from attnbook import viz
+from attnlib import claims, experiments, tables, theory
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke

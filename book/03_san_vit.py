@@ -28,7 +28,8 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from attnlib import book, experiments
+import attnbook as book
+from attnlib import experiments
 from attnlib.san import ops
 from attnlib.san.model import SANConfig
 

@@ -56,7 +56,9 @@
 # results as "not yet trained").
 
 # %% tags=["hide-input"]
-from attnlib import book, experiments, tables, viz
+import attnbook as book
+from attnbook import viz
+from attnlib import experiments, tables
 
 # %% tags=["parameters"]
 heads = 9  # 9 | 16: heads of the learned-2D models (SAN has none; our ViT runs use 9)

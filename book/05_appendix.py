@@ -21,7 +21,9 @@
 # appendix for our trained models. **C** shows the training curves of every run.
 
 # %% tags=["hide-input"]
-from attnlib import book, claims, experiments, viz
+import attnbook as book
+from attnbook import viz
+from attnlib import claims, experiments
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke

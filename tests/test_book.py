@@ -93,7 +93,7 @@ def test_single_configuration_and_toc():
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert config["execute"]["execute_notebooks"] == "force"
     assert config["only_build_toc_files"] is True
-    assert "attnlib.book" in config["sphinx"]["extra_extensions"]
+    assert "attnbook.sphinx" in config["sphinx"]["extra_extensions"]
     toc = yaml.safe_load((BOOK / "_toc.yml").read_text())
     listed = [toc["root"]] + [c["file"] for c in toc["chapters"]]
     assert [c for c in listed if c in CHAPTERS] == CHAPTERS

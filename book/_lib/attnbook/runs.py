@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from attnlib.book.params import Params
+from attnbook.params import Params
 from attnlib.runs import Runs
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-from attnlib.book.params import Params
-from attnlib.book.phrases import (
+from attnbook.params import Params
+from attnbook.phrases import (
     MISSING,
     NOT_MEASURED,
     NOT_USED,
@@ -19,7 +19,7 @@ from attnlib.book.phrases import (
     title,
     word_list,
 )
-from attnlib.book.runs import seed_accuracies, seed_map
+from attnbook.runs import seed_accuracies, seed_map
 from attnlib.literature import PAPER, RE, REFERENCES, reference_value, references, short
 from attnlib.tables import collect, complete
 
@@ -651,7 +651,7 @@ def measure_endpoints(histories: dict, measures=("peak", "distance")):
     measure, columns "layer 1"... as "first → last")."""
     import pandas as pd
 
-    from attnlib import viz
+    from attnbook import viz
 
     spec = {"peak": ("peak (× uniform)", "{:.2f}"), "distance": ("distance (px)", "{:.1f}")}
     rows = []

@@ -4,10 +4,10 @@ result, a model below its target) and the attention maps of a saved run. Needs I
 
 from __future__ import annotations
 
-from attnlib.book.benchmarks import profile_layout, throughput_tables
-from attnlib.book.params import Params
-from attnlib.book.phrases import MISSING, NOT_USED, _times, fmt, ledger_markdown, title, word_list
-from attnlib.book.tables import (
+from attnbook.benchmarks import profile_layout, throughput_tables
+from attnbook.params import Params
+from attnbook.phrases import MISSING, NOT_USED, _times, fmt, ledger_markdown, title, word_list
+from attnbook.tables import (
     ledger_table,
     measure_endpoints,
     model_tables,
@@ -185,7 +185,7 @@ def show_folded_table(frame, summary: str) -> None:
     """A table (no index) in a fold-out titled ``summary``, under the table it completes."""
     from IPython.display import Markdown, display
 
-    from attnlib.book.phrases import markdown_table
+    from attnbook.phrases import markdown_table
 
     display(Markdown(f":::{{dropdown}} {summary}\n{markdown_table(frame)}\n:::"))
 
@@ -220,7 +220,7 @@ def show_attention(
     Token models (paper models, ViT): layers × heads grids over the key grid. SAN: each layer's K×K
     window around the query pixel, and the weights averaged over pixels and images per weight group.
     """
-    from attnlib import viz
+    from attnbook import viz
     from attnlib.snapshots import QUERY_FRACTIONS
 
     label = name or f"fig-{experiment}" + (f"-q{query}" if query else "")
@@ -299,7 +299,7 @@ def show_centres(name: str, run, label: str, preset: str, status: dict | None = 
     """Figure ``label``: the final attention centres of a quadratic model, one panel per layer, or a
     placeholder and a note when ``run`` (at ``preset``; ``named``: the caption names the preset and the
     epochs, for a figure of another preset than the chapter's) is not saved."""
-    from attnlib import viz
+    from attnbook import viz
 
     if _centres_missing(name, run, label, preset, "Attention centres", status):
         return
@@ -318,7 +318,7 @@ def show_centre_paths(
 ) -> None:
     """Figure ``label``: a quadratic model's centres during training, from initial to final, one panel per
     layer, or a placeholder and a note when ``run`` is not saved."""
-    from attnlib import viz
+    from attnbook import viz
 
     if _centres_missing(name, run, label, preset, "Evolution of the centres", status):
         return
@@ -336,7 +336,7 @@ def _at(preset: str, run, named: bool) -> str:
 
 
 def _centres_missing(name, run, label, preset, what, status) -> bool:
-    from attnlib import viz
+    from attnbook import viz
 
     if run is not None and run.centers is not None:
         return False
@@ -354,7 +354,7 @@ def measured_runs(experiments, params: Params):
     never trains): the runs whose histories hold the per-layer attention measures of every epoch."""
     import dataclasses
 
-    from attnlib.book.runs import load_all
+    from attnbook.runs import load_all
 
     return load_all(
         experiments, dataclasses.replace(params, preset=MEASURED_PRESET, seed=0, train_missing=False)
@@ -384,7 +384,7 @@ def show_measured_centres(experiments, shorter, params: Params) -> str:
     ``fig-paths-<experiment>-long``, captioned with the preset); nothing when the chapter's own preset is
     ``long``. Returns the sentences on how far their centres moved (``measured_centres_phrase``, beside
     the ``shorter`` runs at the chapter's preset), plain text for ``glue:text``."""
-    from attnlib.book.phrases import measured_centres_phrase
+    from attnbook.phrases import measured_centres_phrase
 
     if params.preset == MEASURED_PRESET:
         return "the figures above."
@@ -404,7 +404,7 @@ def show_measure_curves(figures: dict, params: Params) -> int:
     one column per run found, in the order given; a model and its HA variant side by side). Without any
     such run: one note saying so and naming the command that trains them, and no figure (nor for a figure
     none of whose runs is saved). Returns the number of figures drawn."""
-    from attnlib import viz
+    from attnbook import viz
     from attnlib.measures import centre_displacement, logged_centres
 
     every = list(dict.fromkeys(e for experiments, _ in figures.values() for e in experiments))

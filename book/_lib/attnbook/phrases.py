@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 import re
 
-from attnlib.book.params import Params
-from attnlib.book.runs import seed_accuracies
+from attnbook.params import Params
+from attnbook.runs import seed_accuracies
 from attnlib.literature import RE, reference_value, short
 from attnlib.measures import NEAR_UNIFORM, attention_peaks
 from attnlib.tables import below_target, complete
@@ -139,7 +139,7 @@ def measured_peaks_phrase(name: str, run, preset: str = "long", first: bool = Tr
     it every epoch): which layers stayed below NEAR_UNIFORM times uniform in every epoch, and where the
     others ended. ``first=False``: a sentence following another such one (it does not name the preset
     again). Plain text (for ``glue:text``)."""
-    from attnlib import viz
+    from attnbook import viz
 
     if run is None:
         return f"The {preset} run of {name} is not saved yet."

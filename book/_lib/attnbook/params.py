@@ -31,13 +31,13 @@ class ParameterError(ConfigError):
 
 def repo_root() -> Path:
     """The repository root: the nearest folder above the working directory holding ``_config.yml`` and
-    ``book/``; else the folder above the installed ``attnlib`` package; else the working directory."""
+    ``book/``; else the checkout this package lies in (``book/_lib/attnbook/``); else the working directory."""
     for folder in (Path.cwd(), *Path.cwd().parents):
         if (folder / "_config.yml").is_file() and (folder / "book").is_dir():
             return folder
-    package_parent = Path(__file__).resolve().parent.parent
-    if (package_parent / "_config.yml").is_file():
-        return package_parent
+    checkout = Path(__file__).resolve().parents[3]
+    if (checkout / "_config.yml").is_file():
+        return checkout
     return Path.cwd()
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnlib.book.params import Params
+from attnbook.params import Params
 
 
 def bench_reports(params: Params) -> dict:
@@ -87,7 +87,7 @@ def bench_machine_markdown(report: dict) -> str:
     """Which machine, instruction sets, threads and load a benchmark ran on, and which matmul peak its
     utilisations divide by: its own (flagged when the load said the cores were shared) or the idle peak
     of the same machine (``bench_reports``)."""
-    from attnlib.book.phrases import escaped
+    from attnbook.phrases import escaped
 
     m = report["machine"]
     load = m.get("load_average_start")
@@ -183,7 +183,7 @@ def _headed(frame, headers: dict):
     their block only (the rows come ordered by shapes, then model)."""
     import pandas as pd
 
-    from attnlib.book.tables import breakable
+    from attnbook.tables import breakable
 
     out = pd.DataFrame({c: frame[c].map(_cell) for c in headers if c in frame.columns})
     if "model" in out.columns:
@@ -223,8 +223,8 @@ def profile_layout(report: dict):
     of their block only."""
     import pandas as pd
 
+    from attnbook.tables import breakable
     from attnlib import bench
-    from attnlib.book.tables import breakable
 
     shares = bench.profile_table(report)
     if shares is None:

@@ -1,4 +1,4 @@
-"""The book build's Sphinx extension (``_config.yml``: ``sphinx.extra_extensions: attnlib.book``)."""
+"""The book build's Sphinx extension (``_config.yml``: ``sphinx.extra_extensions: attnbook.sphinx``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 from attnlib.env import TRAIN_MISSING_ENV
 
-#: The mark of a result that is not saved (``attnlib.book.phrases.MISSING``). It belongs where a table or a
+#: The mark of a result that is not saved (``attnbook.phrases.MISSING``). It belongs where a table or a
 #: figure stands for a missing run, never where a sentence needs a number or a verdict.
 MISSING_MARK = "not yet trained"
 

@@ -1,0 +1,287 @@
+"""What only the book uses: its chapters' parameters, the wording and display of results, the figures and the
+Sphinx hook. It lives beside the chapters (``book/_lib/attnbook/``), outside the ``attnlib`` package, and is
+imported as ``attnbook``: ``pyproject.toml`` lists ``book/_lib`` as a second source root, so the editable
+install of ``make setup`` puts it on the path of every interpreter of the venv (the book build's kernels, a
+chapter run by papermill from any folder, the tests, ``tools/golden.py``).
+
+The chapters (``book/*.py``, jupytext percent format) stay thin: a ``parameters`` cell, then
+``params = check_params(...)`` (the one place bad values are caught), then calls into attnlib. The science
+lives in the library (``attnlib.runs``, ``attnlib.tables``, ``attnlib.literature``, ``attnlib.measures``);
+this package only words and shows it:
+
+    params      chapter parameters: checks, defaults, papermill's unknown parameters
+    runs        the results a chapter shows (``run_or_load`` with its parameters; statuses kept in ``Runs``)
+    phrases     number formats, the marks of missing results, sentences glued into the prose
+    tables      the tables chapters show (results as the papers' tables, literature, HA over seeds, ledger)
+    display     glue, figures, tables, notes and attention maps in a cell's output
+    benchmarks  the saved speed benchmarks as the appendix reads them
+    sphinx      the Sphinx extension of the book build (``_config.yml``: ``attnbook.sphinx``)
+    viz         the figures (numpy in, matplotlib ``Figure`` out)
+
+Rule for training inside a chapter (parameter ``train_missing``):
+    ``None`` (the default) means "train what results/ lacks" -- *except* during the book build, where
+    this package, loaded by Sphinx as an extension (``_config.yml: sphinx.extra_extensions``), sets the
+    environment variable ``ATTNLIB_TRAIN_MISSING=0`` for every kernel the build starts, so the build
+    only reads saved results and shows missing ones as "not yet trained". ``True`` / ``False`` force
+    either behaviour (``papermill ... -p train_missing False``). The environment variable can be set by
+    hand too (``ATTNLIB_TRAIN_MISSING=1 jupyter-book build book`` trains during the build).
+
+Every public name of these modules is importable from ``attnbook`` (what the chapters call), with the
+library's names the chapters use beside them (``results_frame``, ``REFERENCES``, ``attention_peaks``...).
+"""
+
+from __future__ import annotations
+
+from attnlib.env import TRAIN_MISSING_ENV
+from attnlib.literature import (
+    NOT_FOUND,
+    PAPER,
+    RE,
+    RE_QUADRATIC_9H_HA,
+    REFERENCES,
+    Reference,
+    best_reference,
+    logged_gain,
+    reference_value,
+    references,
+    references_frame,
+    short,
+)
+from attnlib.measures import NEAR_UNIFORM, attention_peaks
+from attnlib.runs import Runs
+from attnlib.tables import below_target
+from attnlib.tables import frame as results_frame
+
+from .benchmarks import bench_machine_markdown, bench_reports, peak_shared, profile_layout, throughput_tables
+from .display import (
+    MEASURED_PRESET,
+    glue_figure,
+    glue_str,
+    glue_text,
+    measured_runs,
+    note,
+    note_below_target,
+    note_missing,
+    png,
+    show,
+    show_attention,
+    show_bench,
+    show_centre_paths,
+    show_centres,
+    show_folded_table,
+    show_ledger,
+    show_measure_curves,
+    show_measured_attention,
+    show_measured_centres,
+    show_models,
+    show_protocols,
+    show_sources,
+    show_table,
+)
+from .params import (
+    HEADS,
+    INJECTED_HEADER,
+    ParameterError,
+    Params,
+    assigned_names,
+    check_no_unknown_parameters,
+    check_params,
+    default_data,
+    default_results_dir,
+    repo_root,
+    unknown_parameters,
+)
+from .phrases import (
+    MISSING,
+    NOT_MEASURED,
+    NOT_USED,
+    VERDICT_SHORT,
+    VERDICTS,
+    compare_phrase,
+    epoch_range,
+    flat_models,
+    fmt,
+    ha_sentence,
+    is_missing,
+    learned_protocol_phrase,
+    ledger_markdown,
+    markdown_table,
+    measured_centres_phrase,
+    measured_peaks_phrase,
+    provenance_markdown,
+    rank_agreement,
+    rank_counts,
+    timing_markdown,
+    title,
+    uniform_attention_phrase,
+    variant_phrase,
+    verdict_phrase,
+    verdict_summary,
+    welch_phrase,
+)
+from .runs import load, load_all, load_status, seed_accuracies, seed_map
+from .sphinx import setup
+from .tables import (
+    KIND_MARKS,
+    KIND_MEANING,
+    NOT_FOUND_CELL,
+    REFERENCE_COLUMNS,
+    best_attention,
+    breakable,
+    claims_ledger,
+    glance_points,
+    group,
+    ha_effects,
+    ha_effects_split,
+    ha_family,
+    ha_pairs,
+    ledger_table,
+    literature_caption,
+    literature_table,
+    long_plan,
+    model_table,
+    model_tables,
+    pack_groups,
+    paired_cell,
+    protocol_differences_table,
+    protocol_tables,
+    rank_flips,
+    re_quirks_table,
+    results_table,
+    seeds_frame,
+    short_label,
+    sources_markdown,
+    split_title,
+    table3_frame,
+    training_table,
+    training_time,
+    transposed,
+    welch_labels,
+)
+
+__all__ = [
+    "HEADS",
+    "INJECTED_HEADER",
+    "KIND_MARKS",
+    "KIND_MEANING",
+    "MISSING",
+    "NEAR_UNIFORM",
+    "NOT_FOUND",
+    "NOT_FOUND_CELL",
+    "NOT_MEASURED",
+    "NOT_USED",
+    "PAPER",
+    "RE",
+    "REFERENCES",
+    "REFERENCE_COLUMNS",
+    "RE_QUADRATIC_9H_HA",
+    "TRAIN_MISSING_ENV",
+    "VERDICTS",
+    "VERDICT_SHORT",
+    "ParameterError",
+    "Params",
+    "Reference",
+    "Runs",
+    "assigned_names",
+    "attention_peaks",
+    "below_target",
+    "bench_machine_markdown",
+    "bench_reports",
+    "best_attention",
+    "best_reference",
+    "breakable",
+    "check_no_unknown_parameters",
+    "check_params",
+    "claims_ledger",
+    "compare_phrase",
+    "measured_centres_phrase",
+    "measured_peaks_phrase",
+    "variant_phrase",
+    "default_data",
+    "default_results_dir",
+    "epoch_range",
+    "flat_models",
+    "fmt",
+    "glance_points",
+    "glue_figure",
+    "glue_str",
+    "glue_text",
+    "group",
+    "ha_effects",
+    "ha_effects_split",
+    "ha_family",
+    "ha_pairs",
+    "ha_sentence",
+    "is_missing",
+    "learned_protocol_phrase",
+    "ledger_markdown",
+    "markdown_table",
+    "long_plan",
+    "ledger_table",
+    "literature_caption",
+    "literature_table",
+    "logged_gain",
+    "load",
+    "load_all",
+    "load_status",
+    "model_table",
+    "model_tables",
+    "note",
+    "note_below_target",
+    "note_missing",
+    "pack_groups",
+    "paired_cell",
+    "peak_shared",
+    "png",
+    "profile_layout",
+    "protocol_differences_table",
+    "protocol_tables",
+    "provenance_markdown",
+    "rank_agreement",
+    "rank_counts",
+    "rank_flips",
+    "re_quirks_table",
+    "reference_value",
+    "references",
+    "references_frame",
+    "repo_root",
+    "results_frame",
+    "results_table",
+    "seed_accuracies",
+    "seed_map",
+    "seeds_frame",
+    "setup",
+    "short",
+    "short_label",
+    "show",
+    "show_attention",
+    "show_bench",
+    "show_folded_table",
+    "show_ledger",
+    "MEASURED_PRESET",
+    "measured_runs",
+    "show_centre_paths",
+    "show_centres",
+    "show_measure_curves",
+    "show_measured_attention",
+    "show_measured_centres",
+    "show_models",
+    "show_protocols",
+    "show_sources",
+    "show_table",
+    "sources_markdown",
+    "split_title",
+    "table3_frame",
+    "throughput_tables",
+    "timing_markdown",
+    "title",
+    "training_table",
+    "training_time",
+    "transposed",
+    "uniform_attention_phrase",
+    "unknown_parameters",
+    "verdict_phrase",
+    "verdict_summary",
+    "welch_labels",
+    "welch_phrase",
+]

@@ -1,0 +1,410 @@
+"""The built book as a reader sees it: every page opened in headless Chromium with the network off.
+
+``python tools/bookcheck.py [_build/html]`` (``make check-book``) opens each HTML page of the built book
+in Debian's ``chromium``, driven by Playwright, and fails when a page
+
+- asks for anything from a remote host (every request that is not ``file:``, ``data:``, ``blob:`` or
+  ``about:`` is aborted and reported: the book must work on a plane),
+- shows unrendered TeX (``\\(``, ``\\[``, ``$$``, ``\\frac``... left in the visible text, a math element that
+  MathJax did not typeset, or a MathJax error),
+- shows Markdown as typed (`` `name` `` or ``**bold**`` in the visible text: a glued sentence or a table
+  caption is plain text),
+- logs a JavaScript error (console errors and uncaught exceptions; a local file that fails to load counts),
+- holds markup no chapter wrote in its article: an event-handler attribute (``on*=``) or a script, iframe,
+  object or embed element (a string from a results file shown as HTML; ``injected_markup``),
+- has a figure (``img``, ``svg``, ``canvas``, ``video``) wider than its text column or the window,
+- or has a table wider than the box that holds it (its ``scrollWidth`` over the parent's ``clientWidth``:
+  the theme lets it scroll sideways) or than its text column, whatever its class; tables in closed
+  fold-outs are not seen.
+
+It saves one full-page screenshot per page under ``_build/screenshots/``. Chromium is found as
+``$ATTNLIB_CHROMIUM``, ``chromium``, ``chromium-browser`` or ``google-chrome`` on the PATH; where none
+is, the command says how to install it and exits with status 2. Playwright's own browser download is
+never used (it needs the network).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from attnlib.env import CHROMIUM_ENV
+
+#: How to get Chromium where it is missing (Debian / Ubuntu).
+INSTALL_HINT = "install it with `apt-get install chromium` (Debian) or set ATTNLIB_CHROMIUM to its path"
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+LOCAL_SCHEMES = ("", "file", "data", "blob", "about")  # "": a relative link
+#: The window the pages are opened in: a laptop screen.
+VIEWPORT = {"width": 1280, "height": 900}
+#: Pages of the build that are not chapters but are still opened (Sphinx's index and search pages).
+SKIP_FOLDERS = ("_static", "_sources", "_images", "reports", "_downloads")
+
+# Runs in the page once it has loaded: waits for MathJax, then reports what a reader would see wrong.
+_INSPECT = r"""
+async () => {
+  const out = {untypeset: [], mathErrors: [], tex: [], wide: [], wideTables: [], mathjax: null};
+  const MJ = window.MathJax;
+  if (MJ && MJ.startup && MJ.startup.promise) {
+    await MJ.startup.promise;
+    if (MJ.typesetPromise) { await MJ.typesetPromise(); }
+    out.mathjax = MJ.version || "loaded";
+  }
+  const maths = document.querySelectorAll("span.math, div.math");
+  for (const el of maths) {
+    if (!el.querySelector("mjx-container")) { out.untypeset.push(el.textContent.trim().slice(0, 80)); }
+  }
+  for (const el of document.querySelectorAll("mjx-merror, [data-mjx-error]")) {
+    out.mathErrors.push((el.getAttribute("data-mjx-error") || el.textContent).slice(0, 120));
+  }
+  // Visible text outside code, scripts and typeset math.
+  const skip = "pre, code, script, style, textarea, mjx-container, .highlight, .mjx-assistive-mml";
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const pieces = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const parent = node.parentElement;
+    if (!parent || parent.closest(skip)) continue;
+    if (!parent.getClientRects().length) continue;   // not rendered (display: none, collapsed details)
+    const style = getComputedStyle(parent);
+    if (style.visibility === "hidden") continue;
+    pieces.push(node.textContent);
+  }
+  const text = pieces.join(" ");
+  const pattern = /\\[()\[\]]|\$\$|\\[A-Za-z]{2,}/g;   // \( \[ $$ or a command such as \frac, \alpha
+  for (const m of text.matchAll(pattern)) {
+    out.tex.push(text.slice(Math.max(0, m.index - 30), m.index + 40).replace(/\s+/g, " "));
+    if (out.tex.length >= 5) break;
+  }
+  // Markdown shown as typed: `code` or **bold** in the visible text (a glued string or a table caption
+  // is plain text, not Markdown)
+  out.markdown = [];
+  for (const m of text.matchAll(/`[^`\s][^`]{0,80}`|\*\*[^*\s][^*]{0,80}\*\*/g)) {
+    out.markdown.push(text.slice(Math.max(0, m.index - 30), m.index + m[0].length + 10).replace(/\s+/g, " "));
+    if (out.markdown.length >= 5) break;
+  }
+  // Figures wider than their text column or the window.
+  const page = document.documentElement.clientWidth;
+  const figures = "img, svg, canvas, video";
+  for (const el of document.querySelectorAll(figures)) {
+    if (el.closest("mjx-container, nav, header, .bd-sidebar-primary, .bd-sidebar-secondary, button, a.headerlink")) continue;
+    const box = el.getBoundingClientRect();
+    if (box.width < 50 || !el.getClientRects().length) continue;  // icons, hidden figures
+    const column = el.closest("article, main, .bd-article, .bd-content") || document.body;
+    const limit = Math.min(page, column.getBoundingClientRect().right);
+    if (box.right > limit + 1) {
+      const name = el.getAttribute("src") || el.getAttribute("alt") || el.tagName.toLowerCase();
+      out.wide.push(`${name.slice(-60)}: ${Math.round(box.width)} px wide, ends at ${Math.round(box.right)} px, column ends at ${Math.round(limit)} px`);
+    }
+  }
+  // Tables wider than the box that holds them (a reader would have to scroll them sideways) or the column.
+  for (const el of document.querySelectorAll("table")) {
+    if (el.closest("nav, header, .bd-sidebar-primary, .bd-sidebar-secondary")) continue;
+    if (!el.getClientRects().length || !el.parentElement) continue;   // hidden (a closed fold-out)
+    const room = el.parentElement.clientWidth;
+    const column = el.closest("article, main, .bd-article, .bd-content") || document.body;
+    const limit = Math.min(page, column.getBoundingClientRect().right);
+    const box = el.getBoundingClientRect();
+    if (el.scrollWidth > room + 1 || box.right > limit + 1) {
+      const head = el.querySelector("caption") || el.querySelector("th, td");
+      const name = (head ? head.textContent : "").trim().replace(/\s+/g, " ").slice(0, 60) || "table";
+      out.wideTables.push(`${name}: ${el.scrollWidth} px wide in a box of ${room} px (column ends at ${Math.round(limit)} px, table at ${Math.round(box.right)} px)`);
+    }
+  }
+  // Markup no chapter wrote, live in the article: an event-handler attribute (on*=) or an executable
+  // element (a string from a results file that reached the page as HTML; injected_markup reads the file)
+  out.injected = [];
+  const article = document.querySelector("article.bd-article") || document.querySelector("article, main") || document.body;
+  // the chapters' content is the article's sections; the theme appends its own scripts (thebe) after them
+  for (const el of article.querySelectorAll("section *")) {
+    const tag = el.tagName.toLowerCase();
+    for (const a of el.attributes) {
+      if (/^on/i.test(a.name)) out.injected.push(`<${tag} ${a.name}="${a.value.slice(0, 40)}">`);
+    }
+    const data = tag === "script" && /json|math\/tex/i.test(el.getAttribute("type") || "");
+    if (["script", "iframe", "object", "embed"].includes(tag) && !data) {
+      out.injected.push(`<${tag}> ${(el.getAttribute("src") || el.textContent).trim().slice(0, 60)}`);
+    }
+  }
+  out.scrollWidth = document.documentElement.scrollWidth;
+  out.clientWidth = page;
+  return out;
+}
+"""
+
+
+@dataclass
+class PageReport:
+    """What one page showed: problems (each a line), and what was checked."""
+
+    page: str
+    problems: list[str] = field(default_factory=list)
+    maths: int = 0
+    mathjax: str | None = None
+    screenshot: Path | None = None
+    seconds: float = 0.0
+    redirect: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def find_chromium() -> str | None:
+    """The Chromium executable to drive: ``$ATTNLIB_CHROMIUM`` or the first of ``CHROMIUM_NAMES`` on the
+    PATH; None when there is none."""
+    given = os.environ.get(CHROMIUM_ENV)
+    if given:
+        return given if Path(given).is_file() else shutil.which(given)
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def is_remote(url: str) -> bool:
+    """True for a URL that would leave the machine (anything but a relative link, file:, data:, blob:, about:)."""
+    parts = urlsplit(url)
+    return parts.scheme.lower() not in LOCAL_SCHEMES or (parts.scheme == "" and bool(parts.netloc))
+
+
+def pages(html: Path) -> list[Path]:
+    """Every HTML page of a built book, the book's own pages first (index, then by name)."""
+    found = [p for p in sorted(html.rglob("*.html")) if not any(part in SKIP_FOLDERS for part in p.parts)]
+    return sorted(
+        found, key=lambda p: (p.name != "index.html", p.name in ("genindex.html", "search.html"), str(p))
+    )
+
+
+def check_pages(
+    files: list[Path],
+    *,
+    screenshots: Path | None = None,
+    chromium: str | None = None,
+    root: Path | None = None,
+    timeout_ms: int = 60_000,
+) -> list[PageReport]:
+    """Open each file in headless Chromium with the network off and report what a reader would see wrong.
+
+    ``screenshots``: folder for one full-page PNG per page (named after the page); ``root``: the folder the
+    page names are relative to (default: the first file's folder).
+    """
+    from playwright.sync_api import sync_playwright
+
+    chromium = chromium or find_chromium()
+    if chromium is None:
+        raise FileNotFoundError(f"Chromium not found: {INSTALL_HINT}")
+    root = root or (files[0].parent if files else Path.cwd())
+    if screenshots is not None:
+        screenshots.mkdir(parents=True, exist_ok=True)
+    reports = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-first-run"])
+        try:
+            for file in files:
+                reports.append(_check_page(browser, file, root, screenshots, timeout_ms))
+        finally:
+            browser.close()
+    return reports
+
+
+class _ArticleMarkup(HTMLParser):
+    """Collects, inside the sections of the page's <article> (the chapters' content; the theme appends its own
+    scripts after them), event-handler attributes and executable elements."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.depth, self.sections, self.found = 0, 0, []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "article":
+            self.depth += 1
+        if tag == "section" and self.depth:
+            self.sections += 1
+            return
+        if not self.sections:
+            return
+        for name, value in attrs:
+            if name.lower().startswith("on"):
+                self.found.append(f'<{tag} {name}="{(value or "")[:40]}">')
+        kind = dict(attrs).get("type") or ""
+        if tag in ("script", "iframe", "object", "embed") and not re.search(r"json|math/tex", kind, re.I):
+            self.found.append(f"<{tag}> {(dict(attrs).get('src') or '')[:60]}".rstrip())
+
+    def handle_endtag(self, tag):
+        if tag == "article" and self.depth:
+            self.depth -= 1
+        if tag == "section" and self.sections:
+            self.sections -= 1
+
+
+def injected_markup(html: str) -> list[str]:
+    """What the page's article holds that no chapter writes: event-handler attributes (``onmouseover=``...)
+    and script, iframe, object or embed elements (data scripts, JSON or MathJax's, excepted). Chapters show
+    results as text and figures as images, so any of these is a string from a results file shown as HTML."""
+    parser = _ArticleMarkup()
+    parser.feed(html)
+    return parser.found
+
+
+def redirect_target(file: Path) -> str | None:
+    """The page an HTML file redirects to at once (``<meta http-equiv="refresh" content="0; url=...">``,
+    as Jupyter Book's ``index.html``), or None."""
+    found = _REFRESH.search(file.read_text(errors="replace")[:4000])
+    return found[1] if found else None
+
+
+_REFRESH = re.compile(r"<meta[^>]+http-equiv=[\"']?refresh[\"']?[^>]+url=([^\"'>\s]+)", re.IGNORECASE)
+
+
+def _check_page(browser, file: Path, root: Path, screenshots: Path | None, timeout_ms: int) -> PageReport:
+    start = time.perf_counter()
+    resolved = file.resolve()
+    name = str(resolved.relative_to(root.resolve())) if resolved.is_relative_to(root.resolve()) else file.name
+    report = PageReport(name)
+    target = redirect_target(file)
+    if target is not None:  # a redirect: its target is checked as a page of its own
+        report.redirect = target
+        if not (file.parent / target).is_file() and is_remote(target) is False:
+            report.problems.append(f"redirects to a missing page: {target}")
+        elif is_remote(target):
+            report.problems.append(f"redirects to a remote host: {target}")
+        report.seconds = time.perf_counter() - start
+        return report
+    context = browser.new_context(viewport=VIEWPORT, offline=True, java_script_enabled=True)
+    page = context.new_page()
+    page.set_default_timeout(timeout_ms)
+
+    def route(r):  # the network is off: every remote request is aborted and reported
+        url = r.request.url
+        if is_remote(url):
+            report.problems.append(f"loads from a remote host: {url}")
+            r.abort()
+        else:
+            r.continue_()
+
+    def console(message):
+        if message.type == "error":
+            report.problems.append(f"JavaScript console error: {message.text}")
+
+    def failed(request):
+        if not is_remote(request.url):  # remote ones are reported by route()
+            report.problems.append(f"local file failed to load: {request.url} ({request.failure})")
+
+    page.route("**/*", route)
+    page.on("console", console)
+    page.on("pageerror", lambda error: report.problems.append(f"JavaScript error: {error}"))
+    page.on("requestfailed", failed)
+    try:
+        page.goto(file.resolve().as_uri(), wait_until="load")
+        found = page.evaluate(_INSPECT)
+        page.wait_for_timeout(500)  # let late console messages arrive and the theme settle
+    except Exception as err:  # a page that does not load or times out is a failure, with its reason
+        report.problems.append(f"could not be inspected: {type(err).__name__}: {str(err).splitlines()[0]}")
+        found = None
+    if found is not None:
+        report.mathjax = found["mathjax"]
+        report.maths = page.locator("span.math, div.math").count()
+        if found["untypeset"]:
+            first = found["untypeset"][0].replace("\n", " ")
+            report.problems.append(
+                f"{len(found['untypeset'])} of {report.maths} formulas not typeset by MathJax "
+                f"(MathJax {'loaded' if report.mathjax else 'not loaded'}; first: {first})"
+            )
+        for error in found["mathErrors"]:
+            report.problems.append(f"MathJax error: {error}")
+        for tex in found["tex"]:
+            report.problems.append(f"unrendered TeX in the text: …{tex}…")
+        for markdown in found["markdown"]:
+            report.problems.append(f"unrendered Markdown in the text: …{markdown}…")
+        for markup in sorted(set(found["injected"]) | set(injected_markup(file.read_text(errors="replace")))):
+            report.problems.append(f"markup no chapter wrote (a results file's string shown as HTML?): {markup}")
+        for wide in found["wide"]:
+            report.problems.append(f"figure wider than the page: {wide}")
+        for wide in found["wideTables"]:
+            report.problems.append(f"table wider than its column (scrolls sideways): {wide}")
+        if found["scrollWidth"] > found["clientWidth"] + 1:
+            report.problems.append(
+                f"the page scrolls sideways: {found['scrollWidth']} px of content in a {found['clientWidth']} px window"
+            )
+    if screenshots is not None:
+        shot = screenshots / (name.replace("/", "__").removesuffix(".html") + ".png")
+        try:
+            page.screenshot(path=str(shot), full_page=True)
+            report.screenshot = shot
+        except Exception as err:
+            report.problems.append(f"no screenshot: {type(err).__name__}: {str(err).splitlines()[0]}")
+    context.close()
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python tools/bookcheck.py",
+        description="Open every page of the built book in headless Chromium with the network off.",
+    )
+    parser.add_argument("html", nargs="?", default="_build/html", help="the built book (default _build/html)")
+    parser.add_argument(
+        "--screenshots",
+        default=None,
+        help="folder for one PNG per page (default: _build/screenshots beside html)",
+    )
+    parser.add_argument(
+        "--find-chromium",
+        action="store_true",
+        help="only print the Chromium found (exit 2 when there is none)",
+    )
+    args = parser.parse_args(argv)
+    if args.find_chromium:
+        chromium = find_chromium()
+        if chromium is None:
+            print(f"check-book: Chromium not found; {INSTALL_HINT}.", file=sys.stderr)
+            return 2
+        print(f"check-book: Chromium at {chromium}")
+        return 0
+    html = Path(args.html)
+    if not (html / "index.html").is_file():
+        print(f"check-book: no built book at {html} (run `make book` first)", file=sys.stderr)
+        return 2
+    chromium = find_chromium()
+    if chromium is None:
+        print(f"check-book: Chromium not found; {INSTALL_HINT}.", file=sys.stderr)
+        return 2
+    shots = Path(args.screenshots) if args.screenshots else html.parent / "screenshots"
+    if shots.exists():
+        shutil.rmtree(shots)
+    files = pages(html)
+    start = time.perf_counter()
+    print(f"check-book: {len(files)} pages of {html} in {chromium}, network off; screenshots in {shots}")
+    try:
+        reports = check_pages(files, screenshots=shots, chromium=chromium, root=html)
+    except Exception as err:  # noqa: BLE001 -- ATTNLIB_CHROMIUM naming no browser: Playwright's launch error
+        reason = " ".join(str(err).split())[:200]
+        print(f"check-book: could not drive {chromium} as Chromium ({type(err).__name__}: {reason}); {INSTALL_HINT}.", file=sys.stderr)
+        return 2
+    for r in reports:
+        maths = f"{r.maths} formulas, MathJax {r.mathjax}" if r.maths else "no formulas"
+        if r.redirect:
+            maths = f"redirects to {r.redirect}"
+        print(f"  {'ok  ' if r.ok else 'FAIL'} {r.page} ({maths}, {r.seconds:.1f} s)")
+        for problem in r.problems:
+            print(f"       - {problem}")
+    bad = [r for r in reports if not r.ok]
+    elapsed = time.perf_counter() - start
+    if bad:
+        print(f"check-book: {len(bad)} of {len(reports)} pages FAILED ({elapsed:.0f} s)")
+        return 1
+    print(f"check-book: all {len(reports)} pages passed ({elapsed:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
