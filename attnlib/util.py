@@ -1,10 +1,13 @@
-"""Two small tools the package shares: the atomic file write and the wall-clock timer of one call."""
+"""Small tools the package shares: the atomic file write, the wall-clock timer of one call, and the package
+class that keeps a split module's old names patchable."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -69,3 +72,28 @@ def timed_ms(fn: Callable[[], object], device: torch.device) -> float:
     fn()
     sync(device)
     return (time.perf_counter() - start) * 1e3
+
+
+# ----------------------------------------------------------------------------------- packages of old modules
+_UNSET = object()
+
+
+class Package(types.ModuleType):
+    """A package whose ``__init__`` re-exports the names of the module it was split from (issue 32, while the
+    old import paths are kept). Setting a name on it (a test's ``monkeypatch.setattr(attnlib.train,
+    "evaluate", ...)``) sets it too in each of its modules that holds the same object, so that the code that
+    uses it sees the patch as it did in the single module. ``keep_patchable(__name__)`` in the ``__init__``."""
+
+    def __setattr__(self, name: str, value) -> None:
+        old = self.__dict__.get(name, _UNSET)
+        if old is not _UNSET and not isinstance(old, types.ModuleType):
+            prefix = f"{self.__name__}."
+            for module in list(sys.modules.values()):
+                if getattr(module, "__name__", "").startswith(prefix) and vars(module).get(name, _UNSET) is old:
+                    setattr(module, name, value)
+        super().__setattr__(name, value)
+
+
+def keep_patchable(package: str) -> None:
+    """Make the (imported) package `package` a `Package`."""
+    sys.modules[package].__class__ = Package

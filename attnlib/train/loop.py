@@ -17,14 +17,9 @@ global batch from `Batches(..., rank, world_size)`; only rank 0 writes checkpoin
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import functools
-import io
 import logging
 import math
-import os
-import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -36,21 +31,16 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from attnlib.checks import check, distributed_env
-from attnlib.config import SCHEDULES, TrainConfig  # noqa: F401  (re-exported: attnlib.train.TrainConfig)
-from attnlib.env import CHECKPOINT_SECONDS_ENV
+from attnlib.config import TrainConfig
 from attnlib.errors import ConfigError
-from attnlib.models import config_record, logged_state, no_weight_decay, resolved_difference
-from attnlib.util import atomic_write, temp_name
+from attnlib.models import logged_state
+from attnlib.train.checkpoint import Checkpoints, _rng_state, _set_rng_state, checkpoint_interval
+from attnlib.train.device import autocast, fast_bf16, resolve_device
+from attnlib.train.distributed import DistInfo, _all_reduce, _StopRequest, current_dist
+from attnlib.train.schedule import Schedule, make_optimizer
 from attnlib.validate import checkpoint_problem
 
 log = logging.getLogger("attnlib")
-
-CHECKPOINT_FORMAT = 1
-# Besides the end of every epoch, `fit` checkpoints mid-epoch once this many seconds of training have passed
-# since the last checkpoint, so that a run killed without a signal (SIGKILL, a notebook kernel whose parent
-# died) loses at most that much. Not part of a run's configuration: it changes no result.
-CHECKPOINT_SECONDS = 120.0
 
 
 class TrainingDiverged(RuntimeError):
@@ -61,135 +51,6 @@ class Interrupted(RuntimeError):
     """SIGINT/SIGTERM arrived; a checkpoint was saved and the run can be resumed by rerunning it."""
 
 
-@dataclass
-class Schedule:
-    """Learning-rate factor per optimisation step (a picklable `LambdaLR` lambda).
-
-    cosine: linear warm-up to 1 over `warmup_steps`, then  f(t) = ½(1 + cos(π (t − t_w)/(T − t_w))).
-    multistep: warm-up, then f = 0.1^(number of milestones passed), milestones in epochs.
-    """
-
-    schedule: str
-    total_steps: int
-    warmup_steps: int
-    steps_per_epoch: int
-    milestone_epochs: tuple[int, ...] = ()
-
-    @classmethod
-    def from_config(cls, cfg: TrainConfig, steps_per_epoch: int) -> Schedule:
-        total = cfg.epochs * steps_per_epoch
-        milestones = tuple(round(m * cfg.epochs) for m in cfg.milestones)
-        return cls(cfg.schedule, total, int(cfg.warmup * total), steps_per_epoch, milestones)
-
-    def __call__(self, step: int) -> float:
-        if step < self.warmup_steps:
-            return (step + 1) / self.warmup_steps
-        if self.schedule == "cosine":
-            progress = (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps)
-            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-        if self.schedule == "multistep":
-            epoch = step // self.steps_per_epoch
-            return 0.1 ** sum(epoch >= m for m in self.milestone_epochs)
-        return 1.0
-
-
-def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.SGD:
-    """SGD with two parameter groups: weight decay for all but the parameters that the model's modules
-    declare (`attnlib.models.no_weight_decay`: the quadratic encodings' centres and spreads)."""
-    exempt = no_weight_decay(model)
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if p.requires_grad:
-            (no_decay if name in exempt else decay).append(p)
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}]
-    if no_decay:
-        groups.append({"params": no_decay, "weight_decay": 0.0})
-    return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov)
-
-
-# ------------------------------------------------------------------------------------- device / dtype
-def resolve_device(device: str | torch.device | None = None) -> torch.device:
-    """None or "auto" -> CUDA when available, else CPU. Unknown or unavailable devices -> ConfigError."""
-    if isinstance(device, torch.device):
-        return device
-    if device in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ConfigError("device", device, "auto, cpu, cuda, cuda:N") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device", device, "cpu (no CUDA device is available here)")
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ConfigError("device", device, [f"cuda:{i}" for i in range(torch.cuda.device_count())])
-    if dev.type not in ("cpu", "cuda"):
-        raise ConfigError("device", device, "auto, cpu, cuda, cuda:N")
-    return dev
-
-
-def fast_bf16(device: torch.device) -> bool:
-    """The one dtype policy: bf16 autocast where bf16 matmuls are fast (CUDA with bf16, CPU with AMX or
-    AVX512-BF16); fp32 elsewhere. Master weights stay fp32 either way."""
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    if device.type == "cpu":
-        cpu = torch.cpu
-        return any(
-            getattr(cpu, f, lambda: False)() for f in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
-        )
-    return False
-
-
-def autocast(device: torch.device, enabled: bool):
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
-
-
-# ------------------------------------------------------------------------------------------ distributed
-@dataclass(frozen=True)
-class DistInfo:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-    @property
-    def enabled(self) -> bool:
-        return self.world_size > 1
-
-
-def init_distributed(device: str | torch.device | None = None) -> tuple[DistInfo, torch.device]:
-    """Join the process group when started by torchrun (env WORLD_SIZE > 1); pick this rank's device.
-
-    gloo on the CPU, nccl on CUDA (one GPU per local rank)."""
-    rank, world, local_rank = distributed_env()  # ConfigError for a value torchrun would not set
-    if world <= 1:
-        return DistInfo(), resolve_device(device)
-    info = DistInfo(rank, world, local_rank)
-    dev = resolve_device(device)
-    if dev.type == "cuda":
-        dev = torch.device("cuda", info.local_rank)
-        torch.cuda.set_device(dev)
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-    return info, dev
-
-
-def current_dist() -> DistInfo:
-    if dist.is_available() and dist.is_initialized():
-        return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
-    return DistInfo()
-
-
-def _all_reduce(t: torch.Tensor, info: DistInfo, op=None) -> torch.Tensor:
-    if info.enabled:
-        dist.all_reduce(t, op=op or dist.ReduceOp.SUM)
-    return t
-
-
-# -------------------------------------------------------------------------------------------- history
 @dataclass
 class FitResult:
     """history: one dict per epoch (epoch, train_loss, train_acc, test_loss, test_acc, lr, seconds,
@@ -204,162 +65,11 @@ class FitResult:
     resumed: str | None  # description of the checkpoint resumed from, or None
 
 
-# ---------------------------------------------------------------------------------------- checkpoints
-class Checkpoints:
-    """`last.pt` and `previous.pt` in one folder, written atomically (temporary file, fsync, rename).
-
-    Loading tries `last.pt`, then `previous.pt` (a truncated or foreign file is reported and skipped).
-    A checkpoint of another configuration is not resumed: another `fingerprint`, or (given `model_config`,
-    the model's config dataclass) another resolved model configuration, e.g. after a default changed
-    (`attnlib.models.resolved_difference`). Checkpoints written before they recorded it (no
-    ``model_resolved``) are checked by their fingerprint only."""
-
-    def __init__(self, folder: str | Path, fingerprint: str = "", model_config=None):
-        self.folder, self.fingerprint = Path(folder), fingerprint
-        self.last, self.previous = self.folder / "last.pt", self.folder / "previous.pt"
-        self.model_config = model_config if dataclasses.is_dataclass(model_config) else None
-        self.resolved = None if self.model_config is None else config_record(self.model_config)
-
-    def save(self, state: dict) -> None:
-        """Write `state` as last.pt and keep the old last.pt as previous.pt. At every instant last.pt is
-        a complete checkpoint (the old one, then the new one), even if the process is killed in between."""
-        buf = io.BytesIO()  # serialised in memory first: a failed write is an OSError naming the file
-        tags = {"format": CHECKPOINT_FORMAT, "fingerprint": self.fingerprint}
-        if self.resolved is not None:
-            tags["model_resolved"] = self.resolved
-        torch.save({**state, **tags}, buf)
-        with atomic_write(self.last, before_replace=self._keep_previous) as f:
-            f.write(buf.getbuffer())
-
-    def _keep_previous(self) -> None:
-        """previous.pt becomes a second name of the current last.pt, atomically (a hard link renamed onto
-        it); without hard links on this file system, a rename (a short window without last.pt)."""
-        if not self.last.exists():
-            return
-        link = temp_name(self.previous)
-        link.unlink(missing_ok=True)
-        try:
-            os.link(self.last, link)
-            os.replace(link, self.previous)
-        except OSError:
-            os.replace(self.last, self.previous)
-        finally:
-            link.unlink(missing_ok=True)
-
-    def load(
-        self, map_location="cpu", check: Callable[[dict], str] | None = None
-    ) -> tuple[dict | None, str | None]:
-        """(state, description) of the newest usable checkpoint, or (None, None). ``check(state)`` says what
-        is wrong with a checkpoint of this configuration ('' if nothing: `attnlib.validate.checkpoint_problem`);
-        one that fails is reported in one line and the older one tried, then a fresh start."""
-        for path in (self.last, self.previous):
-            if not path.exists():
-                continue
-            try:
-                state = torch.load(path, map_location=map_location, weights_only=True)
-                missing = {"model", "optimizer", "scheduler", "epoch", "step", "history"} - set(state)
-                if missing:
-                    raise ValueError(f"missing entries {sorted(missing)}")
-            except Exception as err:  # truncated, corrupt or foreign file: report and try the older one
-                log.warning(
-                    "checkpoint %s is damaged (%s: %s); trying an older one",
-                    path,
-                    type(err).__name__,
-                    " ".join(str(err).split())[:300],
-                )
-                continue
-            if state.get("fingerprint") != self.fingerprint:
-                log.warning("checkpoint %s belongs to a different configuration; starting afresh", path)
-                return None, None
-            saved = state.get("model_resolved")
-            if self.resolved is not None and isinstance(saved, dict):
-                diffs = resolved_difference(saved, self.resolved, type(self.model_config))
-                if diffs:
-                    log.warning(
-                        "checkpoint %s belongs to a different configuration (%s); starting afresh",
-                        path,
-                        "; ".join(f"model_resolved.{d}" for d in diffs),
-                    )
-                    return None, None
-            problem = check(state) if check is not None else ""
-            if problem:  # contents checked before use: types, ranges, weights' keys, shapes, finite values
-                log.warning("checkpoint %s is damaged (%s); trying an older one", path, problem)
-                continue
-            where = f"{path.name} (epoch {state['epoch']}" + (
-                f", step {state['step']})" if state["step"] else ")"
-            )
-            if path == self.previous:
-                log.warning("falling back to the previous checkpoint %s", where)
-            return state, where
-        if self.last.exists() or self.previous.exists():
-            log.warning("no usable checkpoint in %s; training from scratch", self.folder)
-        return None, None
-
-    def discard_previous(self) -> None:
-        self.previous.unlink(missing_ok=True)
-
-
-# --------------------------------------------------------------------------------------------- signals
-class _StopRequest:
-    """Turns SIGINT/SIGTERM into a flag checked between steps (main thread only)."""
-
-    def __init__(self):
-        self.signum: int | None = None
-        self._old: dict[int, object] = {}
-
-    def __enter__(self):
-        import threading
-
-        if threading.current_thread() is threading.main_thread():
-            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: its terminal closed
-                self._old[s] = signal.signal(s, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.signum is not None:  # second signal: give up at once
-            raise KeyboardInterrupt
-        self.signum = signum
-
-    def __exit__(self, *exc):
-        for s, h in self._old.items():
-            signal.signal(s, h)
-        return False
-
-
-# ------------------------------------------------------------------------------------------------ fit
-def checkpoint_interval(seconds: float | None = None) -> float:
-    """Seconds between time-based checkpoints: `seconds`, else $ATTNLIB_CHECKPOINT_SECONDS, else
-    CHECKPOINT_SECONDS (0: after every step that checks its flags, i.e. every step on the CPU)."""
-    parameter = "checkpoint_every"
-    if seconds is None and os.environ.get(CHECKPOINT_SECONDS_ENV, "").strip():
-        parameter, seconds = CHECKPOINT_SECONDS_ENV, os.environ[CHECKPOINT_SECONDS_ENV].strip()
-        try:
-            seconds = float(seconds)
-        except ValueError:
-            raise ConfigError(parameter, seconds, "a number of seconds >= 0") from None
-    if seconds is None:
-        return CHECKPOINT_SECONDS
-    ok = isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0
-    check(ok and not math.isnan(seconds), parameter, seconds, "a number of seconds >= 0")
-    return float(seconds)
-
 
 def _seed_epoch(seed: int, epoch: int, rank: int) -> None:
     # dropout and any other global-RNG use depend only on (seed, epoch, rank)
     torch.manual_seed((seed * 1_000_003 + epoch) * 1_009 + rank)
 
-
-def _rng_state() -> dict:
-    state = {"cpu": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["cpu"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def train_step(
@@ -392,52 +102,6 @@ def grad_norm(model: nn.Module) -> torch.Tensor:
     The norm that `clip_grad_norm_` reports, computed the same way (`get_total_norm`)."""
     return nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
 
-
-def measure_throughput(
-    model: nn.Module, cfg: TrainConfig, device="cpu", steps: int = 3, warmup: int = 2
-) -> tuple[float, float]:
-    """(train, eval) images/s of `fit`'s step and of evaluation, on random batches of `cfg.batch_size`.
-
-    On the CPU: per core, i.e. one thread, timed by this process's CPU time, which other processes sharing
-    the machine barely disturb (multi-threaded CPU time is not: waiting threads spin).
-    `attnlib.experiments.CPU_PARALLEL_EFFICIENCY`
-    turns it into a multi-core estimate. On CUDA: wall time after synchronising. Updates the model's weights."""
-    device = resolve_device(device)
-    bf16 = fast_bf16(device) if cfg.bf16 is None else bool(cfg.bf16)
-    model = model.to(device)
-    optimizer = make_optimizer(model, cfg)
-    x = torch.randn(cfg.batch_size, 3, 32, 32, device=device)
-    y = torch.randint(0, 10, (cfg.batch_size,), device=device)
-    if device.type == "cuda":
-
-        def clock():
-            torch.cuda.synchronize(device)
-            return time.perf_counter()
-    else:
-
-        def clock():
-            return time.process_time()
-
-    def rate(fn) -> float:
-        for _ in range(warmup):
-            fn()
-        t = clock()
-        for _ in range(steps):
-            fn()
-        return steps * cfg.batch_size / (clock() - t)
-
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_num_threads(1)
-    try:
-        model.train()
-        train_ips = rate(lambda: train_step(model, optimizer, x, y, cfg.label_smoothing, bf16, cfg.grad_clip))
-        model.eval()
-        with torch.no_grad(), autocast(device, bf16):
-            eval_ips = rate(lambda: model(x))
-    finally:
-        torch.set_num_threads(threads)
-    return train_ips, eval_ips
 
 
 @torch.no_grad()
@@ -809,14 +473,3 @@ def _progress(iterable, enabled: bool, desc: str):
     from tqdm.auto import tqdm
 
     return tqdm(total=len(iterable), desc=desc, disable=not enabled, leave=False, dynamic_ncols=True)
-
-
-@contextlib.contextmanager
-def distributed_session(device: str | torch.device | None = None):
-    """Context for entry points: join the process group under torchrun, leave it at exit."""
-    info, dev = init_distributed(device)
-    try:
-        yield info, dev
-    finally:
-        if info.enabled and dist.is_initialized():
-            dist.destroy_process_group()

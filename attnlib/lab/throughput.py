@@ -1,0 +1,61 @@
+"""Training and inference throughput of `fit`'s step on random batches (images/s), the number behind the
+registry's CPU-hour estimates (`attnlib.experiments.estimate_seconds`)."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import nn
+
+from attnlib.config import TrainConfig
+from attnlib.train.device import autocast, fast_bf16, resolve_device
+from attnlib.train.loop import train_step
+from attnlib.train.schedule import make_optimizer
+
+
+def measure_throughput(
+    model: nn.Module, cfg: TrainConfig, device="cpu", steps: int = 3, warmup: int = 2
+) -> tuple[float, float]:
+    """(train, eval) images/s of `fit`'s step and of evaluation, on random batches of `cfg.batch_size`.
+
+    On the CPU: per core, i.e. one thread, timed by this process's CPU time, which other processes sharing
+    the machine barely disturb (multi-threaded CPU time is not: waiting threads spin).
+    `attnlib.experiments.CPU_PARALLEL_EFFICIENCY`
+    turns it into a multi-core estimate. On CUDA: wall time after synchronising. Updates the model's weights."""
+    device = resolve_device(device)
+    bf16 = fast_bf16(device) if cfg.bf16 is None else bool(cfg.bf16)
+    model = model.to(device)
+    optimizer = make_optimizer(model, cfg)
+    x = torch.randn(cfg.batch_size, 3, 32, 32, device=device)
+    y = torch.randint(0, 10, (cfg.batch_size,), device=device)
+    if device.type == "cuda":
+
+        def clock():
+            torch.cuda.synchronize(device)
+            return time.perf_counter()
+    else:
+
+        def clock():
+            return time.process_time()
+
+    def rate(fn) -> float:
+        for _ in range(warmup):
+            fn()
+        t = clock()
+        for _ in range(steps):
+            fn()
+        return steps * cfg.batch_size / (clock() - t)
+
+    threads = torch.get_num_threads()
+    if device.type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        model.train()
+        train_ips = rate(lambda: train_step(model, optimizer, x, y, cfg.label_smoothing, bf16, cfg.grad_clip))
+        model.eval()
+        with torch.no_grad(), autocast(device, bf16):
+            eval_ips = rate(lambda: model(x))
+    finally:
+        torch.set_num_threads(threads)
+    return train_ips, eval_ips

@@ -1,0 +1,155 @@
+"""Checkpoints of a run: `last.pt` and `previous.pt` written atomically, validated before use, with the RNG
+states that make a resumed run end with the same history as an uninterrupted one; and how often `fit`
+checkpoints mid-epoch."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from attnlib.checks import check
+from attnlib.env import CHECKPOINT_SECONDS_ENV
+from attnlib.errors import ConfigError
+from attnlib.models import config_record, resolved_difference
+from attnlib.util import atomic_write, temp_name
+
+log = logging.getLogger("attnlib")
+
+CHECKPOINT_FORMAT = 1
+# Besides the end of every epoch, `fit` checkpoints mid-epoch once this many seconds of training have passed
+# since the last checkpoint, so that a run killed without a signal (SIGKILL, a notebook kernel whose parent
+# died) loses at most that much. Not part of a run's configuration: it changes no result.
+CHECKPOINT_SECONDS = 120.0
+
+
+class Checkpoints:
+    """`last.pt` and `previous.pt` in one folder, written atomically (temporary file, fsync, rename).
+
+    Loading tries `last.pt`, then `previous.pt` (a truncated or foreign file is reported and skipped).
+    A checkpoint of another configuration is not resumed: another `fingerprint`, or (given `model_config`,
+    the model's config dataclass) another resolved model configuration, e.g. after a default changed
+    (`attnlib.models.resolved_difference`). Checkpoints written before they recorded it (no
+    ``model_resolved``) are checked by their fingerprint only."""
+
+    def __init__(self, folder: str | Path, fingerprint: str = "", model_config=None):
+        self.folder, self.fingerprint = Path(folder), fingerprint
+        self.last, self.previous = self.folder / "last.pt", self.folder / "previous.pt"
+        self.model_config = model_config if dataclasses.is_dataclass(model_config) else None
+        self.resolved = None if self.model_config is None else config_record(self.model_config)
+
+    def save(self, state: dict) -> None:
+        """Write `state` as last.pt and keep the old last.pt as previous.pt. At every instant last.pt is
+        a complete checkpoint (the old one, then the new one), even if the process is killed in between."""
+        buf = io.BytesIO()  # serialised in memory first: a failed write is an OSError naming the file
+        tags = {"format": CHECKPOINT_FORMAT, "fingerprint": self.fingerprint}
+        if self.resolved is not None:
+            tags["model_resolved"] = self.resolved
+        torch.save({**state, **tags}, buf)
+        with atomic_write(self.last, before_replace=self._keep_previous) as f:
+            f.write(buf.getbuffer())
+
+    def _keep_previous(self) -> None:
+        """previous.pt becomes a second name of the current last.pt, atomically (a hard link renamed onto
+        it); without hard links on this file system, a rename (a short window without last.pt)."""
+        if not self.last.exists():
+            return
+        link = temp_name(self.previous)
+        link.unlink(missing_ok=True)
+        try:
+            os.link(self.last, link)
+            os.replace(link, self.previous)
+        except OSError:
+            os.replace(self.last, self.previous)
+        finally:
+            link.unlink(missing_ok=True)
+
+    def load(
+        self, map_location="cpu", check: Callable[[dict], str] | None = None
+    ) -> tuple[dict | None, str | None]:
+        """(state, description) of the newest usable checkpoint, or (None, None). ``check(state)`` says what
+        is wrong with a checkpoint of this configuration ('' if nothing: `attnlib.validate.checkpoint_problem`);
+        one that fails is reported in one line and the older one tried, then a fresh start."""
+        for path in (self.last, self.previous):
+            if not path.exists():
+                continue
+            try:
+                state = torch.load(path, map_location=map_location, weights_only=True)
+                missing = {"model", "optimizer", "scheduler", "epoch", "step", "history"} - set(state)
+                if missing:
+                    raise ValueError(f"missing entries {sorted(missing)}")
+            except Exception as err:  # truncated, corrupt or foreign file: report and try the older one
+                log.warning(
+                    "checkpoint %s is damaged (%s: %s); trying an older one",
+                    path,
+                    type(err).__name__,
+                    " ".join(str(err).split())[:300],
+                )
+                continue
+            if state.get("fingerprint") != self.fingerprint:
+                log.warning("checkpoint %s belongs to a different configuration; starting afresh", path)
+                return None, None
+            saved = state.get("model_resolved")
+            if self.resolved is not None and isinstance(saved, dict):
+                diffs = resolved_difference(saved, self.resolved, type(self.model_config))
+                if diffs:
+                    log.warning(
+                        "checkpoint %s belongs to a different configuration (%s); starting afresh",
+                        path,
+                        "; ".join(f"model_resolved.{d}" for d in diffs),
+                    )
+                    return None, None
+            problem = check(state) if check is not None else ""
+            if problem:  # contents checked before use: types, ranges, weights' keys, shapes, finite values
+                log.warning("checkpoint %s is damaged (%s); trying an older one", path, problem)
+                continue
+            where = f"{path.name} (epoch {state['epoch']}" + (
+                f", step {state['step']})" if state["step"] else ")"
+            )
+            if path == self.previous:
+                log.warning("falling back to the previous checkpoint %s", where)
+            return state, where
+        if self.last.exists() or self.previous.exists():
+            log.warning("no usable checkpoint in %s; training from scratch", self.folder)
+        return None, None
+
+    def discard_previous(self) -> None:
+        self.previous.unlink(missing_ok=True)
+
+
+
+def checkpoint_interval(seconds: float | None = None) -> float:
+    """Seconds between time-based checkpoints: `seconds`, else $ATTNLIB_CHECKPOINT_SECONDS, else
+    CHECKPOINT_SECONDS (0: after every step that checks its flags, i.e. every step on the CPU)."""
+    parameter = "checkpoint_every"
+    if seconds is None and os.environ.get(CHECKPOINT_SECONDS_ENV, "").strip():
+        parameter, seconds = CHECKPOINT_SECONDS_ENV, os.environ[CHECKPOINT_SECONDS_ENV].strip()
+        try:
+            seconds = float(seconds)
+        except ValueError:
+            raise ConfigError(parameter, seconds, "a number of seconds >= 0") from None
+    if seconds is None:
+        return CHECKPOINT_SECONDS
+    ok = isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0
+    check(ok and not math.isnan(seconds), parameter, seconds, "a number of seconds >= 0")
+    return float(seconds)
+
+
+
+def _rng_state() -> dict:
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

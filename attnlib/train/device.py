@@ -1,0 +1,43 @@
+"""The one device and dtype policy of training: which device a name means, and where bf16 autocast pays."""
+
+from __future__ import annotations
+
+import torch
+
+from attnlib.errors import ConfigError
+
+
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    """None or "auto" -> CUDA when available, else CPU. Unknown or unavailable devices -> ConfigError."""
+    if isinstance(device, torch.device):
+        return device
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError("device", device, "auto, cpu, cuda, cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device", device, "cpu (no CUDA device is available here)")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ConfigError("device", device, [f"cuda:{i}" for i in range(torch.cuda.device_count())])
+    if dev.type not in ("cpu", "cuda"):
+        raise ConfigError("device", device, "auto, cpu, cuda, cuda:N")
+    return dev
+
+
+def fast_bf16(device: torch.device) -> bool:
+    """The one dtype policy: bf16 autocast where bf16 matmuls are fast (CUDA with bf16, CPU with AMX or
+    AVX512-BF16); fp32 elsewhere. Master weights stay fp32 either way."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        cpu = torch.cpu
+        return any(
+            getattr(cpu, f, lambda: False)() for f in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+        )
+    return False
+
+
+def autocast(device: torch.device, enabled: bool):
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)

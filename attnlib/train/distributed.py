@@ -1,0 +1,101 @@
+"""Distributed training under torchrun (DDP: gloo on the CPU, nccl on CUDA) and the stop signals.
+
+Under `torchrun` (env `WORLD_SIZE` > 1) `init_distributed` joins the process group and `fit` wraps the model
+in DistributedDataParallel; `_StopRequest` turns SIGINT/SIGTERM/SIGHUP into a flag the loop checks between
+steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from attnlib.checks import distributed_env
+from attnlib.train.device import resolve_device
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def init_distributed(device: str | torch.device | None = None) -> tuple[DistInfo, torch.device]:
+    """Join the process group when started by torchrun (env WORLD_SIZE > 1); pick this rank's device.
+
+    gloo on the CPU, nccl on CUDA (one GPU per local rank)."""
+    rank, world, local_rank = distributed_env()  # ConfigError for a value torchrun would not set
+    if world <= 1:
+        return DistInfo(), resolve_device(device)
+    info = DistInfo(rank, world, local_rank)
+    dev = resolve_device(device)
+    if dev.type == "cuda":
+        dev = torch.device("cuda", info.local_rank)
+        torch.cuda.set_device(dev)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
+    return info, dev
+
+
+def current_dist() -> DistInfo:
+    if dist.is_available() and dist.is_initialized():
+        return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    return DistInfo()
+
+
+def _all_reduce(t: torch.Tensor, info: DistInfo, op=None) -> torch.Tensor:
+    if info.enabled:
+        dist.all_reduce(t, op=op or dist.ReduceOp.SUM)
+    return t
+
+
+class _StopRequest:
+    """Turns SIGINT/SIGTERM into a flag checked between steps (main thread only)."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._old: dict[int, object] = {}
+
+    def __enter__(self):
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: its terminal closed
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signum is not None:  # second signal: give up at once
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def __exit__(self, *exc):
+        for s, h in self._old.items():
+            signal.signal(s, h)
+        return False
+
+
+
+@contextlib.contextmanager
+def distributed_session(device: str | torch.device | None = None):
+    """Context for entry points: join the process group under torchrun, leave it at exit."""
+    info, dev = init_distributed(device)
+    try:
+        yield info, dev
+    finally:
+        if info.enabled and dist.is_initialized():
+            dist.destroy_process_group()
