@@ -1,12 +1,13 @@
-"""Files on disk: a folder that must be writable, JSON / npz files and checksums written atomically, and the
-lock of a run folder. The atomic write itself is `attnlib.util.atomic_write` (temporary file, fsync, rename).
+"""Files on disk: a folder that must be writable, JSON / npz files written atomically, and the lock of a run
+folder. The atomic write itself is `attnlib.util.atomic_write` (temporary file, fsync, rename). The readers
+(read_regular, read_json, sha256, check_no_links, open_nofollow) moved to `attnlib.results.store` (issue 32) and
+are re-exported here for their callers.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import io
 import json
 import logging
@@ -18,6 +19,17 @@ from pathlib import Path
 
 import numpy as np
 
+from attnlib.results.store import (  # noqa: F401 -- re-exported for the callers of attnlib.store
+    MAX_JSON_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_RESULT_BYTES,
+    UnsafeFolder,
+    check_no_links,
+    open_nofollow,
+    read_json,
+    read_regular,
+    sha256,
+)
 from attnlib.util import write_bytes
 
 log = logging.getLogger("attnlib")
@@ -53,98 +65,6 @@ def check_writable(folder: str | Path) -> None:
         raise OSError(code, f"{reason}: cannot write results here{where}", str(probe))
 
 
-class UnsafeFolder(OSError):
-    """A results folder holds a symbolic link (or another non-regular file) where a run writes or reads:
-    writing through it could overwrite a file outside the results, reading it could hang or exhaust memory.
-    An OSError (errno ELOOP), so the command line reports it in one line (exit 5)."""
-
-
-def _unsafe(path: Path, what: str) -> UnsafeFolder:
-    reason = f"{what}; refused: a results folder holds plain files and folders only"
-    return UnsafeFolder(errno.ELOOP, reason, str(path))
-
-
-def check_no_links(folder: str | Path, root: str | Path | None = None) -> None:
-    """Raise UnsafeFolder unless nothing a run writes in `folder` is a symbolic link: `folder` itself and
-    every folder between `root` (the results folder, itself allowed to be a link) and it, its entries
-    (run.lock, result files), `checkpoints/` and the entries in it. Writes nothing."""
-    folder = Path(folder)
-    chain = [folder]
-    if root is not None and Path(root) in folder.parents:
-        chain += [p for p in folder.parents if Path(root) in p.parents]
-    for p in chain:
-        if p.is_symlink():
-            raise _unsafe(p, "is a symbolic link")
-    for sub in (folder, folder / "checkpoints"):
-        try:
-            entries = list(os.scandir(sub))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        for entry in entries:
-            if entry.is_symlink():
-                raise _unsafe(Path(entry.path), "is a symbolic link")
-
-
-def open_nofollow(path: str | Path, flags: int, mode: int = 0o644) -> int:
-    """os.open that never follows a symbolic link at `path` (UnsafeFolder, errno ELOOP, if one is there)."""
-    try:
-        return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise _unsafe(Path(path), "is a symbolic link") from None
-        raise
-
-
-# the largest file a reader takes in (metrics.json, config.json, timing files, history.csv, attention.npz):
-# the project's largest result file is 0.2 MB; a bigger one is refused rather than read into memory
-MAX_JSON_BYTES = 4 << 20
-MAX_RESULT_BYTES = 256 << 20
-MAX_JSON_DEPTH = 32  # what a results file nests (metrics.json: 3 levels); deeper is refused
-
-
-def read_regular(path: str | Path, limit: int = MAX_RESULT_BYTES) -> bytes:
-    """The bytes of `path`, a regular file of at most `limit` bytes, read without following a symbolic link
-    and without blocking on a FIFO; else an OSError naming the path (UnsafeFolder for a link, a FIFO, a
-    device or a folder; EFBIG for a larger file)."""
-    fd = open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _unsafe(Path(path), "is not a regular file")
-        if st.st_size > limit:
-            raise OSError(errno.EFBIG, f"is larger than {limit} bytes, more than any result file", str(path))
-        chunks, left = [], limit + 1
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        if len(data) > limit:  # it grew while read
-            raise OSError(errno.EFBIG, f"is larger than {limit} bytes, more than any result file", str(path))
-        return data
-    finally:
-        os.close(fd)
-
-
-def read_json(path: str | Path, limit: int = MAX_JSON_BYTES):
-    """The JSON value in `path` (`read_regular`); ValueError when it is not JSON or nests deeper than
-    MAX_JSON_DEPTH (a RecursionError in the reader otherwise)."""
-    data = read_regular(path, limit)
-    try:
-        value = json.loads(data)
-    except RecursionError:
-        raise ValueError(f"{path}: nested too deeply") from None
-    depth, stack = 0, [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        depth = max(depth, d)
-        if depth > MAX_JSON_DEPTH:
-            raise ValueError(f"{path}: nested deeper than {MAX_JSON_DEPTH} levels")
-        if isinstance(v, dict):
-            stack += [(x, d + 1) for x in v.values()]
-        elif isinstance(v, list):
-            stack += [(x, d + 1) for x in v]
-    return value
-
 
 def write_json(path: str | Path, obj) -> None:
     write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n").encode())
@@ -167,10 +87,6 @@ def _json_default(obj):
         return str(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
-
-def sha256(path: str | Path, limit: int = MAX_RESULT_BYTES) -> str:
-    """The sha256 of a regular file of at most `limit` bytes (`read_regular`)."""
-    return hashlib.sha256(read_regular(path, limit)).hexdigest()
 
 
 class RunLock:

@@ -459,11 +459,13 @@ def test_attnlib_results_reexports_each_name_from_its_module():
     module whose job it is."""
     from attnlib import results, runs, snapshots, store, tables
 
+    # issue 32: attnlib.results is a package; the former facade's names are looked up in their new homes,
+    # which the old module paths (shims) still reach
     homes = (runs, snapshots, store, tables)
     for name in results.__all__:
         value = getattr(results, name)
         assert any(getattr(m, name, None) is value for m in homes), name
-        assert getattr(value, "__module__", "attnlib.runs") in {m.__name__ for m in homes}, name
+        assert getattr(value, "__module__", "attnlib.runs") != "attnlib.results", name
 
 
 # --------------------------------------------------- reliability (issue 9): bad run arguments through the API

@@ -1,0 +1,478 @@
+"""The claims' rules: the thresholds, the `Evidence` a verdict is computed from, `Claim`, and the test of each
+claim (from saved runs' per-layer measures, probes and centres, accuracies over seeds). Moved verbatim from
+attnlib.claims (issue 32); `attnlib.analysis.claims` lists the claims and builds the ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from attnlib import experiments, literature, measures
+
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED, UNTESTABLE = (
+    "reproduced",
+    "not reproduced",
+    "inconclusive",
+    "not measured",
+    "untestable here",  # our scale cannot reach the conditions the claim is about
+)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED, UNTESTABLE)
+
+#: Presets of scaled-down models (fewer layers, narrower, a few to 60 epochs on CPUs): a claim about the
+#: papers' 300-epoch training of full-size models is untestable at them.
+SCALED_DOWN = ("budget", "long", "smoke")
+#: The [Re] Fig. 8 model, whose attention maps the report's claims on HA maps describe, and its control (the
+#: same network without HA); the other HA models are secondary lines of those claims.
+FIG8_MODEL, FIG8_CONTROL = "learned_content_9h_ha", "learned_content_9h"
+
+HA_PAIRS = ("learned_content_9h", "learned_content_16h", "san_pairwise", "san_patchwise", "vit")
+LEARNED_POSITIONAL = ("learned_9h", "learned_16h")
+LEARNED_CONTENT = ("learned_content_9h", "learned_content_16h")
+QUADRATIC = ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h")
+
+# The rules' thresholds, in one place (the book prints them next to each verdict).
+THEOREM_TOLERANCE = 1e-5  # relative error of the constructed layer against F.conv2d, float64
+MOVED_TOKENS = 0.5  # a quadratic centre "left its initialisation": moved by half a key position or more
+LOCAL_PEAK, FLAT_PEAK = 5.0, 1.5  # attention peak (multiple of uniform): localized at or above, flat below
+IMAGE_DEPENDENT = 0.1  # total-variation distance between an image's map and the mean map over images
+NEAR_RESNET, FAR_FROM_RESNET = 2.0, 5.0  # accuracy points behind ResNet18
+HA_GAIN = 5.0  # [Re]: "at least 5% gain in each case", read as 5 accuracy points
+FIFTH = 0.25  # "almost 1/5th of the parameters": a ratio of at most 1/4
+DIFFERENT_LAYERS = 0.8  # layer similarity σ below this: consecutive layers attend differently
+COMPARABLE_SIZE = 1.25  # "a comparable number of parameters": within 25% of each other
+
+
+
+@dataclass
+class Evidence:
+    """What the verdicts are computed from.
+
+    runs: {experiment: RunResult or None}, seed 0, at `presets[experiment]` where given, else at `preset`;
+    accuracies: {experiment: [test accuracy of every saved seed]}, at `seed_presets[experiment]` where
+    given, else at `preset` (a comparison over seeds may come from another preset than the maps: see
+    `gather`); params_paper: {experiment:
+    parameters at the paper preset}; theorem_error: relative error of `attention_from_conv` against
+    `F.conv2d` (None: not checked)."""
+
+    preset: str
+    runs: dict = field(default_factory=dict)
+    accuracies: dict[str, list[float]] = field(default_factory=dict)
+    params_paper: dict[str, int] = field(default_factory=dict)
+    theorem_error: float | None = None
+    presets: dict[str, str] = field(default_factory=dict)
+    seed_presets: dict[str, str] = field(default_factory=dict)
+
+    def preset_of(self, experiment: str) -> str:
+        """The preset the evidence of `experiment` comes from."""
+        return self.presets.get(experiment, self.preset)
+
+    def name(self, experiment: str) -> str:
+        """`experiment` as a value names it: with its preset in brackets when that is not the ledger's."""
+        return self._labelled(experiment, self.preset_of(experiment))
+
+    def seeds_name(self, experiment: str) -> str:
+        """`experiment` as a comparison over its seeds names it (its accuracies' preset in brackets)."""
+        return self._labelled(experiment, self.seed_presets.get(experiment, self.preset))
+
+    def _labelled(self, experiment: str, preset: str) -> str:
+        return experiment if preset == self.preset else f"{experiment} ({preset})"
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: str
+    title: str  # a few words, for tables
+    source: str  # paper
+    where: str  # section / figure
+    words: str  # the claim in the source's words (quoted) or, where the text was not recovered, a paraphrase
+    measure: str
+    rule: str
+    test: Callable[[Evidence], tuple[str, str]]
+
+
+# ------------------------------------------------------------------------------------ per-layer profile
+def layer_profile(run) -> list[dict[str, float]] | None:
+    """Per layer of a saved run's token attention: mean attended distance (input pixels), peak (multiple of
+    uniform), image dependence (TV from the mean map) and, from the second layer on, `similarity` σ with the
+    previous layer. From the last history row when the run logged measures every epoch (`long`), else
+    from `attention.npz` (the saved query pixels of the first test images). None without token maps."""
+    if run is None:
+        return None
+    hist = run.history
+    if hist is not None and "distance_0" in getattr(hist, "columns", ()):
+        last = hist.iloc[-1]
+        layers = sorted(int(c.rsplit("_", 1)[1]) for c in hist.columns if c.startswith("distance_"))
+        keys = ("distance", "peak", "image_dependence", "similarity")
+        return [{k: float(last[f"{k}_{i}"]) for k in keys if f"{k}_{i}" in last} for i in layers]
+    att = run.attention or {}
+    if "rows" not in att:
+        return None
+    import torch
+
+    rows, mean = (torch.as_tensor(np.asarray(att[k], np.float64)) for k in ("rows", "rows_mean"))
+    queries, (_, width) = np.asarray(att["queries"]), np.asarray(att["grid"])
+    scale = 32 / width  # input pixels per token
+    out = []
+    for layer in range(rows.shape[1]):
+        out.append(
+            {
+                "distance": float(measures.mean_distance(mean[layer][None], queries).mean()) * scale,
+                "peak": float(measures.peak(rows[:, layer]).mean()),
+                "image_dependence": float(measures.image_dependence(rows[:, layer], mean[layer]).mean()),
+            }
+        )
+        if layer:  # σ over the saved images and query pixels, as the probe takes it over all of them
+            out[-1]["similarity"] = float(measures.layer_similarity(rows[:, layer], rows[:, layer - 1]))
+    return out
+
+
+def centre_moves(run) -> list[float] | None:
+    """Mean displacement of the quadratic centres Δ from their initialisation per layer, in key positions
+    (tokens), at the end of a saved run; None without a centres log."""
+    centres = measures.logged_centres(run)
+    if centres is None:
+        return None
+    return [float(v) for v in measures.centre_displacement(centres)[-1]]
+
+
+# ------------------------------------------------------------------------------------------------ rules
+def _fmt_layers(values, spec="{:.2f}") -> str:
+    return " / ".join(spec.format(v) for v in values)
+
+
+def _theorem(ev: Evidence):
+    if ev.theorem_error is None:
+        return "not checked", NOT_MEASURED
+    verdict = REPRODUCED if ev.theorem_error < THEOREM_TOLERANCE else NOT_REPRODUCED
+    return f"relative error {ev.theorem_error:.1e}", verdict
+
+
+def _centres_leave_init(ev: Evidence):
+    found = {n: centre_moves(ev.runs.get(n)) for n in QUADRATIC}
+    found = {n: m for n, m in found.items() if m is not None}
+    if not found:
+        return "no quadratic run saved", NOT_MEASURED
+    moved = [v >= MOVED_TOKENS for m in found.values() for v in m]
+    text = "; ".join(f"{ev.name(n)}: {_fmt_layers(m)} tokens per layer" for n, m in found.items())
+    verdict = REPRODUCED if all(moved) else NOT_REPRODUCED if not any(moved) else INCONCLUSIVE
+    return text, verdict
+
+
+def probe_layers(run, key: str) -> tuple[list[float] | None, list[float] | None, float | None]:
+    """(end, init, uniform) of one measure (``distance`` in input pixels or ``peak``), per layer averaged over
+    heads: from the run's standard probe (probe.npz: the same images and every query at initialisation, at
+    the end, and for uniform attention on the same grid) where it was saved, else the end values of
+    ``layer_profile`` with init and uniform None (not measured)."""
+    probe = getattr(run, "probe", None)
+    if probe is not None and f"end_{key}" in probe and int(probe.get("token_layers", 1)):
+        end, init = (np.asarray(probe[f"{w}_{key}"], np.float64) for w in ("end", "init"))
+        return end.mean(-1).tolist(), init.mean(-1).tolist(), float(probe[f"uniform_{key}"])
+    profile = layer_profile(run)
+    return ([p[key] for p in profile] if profile else None), None, None
+
+
+def _rises(d: list[float], uniform: float | None = None) -> bool:
+    """Local early, far later: the last layer's distance above the first's, rising (or level) at half the
+    steps or more, and, where the uniform value is known, the first layer more local than uniform attention
+    (a flat model whose layers all sit at the uniform distance does not count as rising)."""
+    monotone = sum(b >= a for a, b in zip(d, d[1:], strict=False)) >= (len(d) - 1) / 2
+    return d[-1] > d[0] and monotone and (uniform is None or d[0] < uniform)
+
+
+def _further_last(d: list[float], uniform: float | None = None) -> bool:
+    """The weak form of ``_rises`` that initialisation is held to: the last layer attends further than the
+    first at all."""
+    return d[-1] > d[0]
+
+
+def _created_by_training(end, init, holds, uniform=None, at_init=None) -> tuple[bool | None, str]:
+    """(passes, note) of an ordering rule ``holds`` (values per layer, uniform value or None -> bool) on a
+    model: False when the end values break it; True when they hold it and the initial ones did not hold
+    ``at_init`` (default ``holds``; a weaker form, so that an order already begun at initialisation is not
+    credited to training); False when they did; None when it holds at the end but initialisation was not
+    measured. The note says which."""
+    if not holds(end, uniform):
+        return False, ""
+    if init is None:
+        return None, "not measured against initialisation"
+    if (at_init or holds)(init, uniform):
+        return False, f"already so at initialisation ({_fmt_layers(init, '{:.1f}')})"
+    return True, f"at initialisation {_fmt_layers(init, '{:.1f}')}"
+
+
+def _ordering(
+    ev: Evidence, names, key: str, holds, unit: str, spec="{:.1f}", at_init=None
+) -> tuple[str, str]:
+    """An ordering claim on the models ``names``: each passes only if training created the order
+    (``_created_by_training``); reproduced when every model passes, not reproduced when none does and
+    each was measured, inconclusive otherwise (one model each way, or an order never compared with
+    initialisation). The uniform value of the probe is named where known."""
+    parts, passes = [], []
+    for n in names:
+        end, init, uniform = probe_layers(ev.runs.get(n), key)
+        if end is None:
+            continue
+        ok, note = _created_by_training(end, init, holds, uniform, at_init)
+        passes.append(ok)
+        extra = "; ".join(
+            filter(None, [note, None if uniform is None else f"uniform {spec.format(uniform)}"])
+        )
+        parts.append(f"{ev.name(n)}: {_fmt_layers(end, spec)}{unit}" + (f" ({extra})" if extra else ""))
+    if not passes:
+        return "no token attention saved", NOT_MEASURED
+    if all(p is True for p in passes):
+        verdict = REPRODUCED
+    elif all(p is False for p in passes):
+        verdict = NOT_REPRODUCED
+    else:
+        verdict = INCONCLUSIVE
+    return "; ".join(parts), verdict
+
+
+def _profiles(ev: Evidence, names) -> dict[str, list[dict]]:
+    out = {n: layer_profile(ev.runs.get(n)) for n in names}
+    return {n: p for n, p in out.items() if p}
+
+
+def _quadratic_local_then_far(ev: Evidence):
+    return _ordering(ev, QUADRATIC, "distance", _rises, " px", at_init=_further_last)
+
+
+def _learned_fixed_shifts(ev: Evidence):
+    profiles = _profiles(ev, LEARNED_POSITIONAL)
+    if not profiles:
+        return "no positional-only learned run saved", NOT_MEASURED
+    first = {n: p[0]["peak"] for n, p in profiles.items()}
+    text = "; ".join(f"{ev.name(n)}: first layer {v:.2f}× uniform" for n, v in first.items())
+    # our changes of these models (registry variants) are reported beside the verdict, which stays theirs
+    text += "".join(_variant_peak(ev, v) for v in _variants_of(LEARNED_POSITIONAL))
+    if all(v >= LOCAL_PEAK for v in first.values()):
+        return text, REPRODUCED
+    return text, NOT_REPRODUCED if all(v < FLAT_PEAK for v in first.values()) else INCONCLUSIVE
+
+
+def _variant_base(name: str) -> str | None:
+    """The experiment a claim variant changes (`Experiment.variant_of`), None for any other."""
+    from attnlib import experiments
+
+    return experiments.get(name).variant_of
+
+
+def _variants_of(bases) -> list[str]:
+    """The registry's claim variants of the experiments `bases`, in registry order."""
+    from attnlib import experiments
+
+    return [n for n in experiments.names(variants=True) if _variant_base(n) in bases]
+
+
+def _variant_peak(ev: Evidence, name: str) -> str:
+    """'; with <the change> (<name>, not the paper's model): first layer X× uniform, Y× at initialisation'
+    when the variant is saved, else ''. Positional-only heads attend alike for every input, so the
+    initial peak is that of a fresh model (seed 0) on any image."""
+    profile = layer_profile(ev.runs.get(name))
+    if not profile:
+        return ""
+    from attnlib import experiments
+
+    change = experiments.get(name).title.split(", ")[-1]
+    return (
+        f"; with {change} ({ev.name(name)}, not the paper's model): first layer {profile[0]['peak']:.2f}× "
+        f"uniform, {initial_peaks(name, ev.preset_of(name))[0]:.2f}× at initialisation"
+    )
+
+
+def initial_peaks(name: str, preset: str) -> list[float]:
+    """Per layer, the attention peak (× uniform) of a freshly built model of `name` (seed 0) on 8 random
+    images: where a positional-only model starts."""
+    import torch
+
+    from attnlib import experiments
+    from attnlib.measures import probe
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = experiments.build_model(name, preset).eval()
+        images = torch.randn(8, 3, 32, 32)
+        with torch.no_grad():
+            row = probe(model, images)
+    return [v for k, v in row.items() if k.startswith("peak_")]
+
+
+def _content_depends_on_image(ev: Evidence):
+    profiles = _profiles(ev, LEARNED_CONTENT)
+    if not profiles:
+        return "no learned-with-content run saved", NOT_MEASURED
+    top = {n: max(p["image_dependence"] for p in prof) for n, prof in profiles.items()}
+    text = "; ".join(f"{ev.name(n)}: up to {v:.2f} TV" for n, v in top.items())
+    if all(v >= IMAGE_DEPENDENT for v in top.values()):
+        return text, REPRODUCED
+    return text, NOT_REPRODUCED if all(v < IMAGE_DEPENDENT / 2 for v in top.values()) else INCONCLUSIVE
+
+
+RESNETS = ("resnet18", "resnet18_narrow")  # ResNet18, then the width comparable with the attention models
+
+
+def _close_to_resnet(ev: Evidence):
+    """The best paper attention model against the first ResNet of RESNETS whose parameter count is within
+    COMPARABLE_SIZE of its own (the narrow one at the scaled-down presets), each saved at one preset;
+    untestable where none is."""
+    judged = [_against_resnet(ev, name) for name in RESNETS if ev.runs.get(name) is not None]
+    judged = [j for j in judged if j is not None]
+    if not judged:
+        return "ResNet18 or the attention models not saved", NOT_MEASURED
+    return next((j for j in judged if j[1] != UNTESTABLE), judged[0])
+
+
+def _against_resnet(ev: Evidence, name: str):
+    resnet, same = ev.runs[name], ev.preset_of(name)  # compared within one preset
+    attention = {
+        n: r.test_accuracy
+        for n, r in ev.runs.items()
+        if r is not None
+        and n not in RESNETS
+        and not n.startswith(("san_", "vit"))
+        and not n.endswith("_ha")
+        and _variant_base(n) is None  # the paper's models, not our changes of them
+        and ev.preset_of(n) == same
+    }
+    if not attention:
+        return None
+
+    def mean(name: str, run) -> tuple[float, int]:  # over the seeds where they are of the same preset
+        seeds = ev.accuracies.get(name) or []
+        if seeds and ev.seed_presets.get(name, ev.preset) == same:
+            return sum(seeds) / len(seeds), len(seeds)
+        return run.test_accuracy, 1
+
+    attention = {n: mean(n, ev.runs[n]) for n in attention}
+    best = max(attention, key=lambda n: attention[n][0])
+    (acc, n_best), (res, n_res) = attention[best], mean(name, resnet)
+    gap = (res - acc) * 100
+    title = experiments.get(name).title
+    text = (
+        f"best ({ev.name(best)}) {acc:.1%} against {title} {res:.1%} (seeds: {n_best} and {n_res}): "
+        f"{gap:.1f} points behind"
+    )
+    sizes = [getattr(r, "metrics", {}).get("params") for r in (ev.runs[best], resnet)]
+    if all(sizes):
+        ratio = max(sizes) / min(sizes)
+        text += f"; {title} has {sizes[1] / sizes[0]:.1f}× its parameters"
+        if ratio > COMPARABLE_SIZE:
+            return text + f" (not within {COMPARABLE_SIZE - 1:.0%}: no comparable size here)", UNTESTABLE
+    return (
+        text,
+        REPRODUCED if gap <= NEAR_RESNET else NOT_REPRODUCED if gap > FAR_FROM_RESNET else INCONCLUSIVE,
+    )
+
+
+def _ha_gain(ev: Evidence):
+    """The pairs' Welch intervals with their Holm-adjusted p, beside [Re]'s own logged gains; untestable at
+    a scaled-down preset (the claim is about the papers' 300-epoch models), else judged on the intervals."""
+    text, verdict = _ha_gain_intervals(ev)
+    logged = {b: literature.logged_gain(b) for b in HA_PAIRS}
+    logged = {b: g for b, g in logged.items() if g == g}  # NaN: not in the [Re] logs
+    if logged:
+        text += "; [Re]'s own run logs: " + ", ".join(f"{b} {g:+.2f}" for b, g in logged.items())
+    presets = {ev.seed_presets.get(n, ev.preset) for b in HA_PAIRS for n in (b, b + "_ha")}
+    if verdict != NOT_MEASURED and presets & set(SCALED_DOWN):
+        return text, UNTESTABLE
+    return text, verdict
+
+
+def _ha_gain_intervals(ev: Evidence):
+    from attnlib.analysis import stats as compare
+
+    found = {b: (ev.accuracies.get(b, []), ev.accuracies.get(b + "_ha", [])) for b in HA_PAIRS}
+    tests = {b: compare.welch(a, h) for b, (a, h) in found.items() if a and h}
+    holm = dict(zip(tests, compare.holm([w.p for w in tests.values()]), strict=True))
+    parts, verdicts = [], []
+    for base in HA_PAIRS:
+        a, b = ev.accuracies.get(base, []), ev.accuracies.get(base + "_ha", [])
+        if not a or not b:
+            parts.append(f"{base}: not saved")
+            verdicts.append(NOT_MEASURED)
+            continue
+        w = compare.welch(a, b)
+        if w.interval is None:
+            parts.append(f"{ev.seeds_name(base)}: {w.difference} (n = {len(a)}/{len(b)}: no interval)")
+            verdicts.append(INCONCLUSIVE)
+            continue
+        low, high = w.interval
+        parts.append(
+            f"{ev.seeds_name(base)}: {w.difference} (n = {len(a)}/{len(b)}, Holm p {holm[base]:.3f})"
+        )
+        verdicts.append(REPRODUCED if low >= HA_GAIN else NOT_REPRODUCED if high < HA_GAIN else INCONCLUSIVE)
+    if NOT_REPRODUCED in verdicts:
+        verdict = NOT_REPRODUCED  # "in each case": one pair that is surely below refutes it
+    elif all(v == REPRODUCED for v in verdicts):
+        verdict = REPRODUCED
+    elif all(v == NOT_MEASURED for v in verdicts):
+        verdict = NOT_MEASURED
+    else:
+        verdict = INCONCLUSIVE
+    return "; ".join(parts), verdict
+
+
+def _ha_fifth(ev: Evidence):
+    ratios = {
+        b: ev.params_paper[b + "_ha"] / ev.params_paper[b]
+        for b in HA_PAIRS
+        if b in ev.params_paper and b + "_ha" in ev.params_paper
+    }
+    if not ratios:
+        return "parameter counts not computed", NOT_MEASURED
+    text = "; ".join(f"{b}: {r:.2f}" for b, r in ratios.items())
+    return text, REPRODUCED if all(r <= FIFTH for r in ratios.values()) else NOT_REPRODUCED
+
+
+def _ha_layers_differ(ev: Evidence):
+    profiles = _profiles(ev, [b + "_ha" for b in HA_PAIRS])
+    sims = {n: [p["similarity"] for p in prof if "similarity" in p] for n, prof in profiles.items()}
+    sims = {n: s for n, s in sims.items() if s}
+    if not sims:
+        return "no HA token attention saved", NOT_MEASURED
+    text = "; ".join(f"{ev.name(n)}: σ {_fmt_layers(s)}" for n, s in sims.items())
+    below = [max(s) < DIFFERENT_LAYERS for s in sims.values()]
+    return text, REPRODUCED if all(below) else NOT_REPRODUCED if not any(below) else INCONCLUSIVE
+
+
+def _secondary(ev: Evidence, key: str, unit: str, spec="{:.1f}") -> str:
+    """The pooled HA models other than the Fig. 8 model, as secondary lines: their end values only."""
+    lines = []
+    for n in [b + "_ha" for b in HA_PAIRS if b + "_ha" != FIG8_MODEL]:
+        end = probe_layers(ev.runs.get(n), key)[0]
+        if end is not None:
+            lines.append(f"{ev.name(n)} {_fmt_layers(end, spec)}{unit}")
+    return "; secondary, not judged: " + ", ".join(lines) if lines else ""
+
+
+def _fig8(ev: Evidence, key: str, holds, unit: str, spec="{:.1f}", at_init=None) -> tuple[str, str]:
+    """A [Re] Fig. 8 claim judged on the Fig. 8 model alone (``_ordering``), its normal model shown as the
+    control and the other HA models as secondary lines."""
+    text, verdict = _ordering(ev, [FIG8_MODEL], key, holds, unit, spec, at_init)
+    if verdict == NOT_MEASURED:
+        return f"{FIG8_MODEL} not saved", NOT_MEASURED
+    control = probe_layers(ev.runs.get(FIG8_CONTROL), key)[0]
+    if control is not None:
+        held = "holds" if holds(control, probe_layers(ev.runs.get(FIG8_CONTROL), key)[2]) else "does not hold"
+        text += (
+            f"; control (no HA) {ev.name(FIG8_CONTROL)}: {_fmt_layers(control, spec)}{unit}, the order {held}"
+        )
+    return text + _secondary(ev, key, unit, spec), verdict
+
+
+def _ha_local_then_far(ev: Evidence):
+    return _fig8(ev, "distance", _rises, " px", at_init=_further_last)
+
+
+def _last_two_flatter(peaks: list[float], uniform: float | None = None) -> bool:
+    """Fig. 8b's "no longer sparse" of the last two layers: each of them peaks lower than every earlier one."""
+    return len(peaks) > 2 and max(peaks[-2:]) < min(peaks[:-2])
+
+
+def _ha_last_not_sparse(ev: Evidence):
+    return _fig8(ev, "peak", _last_two_flatter, "× uniform")
+

@@ -1,0 +1,225 @@
+"""Comparisons the book draws from saved accuracies (pure functions, no I/O): a variant against its baseline
+over seeds (Welch's t-test and the 95% confidence interval of the difference), Holm's adjustment of the
+p-values of a family of such comparisons, the paired-by-seed t-test, and whether two sets of accuracies rank
+the models the same way."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from dataclasses import dataclass
+
+from scipy import stats
+
+from attnlib.checks import check_fraction
+
+#: The project's standard for a comparison of two models (DEVELOPERS.md, issue 16): at least MIN_SEEDS seeds
+#: per side, MORE_SEEDS where the difference is still inconclusive after MIN_SEEDS.
+MIN_SEEDS, MORE_SEEDS = 3, 5
+LEVEL = 0.95  # confidence level of the interval
+
+
+@dataclass(frozen=True)
+class Welch:
+    """variant − baseline in accuracy points, from the test accuracies (fractions) of several seeds each.
+
+    Welch's t-test for two samples with unequal variances s_a², s_b² (sample variances, n − 1):
+        d  = m_b − m_a                                   difference of the means (points)
+        se = sqrt(s_a²/n_a + s_b²/n_b)                   its standard error
+        t  = d / se
+        ν  = se⁴ / ((s_a²/n_a)²/(n_a − 1) + (s_b²/n_b)²/(n_b − 1))   Welch–Satterthwaite degrees of freedom
+        p  = 2 P(T_ν > |t|)                              two-sided
+        CI = d ± t_{ν, (1 + LEVEL)/2} · se
+    se, t, df, p and the interval are None when either side has fewer than 2 seeds (no spread measured) or
+    when no seed differs from another on either side (se = 0)."""
+
+    base: tuple[float, ...]
+    variant: tuple[float, ...]
+    level: float = LEVEL
+
+    @property
+    def n(self) -> tuple[int, int]:
+        """(n_base, n_variant)"""
+        return len(self.base), len(self.variant)
+
+    @property
+    def means(self) -> tuple[float, float]:
+        """(base, variant) mean accuracies in points."""
+        return statistics.mean(self.base) * 100, statistics.mean(self.variant) * 100
+
+    @property
+    def points(self) -> float:
+        """d = m_b − m_a in accuracy points."""
+        return self.means[1] - self.means[0]
+
+    @property
+    def se(self) -> float | None:
+        if min(self.n) < 2:
+            return None
+        se = math.sqrt(sum(v / n for v, n in zip(self._variances(), self.n, strict=True)))
+        return se if se > 0 else None
+
+    @property
+    def t(self) -> float | None:
+        se = self.se
+        return None if se is None else self.points / se
+
+    @property
+    def df(self) -> float | None:
+        se = self.se
+        if se is None:
+            return None
+        (va, vb), (na, nb) = self._variances(), self.n
+        return se**4 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
+
+    @property
+    def p(self) -> float | None:
+        """Two-sided p-value of the hypothesis "equal means"."""
+        t, df = self.t, self.df
+        return None if t is None else float(2 * stats.t.sf(abs(t), df))
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The `level` confidence interval of d, in points."""
+        se, df = self.se, self.df
+        if se is None:
+            return None
+        half = float(stats.t.ppf((1 + self.level) / 2, df)) * se
+        return self.points - half, self.points + half
+
+    @property
+    def difference(self) -> str:
+        """d in points with its interval, "+1.6 [-1.8, +4.9]"; "+1.6" alone when there is no interval."""
+        ci = self.interval
+        return f"{self.points:+.1f}" + ("" if ci is None else f" [{ci[0]:+.1f}, {ci[1]:+.1f}]")
+
+    @property
+    def verdict(self) -> str:
+        """ "higher" / "lower" when the interval lies above / below 0, "inconclusive" when it holds 0,
+        "no interval" when it could not be computed (fewer than 2 seeds on a side, or no spread)."""
+        ci = self.interval
+        if ci is None:
+            return "no interval"
+        if ci[0] <= 0 <= ci[1]:
+            return "inconclusive"
+        return "higher" if ci[0] > 0 else "lower"
+
+    @property
+    def seeds_wanted(self) -> int:
+        """Seeds per side the standard asks for before this comparison counts: MIN_SEEDS, then MORE_SEEDS
+        while it stays inconclusive (or without an interval); 0 when the saved seeds already meet it."""
+        n = min(self.n)
+        if n < MIN_SEEDS:
+            return MIN_SEEDS
+        if n < MORE_SEEDS and self.verdict in ("inconclusive", "no interval"):
+            return MORE_SEEDS
+        return 0
+
+    def _variances(self) -> tuple[float, float]:
+        """Sample variances (n − 1) of both sides, in points²."""
+        return tuple(statistics.variance([a * 100 for a in s]) for s in (self.base, self.variant))
+
+
+def welch(base, variant, level: float = LEVEL) -> Welch:
+    """`Welch` comparison of two lists of test accuracies (fractions in [0, 1]); each needs one value or more."""
+    base, variant = tuple(float(a) for a in base), tuple(float(a) for a in variant)
+    for name, values in (("base", base), ("variant", variant)):
+        if not values:
+            raise ValueError(f"{name}: no accuracies given (need at least one seed)")
+    check_fraction("level", level)
+    return Welch(base, variant, level)
+
+
+def holm(pvalues) -> list[float | None]:
+    """Holm's step-down adjustment of the p-values of a family of m tests, in the order given (None: a test
+    that could not be computed; it is left out of the family and stays None).
+
+    With the k-th smallest p-value p_(k) (k = 1 … m):
+        p̃_(k) = min(1, max_{j ≤ k} (m − j + 1) · p_(j))
+    A test is significant at level α after the adjustment when p̃ < α: the family-wise error rate (the
+    chance of one false "ahead" or "behind" among the m pairs) stays at most α."""
+    given = [(i, float(p)) for i, p in enumerate(pvalues) if p is not None]
+    m, out, running = len(given), [None] * len(pvalues), 0.0
+    for k, (i, p) in enumerate(sorted(given, key=lambda ip: ip[1])):
+        running = max(running, min(1.0, (m - k) * p))  # (m − j + 1) with j = k + 1
+        out[i] = running
+    return out
+
+
+def family_verdict(w: Welch, adjusted_p: float | None) -> str:
+    """A pair's verdict within a family of comparisons: "higher" / "lower" only when its Holm-adjusted p
+    (``holm``) is below 1 − level (its interval then excludes 0 too), "inconclusive" otherwise, "no interval"
+    where the Welch test could not be computed."""
+    if w.interval is None or adjusted_p is None:
+        return "no interval"
+    if adjusted_p >= 1 - w.level:
+        return "inconclusive"
+    return "higher" if w.points > 0 else "lower"
+
+
+@dataclass(frozen=True)
+class Paired:
+    """variant − baseline in accuracy points over the seeds run on both sides (seed s of the model against
+    seed s of its variant): the paired t-test, a robustness check of the Welch test where the seeds match.
+
+        d_s = 100 (b_s − a_s)        per shared seed s, n of them
+        d̄ = mean d_s,  se = sd(d_s) / √n,  t = d̄ / se,  ν = n − 1,  p = 2 P(T_ν > |t|)
+    se, t and p are None with fewer than 2 shared seeds or when every d_s is the same."""
+
+    seeds: tuple[int, ...]
+    differences: tuple[float, ...]  # d_s in points
+
+    @property
+    def n(self) -> int:
+        return len(self.seeds)
+
+    @property
+    def points(self) -> float | None:
+        return statistics.mean(self.differences) if self.differences else None
+
+    @property
+    def se(self) -> float | None:
+        if self.n < 2:
+            return None
+        se = statistics.stdev(self.differences) / math.sqrt(self.n)
+        return se if se > 0 else None
+
+    @property
+    def t(self) -> float | None:
+        se = self.se
+        return None if se is None else self.points / se
+
+    @property
+    def p(self) -> float | None:
+        t = self.t
+        return None if t is None else float(2 * stats.t.sf(abs(t), self.n - 1))
+
+
+def paired(base: dict, variant: dict) -> Paired:
+    """`Paired` test of two {seed: test accuracy (fraction)} maps over the seeds both hold."""
+    seeds = tuple(sorted(set(base) & set(variant)))
+    return Paired(seeds, tuple((float(variant[s]) - float(base[s])) * 100 for s in seeds))
+
+
+def mean_sd(values) -> str:
+    """ "m ± s %" over seeds (accuracies as fractions), or "m %" for one seed."""
+    values = [v * 100 for v in values]
+    if len(values) < 2:
+        return f"{values[0]:.1f} %"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f} %"
+
+
+def concordance(ours: dict[str, float], theirs: dict[str, float]) -> tuple[int, int, list[tuple[str, str]]]:
+    """(same, total, reversed): over the pairs of models present in both, how many are ordered the same way
+    by the two sets of accuracies (ties in either count as not the same), the number of pairs, and the
+    pairs (higher by theirs, lower by theirs) that ours orders the other way round."""
+    common = [k for k in ours if k in theirs]
+    same, flipped = 0, []
+    for a, b in itertools.combinations(common, 2):
+        d_ours, d_theirs = ours[a] - ours[b], theirs[a] - theirs[b]
+        if d_ours * d_theirs > 0:
+            same += 1
+        elif d_theirs != 0:
+            flipped.append((a, b) if d_theirs > 0 else (b, a))
+    return same, len(common) * (len(common) - 1) // 2, flipped

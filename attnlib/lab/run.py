@@ -1,0 +1,406 @@
+"""The write side of a run: `run_or_load` (load it, else train it), `train_run` (train or resume under the
+run's lock, then write the result folder with its provenance), `backfill_probe`. Moved verbatim from
+attnlib.runs (issue 32); reading a saved run is `attnlib.results.load`, which never imports this module.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import logging
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from attnlib import experiments
+from attnlib.checks import check, is_synthetic
+from attnlib.env import RECORD_HOST_ENV, TRAIN_MISSING_ENV
+from attnlib.errors import ConfigError
+from attnlib.results.config import RESOLVED, portable_path, run_config, run_dir
+from attnlib.results.load import RESULT_FILES, DamagedResult, MissingResult, RunResult, inspect_run, load_run
+from attnlib.results.store import check_no_links, sha256
+from attnlib.snapshots import (
+    PROBE_FILE,
+    attention_probe,
+    attention_summary,
+    device_name,
+    inference_wall_time,
+    probe_file,
+)
+from attnlib.store import (
+    RunLock,
+    RunLocked,
+    check_writable,
+    write_json,
+    write_npz,
+)
+from attnlib.util import write_bytes
+
+log = logging.getLogger("attnlib")
+
+
+class ResultExists(RuntimeError):
+    """The run folder holds a complete result of another configuration (e.g. trained with other epochs);
+    it is kept unless the caller passes ``replace=True`` (``python -m attnlib train ... --force``).
+    `detail` names the folder and the settings that differ."""
+
+    def __init__(self, detail: str):
+        super().__init__(f"{detail}; it is kept (pass replace=True to replace it, or another results_dir)")
+        self.detail = detail
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command that trained a run, as provenance records it: ``python -m attnlib ...`` with its paths
+    relative to the repository (`portable_path`)."""
+    argv = list(sys.argv if argv is None else argv)
+    if argv and Path(argv[0]).name == "__main__.py" and Path(argv[0]).parent.name == "attnlib":
+        argv[0] = "python -m attnlib"
+    return portable_path(" ".join(argv))
+
+
+def _record_host() -> bool:
+    """Whether provenance names the machine's host name: only when asked ($ATTNLIB_RECORD_HOST=1)."""
+    value = os.environ.get(RECORD_HOST_ENV, "").strip().lower()
+    check(value in ("", "0", "1", "false", "true", "no", "yes", "off", "on"), RECORD_HOST_ENV, value, "0 or 1")
+    return value in ("1", "true", "yes", "on")
+
+
+def git_state() -> dict:
+    """{"commit": sha or None, "dirty": bool or None} of the repository holding attnlib."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {
+        "commit": commit or None,
+        "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None,
+    }
+
+
+
+def initial_model(config: dict) -> torch.nn.Module:
+    """The model of a saved run as its training built it before the first step: the global RNG seeded with
+    the run's seed, then the network of its config.json (every resolved field where recorded), as
+    `train_run` does (`torch.manual_seed(seed)`, then `make`). The global RNG is left as it was."""
+    from attnlib.models import make
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.get("seed", 0))
+        return make(config["family"], **config.get(RESOLVED, config["model"]))
+
+
+def backfill_probe(
+    experiment: str,
+    preset: str,
+    *,
+    seed: int = 0,
+    results_dir: str | Path = "results",
+    data=None,
+    device="cpu",
+) -> Path:
+    """Add the standard probe (probe.npz) to a complete saved run that lacks it (or recompute it): the end
+    probe from its final weights (checkpoints/last.pt, which must be the end of training), the
+    initialisation probe from the model rebuilt from its seed (`initial_model`), on the first test images of
+    its data (`data`: a CIFAR-10 folder for a run on "cifar10", None: $ATTNLIB_DATA; a synthetic run's data
+    is rebuilt from its spec). Rewrites metrics.json's file list (checksums) under the run's lock; the
+    fingerprint and every other file are unchanged. Returns the path of probe.npz. MissingResult /
+    DamagedResult when the run is not complete or its checkpoint is absent or not the end of training."""
+    path = run_dir(results_dir, experiment, preset, seed)
+    lock = RunLock(path)
+    if not (path / "metrics.json").exists():
+        raise MissingResult(f"no complete result in {path} (no metrics.json)")
+    lock.acquire()
+    try:
+        run = load_run(path)
+        end_model = run.model(device)  # checks the checkpoint: this run's, at the end of training
+        spec = run.config.get("data")
+        dataset = _load_data(spec if is_synthetic(str(spec)) else data)
+        images = first_test_images(dataset, run.config.get("attention_mean_images", 100))
+        init = attention_probe(initial_model(run.config), images, device)
+        write_npz(
+            path / PROBE_FILE, probe_file(len(images), init, attention_probe(end_model, images, device))
+        )
+        metrics = dict(run.metrics)
+        metrics["files"] = {**metrics["files"], PROBE_FILE: sha256(path / PROBE_FILE)}
+        write_json(path / "metrics.json", metrics)
+    finally:
+        lock.release()
+    return path / PROBE_FILE
+
+
+def _load_data(spec):
+    """CIFAR10Data from a spec (None = $ATTNLIB_DATA), a folder, "synthetic[:N:M]", or a CIFAR10Data."""
+    from attnlib import data as datamod
+
+    if isinstance(spec, datamod.CIFAR10Data):
+        return spec
+    return datamod.load_dataset(spec)
+
+
+def train_run(
+    experiment: str,
+    preset: str = "paper",
+    *,
+    data=None,
+    results_dir: str | Path = "results",
+    device=None,
+    seed: int = 0,
+    epochs: int | None = None,
+    progress: bool | None = None,
+    on_step=None,
+    replace: bool = False,
+    checkpoint_every: float | None = None,
+) -> RunResult:
+    """Train `experiment` at `preset` and write its result folder; resumes from its checkpoints.
+
+    Works alone or under torchrun (every rank calls it; rank 0 locks the folder and writes results).
+    data: None (the preset's default, else $ATTNLIB_DATA), a folder, "synthetic[:N_TRAIN:N_TEST]" or a
+    CIFAR10Data. Raises ConfigError for bad arguments (data too small for one batch included) and an
+    OSError naming the path when the results folder cannot be written, both before the data is loaded
+    or anything is written; RunLocked when another process trains the same folder; ResultExists when
+    the folder holds a complete result of another configuration, unless `replace`. checkpoint_every:
+    seconds between mid-epoch checkpoints (attnlib.train.checkpoint_interval)."""
+    import torch.distributed as dist
+
+    from attnlib import train as trainer
+    from attnlib.data import Batches
+    from attnlib.models import make
+
+    rc = experiments.resolve(experiment, preset, epochs=epochs)
+    spec = data if data is not None else rc.data
+    config = run_config(experiment, preset, seed=seed, data=spec, epochs=epochs)
+    trainer.resolve_device(device)  # validate the device and the data before anything is written
+    trainer.checkpoint_interval(checkpoint_every)
+    path = run_dir(results_dir, experiment, preset, seed)
+    check_writable(path)
+    check_no_links(path, results_dir)  # a linked run.lock / checkpoints/ would write outside the results
+    dataset = _load_data(spec)
+    if len(dataset.train) < rc.train.batch_size:
+        raise ConfigError(
+            "data",
+            spec if isinstance(spec, str | os.PathLike | None) else dataset.source,
+            f"at least {rc.train.batch_size} training images (one batch of {experiment} at preset {preset}); "
+            f"{dataset.source} has {len(dataset.train)}",
+        )
+    with trainer.distributed_session(device) as (info, dev):
+        lock = RunLock(path)
+        refusal = None
+        if info.is_main:
+            try:
+                lock.acquire()
+            except RunLocked as err:
+                refusal = ("locked", str(err))
+            else:  # under the lock: a complete result of another configuration is kept unless `replace`
+                status, detail = inspect_run(path, expected=config)
+                if status == "stale" and not replace:
+                    lock.release()
+                    refusal = ("exists", detail)
+        if info.enabled:
+            box = [refusal]
+            dist.broadcast_object_list(box, src=0)
+            refusal = box[0]
+        if refusal:
+            raise (RunLocked if refusal[0] == "locked" else ResultExists)(refusal[1])
+        if info.is_main:  # temporary files of a killed writer (never complete: safe to drop)
+            for stray in [*path.glob(".*.tmp*"), *path.glob("checkpoints/.*.tmp*")]:
+                stray.unlink(missing_ok=True)
+        try:
+            torch.manual_seed(seed)
+            model = make(rc.family, **rc.model)
+            bs = rc.train.batch_size
+            kw = dict(seed=seed, device=dev, rank=info.rank, world_size=info.world_size)
+            probe = None
+            if rc.probe_images:  # per-layer attention measures of fixed test images, every epoch
+                from attnlib import measures
+
+                probe = functools.partial(
+                    measures.probe, images=first_test_images(dataset, rc.probe_images, dev)
+                )
+            # the standard probe at initialisation, before the first step (it consumes no RNG: resumed or
+            # not, the model here is the seed's initial one; `fit` loads a checkpoint's weights later)
+            init_probe = None
+            if info.is_main:
+                init_probe = attention_probe(
+                    model, first_test_images(dataset, rc.attention_mean_images, dev), dev
+                )
+            code = git_state()  # the code this process trains with (the tree may change before the end)
+            fit = trainer.fit(
+                model,
+                Batches(dataset.train, bs, train=True, **kw),
+                Batches(dataset.test, bs, train=False, **kw),
+                rc.train,
+                device=dev,
+                seed=seed,
+                checkpoint_dir=path / "checkpoints",
+                fingerprint=config["fingerprint"],
+                progress=progress,
+                desc=f"{experiment}/{preset}",
+                on_step=on_step,
+                probe=probe,
+                checkpoint_every=checkpoint_every,
+            )
+            if info.is_main:
+                _write_result(path, config, rc, model, fit, dataset, dev, info, code, init_probe)
+            if info.enabled:
+                dist.barrier()
+        finally:
+            lock.release()
+    result = load_run(path, config["fingerprint"])
+    result.trained = True
+    return result
+
+
+def first_test_images(dataset, n: int, device="cpu") -> torch.Tensor:
+    """The first `n` (at least 1) test images of `dataset`, normalised, on `device`: the fixed images of the
+    saved attention maps, the standard probe and the per-epoch measures."""
+    from attnlib.data import Batches
+
+    images, _ = next(Batches(dataset.test, max(1, n), train=False, device=device).epoch(0))
+    return images
+
+
+def _write_result(
+    path: Path, config: dict, rc, model, fit, dataset, device, info, code: dict, init_probe=None
+) -> None:
+    import pandas as pd
+
+    images = first_test_images(dataset, rc.attention_mean_images)
+    attention = attention_summary(model, images, rc.attention_images, device)
+    end_probe = attention_probe(model, images, device)
+    timing = inference_wall_time(model, device, rc.timing_reps, rc.timing_warmup)
+    hist = pd.DataFrame(fit.history)
+    last = fit.history[-1]
+    write_json(path / "config.json", config)
+    buf = io.StringIO()
+    hist.to_csv(buf, index=False)
+    write_bytes(path / "history.csv", buf.getvalue().encode())
+    write_npz(path / "attention.npz", attention)
+    write_npz(path / PROBE_FILE, probe_file(len(images), init_probe, end_probe))
+    files = [*RESULT_FILES, PROBE_FILE]
+    if fit.quadratic is not None:
+        write_npz(path / "centers.npz", {k: v.numpy() for k, v in fit.quadratic.items()})
+        files.append("centers.npz")
+    metrics = {
+        "test_accuracy": last["test_acc"],
+        "test_loss": last["test_loss"],
+        "train_accuracy": last["train_acc"],
+        "params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        **timing,
+        "fingerprint": config["fingerprint"],
+        "files": {name: sha256(path / name) for name in files},
+        "provenance": {
+            "experiment": config["experiment"],
+            "preset": config["preset"],
+            "seed": config["seed"],
+            "epochs": rc.train.epochs,
+            "epochs_trained": len(fit.history),
+            "best_test_accuracy": max(row["test_acc"] for row in fit.history),
+            "dataset": portable_path(dataset.source),  # its folder relative to the repository
+            "data": config["data"],
+            "train_images": len(dataset.train),
+            "test_images": len(dataset.test),
+            "device": device_name(device),
+            "threads": torch.get_num_threads() if torch.device(device).type == "cpu" else None,
+            "world_size": info.world_size,
+            "bf16": rc.train.bf16 if rc.train.bf16 is not None else _bf16(device),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "git": code,
+            **({"hostname": socket.gethostname()} if _record_host() else {}),  # only when asked
+            "train_seconds": fit.train_seconds,
+            "resumed_from": fit.resumed,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "command": command_line(),
+        },
+    }
+    if (now := git_state()) != code:  # the tree changed while it trained (a merge, an edit)
+        metrics["provenance"]["git_at_write"] = now
+    write_json(path / "metrics.json", metrics)  # last: marks the folder complete
+    (path / "checkpoints" / "previous.pt").unlink(missing_ok=True)  # keep last.pt: the trained weights
+
+
+def _bf16(device) -> bool:
+    from attnlib.train import fast_bf16
+
+    return fast_bf16(torch.device(device))
+
+
+def _train_missing_default() -> bool:
+    """$ATTNLIB_TRAIN_MISSING as the chapters read it (attnlib.book.params): unset or empty -> True, 1 / true /
+    yes / on, 0 / false / no / off; anything else is refused (ConfigError), never taken for "train"."""
+    value = os.environ.get(TRAIN_MISSING_ENV, "").strip().lower()
+    if value in ("", "1", "true", "yes", "on"):
+        return True
+    check(value in ("0", "false", "no", "off"), TRAIN_MISSING_ENV, value, "0 or 1 (false / true, no / yes, off / on)")
+    return False
+
+
+def run_or_load(
+    experiment: str,
+    preset: str = "paper",
+    data=None,
+    results_dir: str | Path = "results",
+    device=None,
+    seed: int = 0,
+    train_missing: bool | None = None,
+    *,
+    epochs: int | None = None,
+    progress: bool | None = None,
+    replace: bool = False,
+) -> RunResult:
+    """The saved result of `experiment` at `preset` when one exists for the same configuration, else train
+    it (resuming from its checkpoints). A damaged result is reported and retrained.
+
+    train_missing: False -> raise MissingResult (DamagedResult for a damaged one) instead of training;
+    None -> $ATTNLIB_TRAIN_MISSING (0 during the book build), default True.
+    replace: a complete result of another configuration in the same folder ("stale": e.g. trained with
+    other epochs, or before the preset changed) is retrained over only with replace=True; otherwise
+    training raises ResultExists and the result is kept."""
+    from attnlib.train import resolve_device
+
+    config = run_config(experiment, preset, seed=seed, data=data, epochs=epochs)
+    resolve_device(device)
+    path = run_dir(results_dir, experiment, preset, seed)
+    status, detail = inspect_run(path, expected=config)
+    if status == "complete":
+        return load_run(path, config["fingerprint"])
+    if train_missing is None:
+        train_missing = _train_missing_default()
+    if status == "damaged":
+        log.warning("%s is damaged (%s)%s", path, detail, "; retraining it" if train_missing else "")
+    elif status == "stale" and train_missing:
+        if not replace:
+            raise ResultExists(detail)
+        log.warning("%s; replacing it", detail)
+    if not train_missing:
+        hint = f"train it with: python -m attnlib train {experiment} --preset {preset}"
+        cls = DamagedResult if status == "damaged" else MissingResult
+        message = f"no complete result for {experiment} at preset {preset} in {path} ({detail}); {hint}"
+        raise cls(message, status, detail)
+    return train_run(
+        experiment,
+        preset,
+        data=data,
+        results_dir=results_dir,
+        device=device,
+        seed=seed,
+        epochs=epochs,
+        progress=progress,
+        replace=replace,
+    )

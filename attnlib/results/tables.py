@@ -1,0 +1,306 @@
+"""Tables of saved results: one builder (`frame`) that the command line (`python -m attnlib table1 / table3`)
+and the book both use, the seed statistics and measured wall times Table 3 adds to it, and the rows each
+table holds. Never trains.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from attnlib import experiments
+from attnlib.results.config import portable_path, run_config, run_dir
+from attnlib.results.load import MissingResult, Runs, inspect_run, load_run
+from attnlib.results.store import read_json
+from attnlib.snapshots import cpu_threads
+
+#: The columns of `frame`, the one results table.
+COLUMNS = (
+    "experiment",
+    "model",
+    "pair",
+    "variant",
+    "status",
+    "detail",
+    "accuracy",
+    "params",
+    "wall_time_ms",
+    "wall_time_std_ms",
+    "wall_time_device",
+    "epochs",
+    "train_seconds",
+    "cpu_seconds",
+    "dataset",
+    "test_images",
+)
+
+
+def frame(runs: dict):
+    """The results table: one row per experiment of `runs` ({name: RunResult or None}; a `Runs` carries the
+    status of each None), with `COLUMNS`: `experiment`, `model` (its title), `pair` (the normal model's
+    title, for Table 3), `variant` (normal / HA), `status` ("complete", "missing", "damaged" or "stale"),
+    `detail` (what is wrong with a result that is not complete), and from a complete result's metrics
+    `accuracy` (fraction), `params`, `wall_time_ms`, `wall_time_std_ms`, `wall_time_device`, `epochs` (trained),
+    `train_seconds` (wall time of the training, evaluation included), `cpu_seconds` (that times the CPU
+    threads and processes it used; None for a GPU run), `dataset`, `test_images`. Built from
+    fingerprint-checked results only: a damaged or stale result carries no numbers."""
+    import pandas as pd
+
+    statuses = getattr(runs, "status", {})
+    rows = []
+    for name, run in runs.items():
+        exp = experiments.get(name)
+        status, detail = ("complete", "") if run is not None else statuses.get(name, ("missing", ""))
+        row = {
+            "experiment": name,
+            "model": exp.title,
+            "pair": experiments.get(exp.baseline).title if exp.baseline else exp.title,
+            "variant": "HA" if exp.baseline else "normal",
+            "status": status,
+            "detail": detail,
+        }
+        if run is not None:
+            m, prov = run.metrics, run.metrics.get("provenance", {})
+            row.update(
+                accuracy=m["test_accuracy"],
+                params=m["params"],
+                wall_time_ms=m.get("wall_time_ms"),
+                wall_time_std_ms=m.get("wall_time_std_ms"),
+                wall_time_device=m.get("wall_time_device"),
+                epochs=prov.get("epochs_trained", prov.get("epochs")),  # epochs run (a former plateau stop)
+                train_seconds=prov.get("train_seconds"),
+                cpu_seconds=_cpu_seconds(prov),
+                dataset=portable_path(prov.get("dataset")),  # older results recorded absolute paths
+                test_images=prov.get("test_images"),
+            )
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _cpu_seconds(provenance: dict) -> float | None:
+    """CPU time of a run's training: its wall time times its CPU threads, times its processes under
+    torchrun (None for a GPU run)."""
+    threads, seconds = cpu_threads(provenance), provenance.get("train_seconds")
+    processes = provenance.get("world_size") or 1
+    return None if threads is None or seconds is None else seconds * threads * processes
+
+
+def saved(
+    results_dir: str | Path = "results", preset: str = "paper", names=None, seed: int = 0, *, data=None
+) -> Runs:
+    """`Runs` of what is saved at `preset`, `seed` and `data` for `names` (default: every experiment), with
+    each status: "complete" (a result of the experiment's current configuration, as `run_or_load` would
+    load it), "missing", "damaged" (unreadable or not matching its checksums) or "stale" (a result of
+    another configuration, e.g. trained before the preset changed). Never trains."""
+    experiments.check_preset(preset)
+    runs = Runs()
+    for name in names or experiments.names():
+        path = run_dir(results_dir, name, preset, seed)
+        config = run_config(name, preset, seed=seed, data=data)
+        status, detail = inspect_run(path, expected=config)
+        runs[name] = None
+        if status == "complete":
+            try:
+                runs[name] = load_run(path, config["fingerprint"])
+            except MissingResult as err:  # a checksummed file that does not parse (a forged checksum)
+                status, detail = "damaged", err.detail
+        runs.status[name] = (status, detail)
+    return runs
+
+
+def collect(
+    results_dir: str | Path = "results", preset: str = "paper", names=None, seed: int = 0, *, data=None
+):
+    """`frame` of what is `saved`: one row per experiment; only complete rows carry numbers, and `detail`
+    says what is wrong with the others. Never trains."""
+    return frame(saved(results_dir, preset, names, seed, data=data))
+
+
+def complete(table):
+    """The rows of a `frame` (or of a table built on it) whose result is complete."""
+    return table[table["status"] == "complete"]
+
+
+def attention_rows(table):
+    """The complete rows of attention models (every model but ResNet18)."""
+    done = complete(table)
+    # astype(bool): an empty mask would be of dtype object, which pandas takes for a list of columns
+    return done[done["experiment"].map(lambda n: experiments.get(n).family != "resnet").astype(bool)]
+
+
+def table1_names() -> list[str]:
+    """The experiments of Table 1 of Cordonnier et al.: ResNet18 and the paper's attention models (no HA)."""
+    return [
+        n
+        for n, e in experiments.EXPERIMENTS.items()
+        if e.family in ("resnet", "paper") and not e.baseline and not e.variant_of
+    ]
+
+
+def table3_names(heads: int | None = None) -> list[str]:
+    """The experiments of Table 3 of the [Re] report, each model before its HA variant; `heads`: only the
+    learned-2D pair with that many heads (SAN and ViT have one configuration each)."""
+    names = [n for e in experiments.EXPERIMENTS.values() if e.baseline for n in (e.baseline, e.name)]
+    if heads is None:
+        return names
+    return [n for n in names if experiments.get(n).model.get("heads", heads) == heads]
+
+
+def seed_accuracies(
+    results_dir: str | Path, preset: str, experiment: str, *, data=None
+) -> tuple[dict[int, float], list[str]]:
+    """({seed: test accuracy}, problems) over every saved seed of `experiment` at `preset`
+    (`<preset>/` is seed 0, `<preset>-seed<N>/` seed N) whose result is complete for the current
+    configuration; `problems` says why any other seed folder is not used ("seed 1: stale (...)"). Never trains."""
+    folder = Path(results_dir) / experiment
+    seeds = {0}
+    for path in folder.glob(f"{preset}-seed*"):
+        tail = path.name[len(f"{preset}-seed") :]
+        if tail.isdigit() and int(tail) > 0:
+            seeds.add(int(tail))
+    found, problems = {}, []
+    for seed in sorted(seeds):
+        path = run_dir(results_dir, experiment, preset, seed)
+        status, detail = inspect_run(path, expected=run_config(experiment, preset, seed=seed, data=data))
+        if status == "complete":
+            found[seed] = read_json(path / "metrics.json")["test_accuracy"]  # checked by inspect_run
+        elif status != "missing" or seed > 0:
+            problems.append(f"seed {seed}: {status}" + (f" ({detail})" if detail else ""))
+    return found, problems
+
+
+def seed_columns(results_dir: str | Path, preset: str, names, *, data=None):
+    """One row per experiment: `seeds` (n), `accuracy_mean`, `accuracy_sd` (None below 2 seeds), `seed_list`
+    and `seed_problems`, from `seed_accuracies`."""
+    import pandas as pd
+
+    rows = []
+    for name in names:
+        acc, problems = seed_accuracies(results_dir, preset, name, data=data)
+        values = list(acc.values())
+        rows.append(
+            {
+                "experiment": name,
+                "seeds": len(values),
+                "accuracy_mean": float(np.mean(values)) if values else None,
+                "accuracy_sd": float(np.std(values, ddof=1)) if len(values) > 1 else None,
+                "seed_list": sorted(acc),
+                "seed_problems": "; ".join(problems),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def timing_columns(results_dir: str | Path, preset: str, names):
+    """One row per experiment: `wall_time_ms` (median), `wall_time_p25_ms`, `wall_time_p75_ms` and, for an HA
+    variant, `time_ratio` (HA / model, paired by round: `attnlib.timing.ratios`) with `time_ratio_p25` /
+    `time_ratio_p75` (quartiles of the per-round ratios), from `results/timing/<preset>.json`
+    (`python -m attnlib time`); None where the file lacks the model or measured another configuration of it
+    (`wall_time_measured` False)."""
+    import pandas as pd
+
+    from attnlib import timing
+
+    report = timing.load(results_dir, preset)
+    measured = timing.wall_times(report, preset)
+    ratios = (report or {}).get("ratios", {})
+    rows = []
+    for name in names:
+        m, r = measured.get(name), ratios.get(name)
+        if r is not None and r["baseline"] not in measured:
+            r = None
+        rows.append(
+            {
+                "experiment": name,
+                "wall_time_measured": m is not None,
+                "wall_time_ms": None if m is None else m["median_ms"],
+                "wall_time_p25_ms": None if m is None else m["p25_ms"],
+                "wall_time_p75_ms": None if m is None else m["p75_ms"],
+                "time_ratio": None if m is None or r is None else r["ratio"],
+                "time_ratio_p25": None if m is None or r is None else r["round_ratio_p25"],
+                "time_ratio_p75": None if m is None or r is None else r["round_ratio_p75"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def with_seeds(table, results_dir: str | Path, preset: str, *, data=None):
+    """`table` (rows of `frame`, seed 0) with Table 3's figures: `seeds` (how many saved seeds of the current
+    configuration), `accuracy` their mean, `accuracy_sd` their standard deviation (n − 1; None below 2),
+    `seed_list`, `seed_problems`, and the wall times measured for every model together by
+    ``python -m attnlib time`` (`timing_columns`: `wall_time_ms` the median single-image forward pass,
+    `wall_time_measured`, `time_ratio` HA / model...) in place of the training runs' own timing.
+
+    status: "complete" when at least one seed is (its `params` from that seed when seed 0 is not);
+    otherwise seed 0's status, with no numbers. A row with a saved seed has the seeds not used, and why,
+    as its `detail`. Never trains."""
+    names = list(table["experiment"])
+    seeds = seed_columns(results_dir, preset, names, data=data).set_index("experiment")
+    times = timing_columns(results_dir, preset, names)
+    table = table.drop(columns=["wall_time_ms", "wall_time_std_ms", "wall_time_device"]).reset_index(
+        drop=True
+    )
+    table = table.astype({"status": object, "detail": object, "params": object})
+    for i, name in enumerate(table["experiment"]):
+        row = seeds.loc[name]
+        if row["seeds"]:  # at least one usable seed; detail names the seed folders that are not used
+            if table.at[i, "status"] != "complete":  # seed 0 is not, another seed is
+                table.at[i, "status"] = "complete"
+                table.at[i, "params"] = _params_of_any_seed(results_dir, name, preset, row["seed_list"])
+            table.at[i, "detail"] = row["seed_problems"]
+    for column in ("seeds", "accuracy_mean", "accuracy_sd", "seed_list", "seed_problems"):
+        table[column] = [seeds.loc[n, column] for n in table["experiment"]]
+    table["seeds"] = table["seeds"].astype(int)
+    table["accuracy"] = table.pop("accuracy_mean")
+    table["wall_time_device"] = None
+    return table.merge(times, on="experiment")
+
+
+TABLE3_COLUMNS = (
+    "pair",
+    "variant",
+    "seeds",
+    "accuracy",
+    "accuracy_sd",
+    "params",
+    "wall_time_ms",
+    "time_ratio",
+    "status",
+    "experiment",
+    "detail",
+)
+
+
+def table3(results_dir: str | Path = "results", preset: str = "paper", *, data=None):
+    """Table 3 of the [Re] report: each model beside its HA variant (`table3_names`), as `with_seeds` of the
+    saved results' `frame`, in `TABLE3_COLUMNS`: pair (the normal model's title), variant (normal / HA),
+    seeds, accuracy (their mean), accuracy_sd, params, wall_time_ms (None: not measured), time_ratio
+    (HA / model, paired by round: `attnlib.timing.ratios`), status, experiment, detail."""
+    names = table3_names()
+    table = with_seeds(collect(results_dir, preset, names, 0, data=data), results_dir, preset, data=data)
+    return table[list(TABLE3_COLUMNS)]
+
+
+def _params_of_any_seed(results_dir, experiment: str, preset: str, seeds) -> int:
+    path = run_dir(results_dir, experiment, preset, seeds[0])
+    return read_json(path / "metrics.json")["params"]
+
+
+#: The columns `table1` shows: no `pair` / `variant` (no HA model in Table 1), no data provenance.
+TABLE1_COLUMNS = tuple(c for c in COLUMNS if c not in ("pair", "variant", "dataset", "test_images"))
+
+
+def table1(results_dir: str | Path = "results", preset: str = "paper", seed: int = 0, *, data=None):
+    """Table 1 of Cordonnier et al. (`table1_names`): the saved results' `frame` in `TABLE1_COLUMNS`."""
+    return collect(results_dir, preset, table1_names(), seed, data=data)[list(TABLE1_COLUMNS)]
+
+
+def below_target(table, preset: str) -> list[tuple[str, float]]:
+    """(experiment, accuracy) of every saved attention model of `table` under the budget target (empty off
+    budget)."""
+    if preset != "budget" or "accuracy" not in table:
+        return []
+    low = attention_rows(table)
+    low = low[low["accuracy"] < experiments.BUDGET_TARGET]
+    return list(zip(low["experiment"], low["accuracy"], strict=True))

@@ -1,0 +1,355 @@
+"""What a saved result may hold: a results folder is untrusted input (people share, commit and pull it), so
+every value a reader uses is checked here before `attnlib.runs.inspect_run` calls the result complete.
+
+- `files_problem`: metrics.json's "files" names only plain files of the run folder (no path, no link, no
+  FIFO or device), covers every file the result needs (RESULT_FILES, and each of OPTIONAL_FILES present in
+  the folder), and each matches its sha256 (read bounded: `attnlib.store.read_regular`).
+- `history_problem`: metrics.json's test accuracy (and test loss) is the last row of the checksummed
+  history.csv, and its row count the provenance's epochs_trained.
+- `values_problem`: ranges of metrics.json's numbers and the type and range of every provenance field.
+- `checkpoint_problem`: a checkpoint's entries (types, ranges, finite history) before `attnlib.train`
+  resumes from it.
+
+Each returns '' when all is well, else one line saying what is wrong (the result is then *damaged*)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from attnlib.results.store import MAX_RESULT_BYTES, read_regular
+
+RESULT_FILES = ("config.json", "history.csv", "attention.npz")  # what every complete result holds
+OPTIONAL_FILES = ("centers.npz", "probe.npz")  # listed in "files" whenever present in the folder
+NOT_A_RESULT_FILE = ("metrics.json", "run.lock", "checkpoints")
+
+MAX_PARAMS = 10**10  # 100x the largest network of either paper
+MAX_WALL_MS = 10**6  # one image in over 16 minutes: no measurement of these networks
+MAX_SECONDS = 10**8  # three years of training
+MAX_IMAGES = 10**8
+MAX_EPOCHS = 10**5
+MAX_STRING = 4096
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _number(v, low: float = -math.inf, high: float = math.inf) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and low <= v <= high
+
+
+def _int(low: int, high: int) -> Callable[[object], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def _string(v) -> bool:
+    return isinstance(v, str) and len(v) <= MAX_STRING
+
+
+def _optional(ok: Callable[[object], bool]) -> Callable[[object], bool]:
+    return lambda v: v is None or ok(v)
+
+
+def _git(v) -> bool:
+    return (
+        isinstance(v, dict)
+        and set(v) <= {"commit", "dirty"}
+        and _optional(_string)(v.get("commit"))
+        and (v.get("dirty") is None or isinstance(v.get("dirty"), bool))
+    )
+
+
+# metrics.json's numbers beyond their types (attnlib.runs checks the types): absurd values are damage
+METRICS_RANGES = {
+    "params": (_int(0, MAX_PARAMS), f"an integer in [0, {MAX_PARAMS:.0e}]"),
+    "wall_time_ms": (lambda v: _number(v, 0, MAX_WALL_MS), f"a number in [0, {MAX_WALL_MS:.0e}]"),
+    "wall_time_std_ms": (_optional(lambda v: _number(v, 0, MAX_WALL_MS)), f"a number in [0, {MAX_WALL_MS:.0e}]"),
+    "wall_time_reps": (_int(1, 10**7), "an integer >= 1"),
+    "wall_time_warmup": (_int(0, 10**7), "an integer >= 0"),
+    "wall_time_dtype": (_string, "a string"),
+    "wall_time_device": (_string, "a string"),
+    "fingerprint": (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{1,64}", v) is not None, "hex"),
+}
+
+# every field `attnlib.runs` writes in provenance (a field absent from older results is not required)
+PROVENANCE = {
+    "experiment": (_string, "a string"),
+    "preset": (_string, "a string"),
+    "seed": (_int(0, 2**32 - 1), "an integer in [0, 2**32)"),
+    "epochs": (_int(1, MAX_EPOCHS), f"an integer in [1, {MAX_EPOCHS}]"),
+    "epochs_trained": (_int(1, MAX_EPOCHS), f"an integer in [1, {MAX_EPOCHS}]"),
+    "best_test_accuracy": (lambda v: _number(v, 0, 1), "a number in [0, 1]"),
+    "dataset": (_string, "a string"),
+    "data": (_string, "a string"),
+    "train_images": (_int(1, MAX_IMAGES), f"an integer in [1, {MAX_IMAGES:.0e}]"),
+    "test_images": (_int(1, MAX_IMAGES), f"an integer in [1, {MAX_IMAGES:.0e}]"),
+    "device": (_string, "a string"),
+    "threads": (_optional(_int(1, 4096)), "an integer in [1, 4096] or null"),
+    "world_size": (_int(1, 4096), "an integer in [1, 4096]"),
+    "bf16": (lambda v: isinstance(v, bool), "true or false"),
+    "torch": (_string, "a string"),
+    "python": (_string, "a string"),
+    "git": (_git, 'an object {"commit": string or null, "dirty": bool or null}'),
+    "git_at_write": (_git, 'an object {"commit": string or null, "dirty": bool or null}'),
+    "hostname": (_optional(_string), "a string or null"),
+    "train_seconds": (lambda v: _number(v, 0, MAX_SECONDS), f"a number in [0, {MAX_SECONDS:.0e}]"),
+    "resumed_from": (_optional(_string), "a string or null"),
+    "finished": (_string, "a string"),
+    "command": (_optional(_string), "a string or null"),
+}
+
+
+def values_problem(metrics: dict) -> str:
+    """'' or what is wrong with the range of a metrics.json number or a provenance field."""
+    for key, (ok, allowed) in METRICS_RANGES.items():
+        if key in metrics and not ok(metrics[key]):
+            return f"{key} is {_shown(metrics[key])}, not {allowed}"
+    provenance = metrics.get("provenance")
+    if not isinstance(provenance, dict):
+        return f"provenance is {_shown(provenance)}, not an object"
+    for key, (ok, allowed) in PROVENANCE.items():
+        if key in provenance and not ok(provenance[key]):
+            return f"provenance.{key} is {_shown(provenance[key])}, not {allowed}"
+    trained, epochs = provenance.get("epochs_trained"), provenance.get("epochs")
+    if isinstance(trained, int) and isinstance(epochs, int) and trained > epochs:
+        return f"provenance.epochs_trained is {trained}, more than provenance.epochs ({epochs})"
+    return ""
+
+
+def files_problem(path: str | Path, files: dict) -> str:
+    """'' or what is wrong with metrics.json's "files" of the run folder `path` (see the module)."""
+    path = Path(path)
+    for name in files:
+        plain = name == Path(name).name and name not in ("", ".", "..") and "\x00" not in name
+        if not plain or name.startswith(".") or name in NOT_A_RESULT_FILE:
+            return f'metrics.json "files" names {_shown(name)}, not a result file of the run folder'
+    absent = [n for n in RESULT_FILES if n not in files]
+    absent += [n for n in OPTIONAL_FILES if n not in files and (path / n).is_file()]
+    if absent:
+        return f'metrics.json "files" lacks {", ".join(absent)} (it must vouch for every result file)'
+    for name, digest in files.items():
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            return f'metrics.json "files" gives {name} the digest {_shown(digest)}, not a sha256'
+        if not (path / name).exists() and not (path / name).is_symlink():
+            return f"{path / name} is missing"
+        data = read_regular(path / name)  # a link, FIFO, device or huge file: an OSError naming it
+        if hashlib.sha256(data).hexdigest() != digest:
+            return f"{path / name} does not match its checksum in metrics.json"
+        wrong = _content_problem(name, data)  # a checksum forged with the file
+        if wrong:
+            return f"{path / name} {wrong}"
+    return ""
+
+
+def _content_problem(name: str, data: bytes) -> str:
+    """'' when a result file parses as what readers take it for: an npz of numeric arrays (no pickles), a
+    config.json object naming its experiment and preset."""
+    if name.endswith(".npz"):
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
+                for key in z.files:
+                    if z[key].dtype.kind not in "biuf":
+                        return f"holds {key} of dtype {z[key].dtype}, not numbers"
+        except Exception as err:  # noqa: BLE001 -- zip, format or pickle errors alike: not an npz of numbers
+            return f"is not an npz of numeric arrays ({type(err).__name__}: {' '.join(str(err).split())[:120]})"
+    elif name == "config.json":
+        try:
+            config = json.loads(data)
+        except (ValueError, RecursionError):
+            return "is not JSON"
+        if not isinstance(config, dict) or not all(
+            isinstance(config.get(k), str) for k in ("experiment", "preset", "family", "fingerprint")
+        ):
+            return "does not name its experiment, preset, family and fingerprint as strings"
+    return ""
+
+
+def history_problem(path: str | Path, metrics: dict) -> str:
+    """'' when metrics.json's test_accuracy (and test_loss, when given) equals the last row of history.csv
+    (its checksum is checked first: `files_problem`) and provenance.epochs_trained its row count."""
+    path = Path(path) / "history.csv"
+    text = read_regular(path, MAX_RESULT_BYTES).decode("utf-8", errors="replace")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if not rows:
+        return f"{path} has no rows"
+    last = rows[-1]
+    for key, column in (("test_accuracy", "test_acc"), ("test_loss", "test_loss")):
+        if key not in metrics or column not in last:
+            if key == "test_accuracy":
+                return f"{path} has no {column} column"
+            continue
+        try:
+            saved = float(last[column])
+        except (TypeError, ValueError):
+            return f"{path}: its last {column} is {_shown(last[column])}, not a number"
+        if not math.isfinite(saved):
+            return f"{path}: its last {column} is {saved} (the run diverged)"
+        if not math.isclose(saved, metrics[key], rel_tol=1e-9, abs_tol=1e-12):
+            return f"metrics.json {key} is {metrics[key]!r}, but the last row of {path} says {saved!r}"
+    trained = metrics.get("provenance", {}).get("epochs_trained")
+    if isinstance(trained, int) and trained != len(rows):
+        return f"metrics.json provenance.epochs_trained is {trained}, but {path} has {len(rows)} rows"
+    return ""
+
+
+def _shown(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def checkpoint_problem(state, model, *, epochs: int, steps: int, optimizer=None) -> str:
+    """'' when a checkpoint (`attnlib.train.Checkpoints`) can be resumed by `model` (and `optimizer`) in a run
+    of `epochs` epochs of `steps` steps: where it stands (epoch, step) in range, one history row per epoch
+    trained with finite losses and accuracies in [0, 1], the model's every weight with its shape and finite,
+    the optimizer's groups and buffers matching, the running sums of a mid-epoch checkpoint numbers. Else
+    what is wrong (the checkpoint is then skipped for an older one, then a fresh start)."""
+    import torch
+
+    if not isinstance(state, dict):
+        return f"it holds a {type(state).__name__}, not a checkpoint"
+    epoch, step = state.get("epoch"), state.get("step")
+    if not _int(0, epochs)(epoch):
+        return f"epoch is {_shown(epoch)}, not an integer in [0, {epochs}]"
+    if not _int(0, max(steps - 1, 0))(step) or (epoch == epochs and step):
+        return f"step is {_shown(step)}, not an integer in [0, {steps}) (0 at the end of training)"
+    history = state.get("history")
+    if not isinstance(history, list) or len(history) != epoch:
+        n = len(history) if isinstance(history, list) else _shown(history)
+        return f"its history holds {n} rows, not one per epoch trained ({epoch})"
+    for i, row in enumerate(history, 1):
+        if not isinstance(row, dict):
+            return f"history row {i} is {_shown(row)}, not a row"
+        for key, high in (("train_loss", math.inf), ("test_loss", math.inf), ("train_acc", 1), ("test_acc", 1)):
+            if not _number(row.get(key), 0, high):
+                return f"history row {i}: {key} is {_shown(row.get(key))}, not a finite number in [0, {high}]"
+    if not _number(state.get("train_seconds", 0.0), 0, MAX_SECONDS):
+        return f"train_seconds is {_shown(state.get('train_seconds'))}, not a number of seconds"
+    weights, expected = state.get("model"), model.state_dict()
+    if not isinstance(weights, dict) or set(weights) != set(expected):
+        keys = set(weights) if isinstance(weights, dict) else set()
+        odd = sorted(map(str, keys ^ set(expected)))[:3]
+        return f"its weights are not this model's (keys differ: {', '.join(odd) or _shown(weights)})"
+    for key, ours in expected.items():
+        w = weights[key]
+        if not isinstance(w, torch.Tensor) or w.shape != ours.shape:
+            shape = tuple(w.shape) if isinstance(w, torch.Tensor) else type(w).__name__
+            return f"weight {key} is {shape}, not {tuple(ours.shape)}"
+        if w.is_floating_point() and not bool(torch.isfinite(w).all()):
+            return f"weight {key} is not finite (the run diverged before it was saved)"
+    if optimizer is not None:
+        wrong = _optimizer_problem(state.get("optimizer"), optimizer)
+        if wrong:
+            return wrong
+    scheduler = state.get("scheduler")
+    if not isinstance(scheduler, dict) or not _int(0, epochs * steps + 1)(scheduler.get("last_epoch")):
+        return "its scheduler state is not a count of steps in range"
+    for rank in state.get("ranks") or [] if step else []:
+        partial = rank.get("partial") if isinstance(rank, dict) else None
+        sums = partial.get("stats") if isinstance(partial, dict) else None
+        if not (isinstance(sums, list) and len(sums) in (3, 4) and all(_number(s) for s in sums[:3])):
+            return "the running sums of its epoch are not 3 or 4 numbers"
+        if not _number(partial.get("seconds"), 0, MAX_SECONDS):
+            return "the seconds of its epoch are not a number"
+    return ""
+
+
+def _optimizer_problem(saved, optimizer) -> str:
+    import torch
+
+    groups = saved.get("param_groups") if isinstance(saved, dict) else None
+    buffers = saved.get("state") if isinstance(saved, dict) else None
+    ours = [p for g in optimizer.param_groups for p in g["params"]]
+    if (
+        not isinstance(groups, list)
+        or not isinstance(buffers, dict)
+        or len(groups) != len(optimizer.param_groups)
+        or any(not isinstance(g, dict) or not isinstance(g.get("params"), list) for g in groups)
+    ):
+        return "its optimizer state is not this optimizer's"
+    ids = [i for g in groups for i in g["params"]]
+    if [len(g["params"]) for g in groups] != [len(g["params"]) for g in optimizer.param_groups]:
+        return "its optimizer holds other parameter groups"
+    for index, entry in buffers.items():
+        if index not in ids or not isinstance(entry, dict):
+            return f"its optimizer state names parameter {_shown(index)}, not one of its groups"
+        param = ours[ids.index(index)]
+        for name, value in entry.items():
+            if isinstance(value, torch.Tensor) and value.dim() and value.shape != param.shape:
+                return f"its optimizer's {name} of parameter {index} is {tuple(value.shape)}, not {tuple(param.shape)}"
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                return f"its optimizer's {name} of parameter {index} is not finite"
+    return ""
+
+
+def _object(d, fields: dict) -> str:
+    """'' when `d` is an object whose every field of `fields` ({name: (ok, allowed)}) is present and ok."""
+    if not isinstance(d, dict):
+        return f"is {_shown(d)}, not an object"
+    for key, (ok, allowed) in fields.items():
+        if key not in d or not ok(d[key]):
+            return f"{key} is {_shown(d.get(key, 'absent'))}, not {allowed}"
+    return ""
+
+
+def _numbers(v) -> bool:
+    return isinstance(v, list) and all(_number(x, 0) for x in v)
+
+
+_TIMING = {
+    "preset": (_string, "a string"),
+    "quick": (lambda v: isinstance(v, bool), "true or false"),
+    "finished": (_optional(_string), "a string"),
+}
+_TIMING_MACHINE = {
+    "cpu": (_optional(_string), "a string"),
+    "cpu_flags": (lambda v: isinstance(v, list) and all(_string(f) for f in v), "a list of strings"),
+    "usable_cores": (_int(1, 1 << 16), "an integer >= 1"),
+}
+_TIMING_LOAD = {
+    "shared": (lambda v: isinstance(v, bool), "true or false"),
+    "load_before": (_numbers, "load averages"),
+    "load_after": (_numbers, "load averages"),
+}
+_TIMING_PROTOCOL = {
+    key: (_int(0 if key == "warmup" else 1, 10**7), "an integer") for key in ("threads", "warmup", "reps", "rounds")
+}
+_TIMED = {
+    "family": (_string, "a string"),
+    "model": (lambda v: isinstance(v, dict), "an object"),
+    "params": (_int(0, MAX_PARAMS), "a parameter count"),
+    "median_ms": (lambda v: _number(v, 0, MAX_WALL_MS), "milliseconds"),
+    # quartiles interpolated from a few passes may fall below 0: finite is what the tables need
+    **{key: (lambda v: _number(v, -MAX_WALL_MS, MAX_WALL_MS), "milliseconds") for key in ("p25_ms", "p75_ms")},
+}
+_RATIO = {
+    "baseline": (_string, "a string"),
+    "ratio": (lambda v: _number(v, 0, 10**6), "a ratio"),
+    **{key: (lambda v: _number(v, -(10**6), 10**6), "a ratio") for key in ("round_ratio_p25", "round_ratio_p75")},
+}
+
+
+def timing_problem(report) -> str:
+    """'' when a timing report (`attnlib.timing`, results/timing/PRESET.json) holds what Table 3 and the
+    chapters read, with its types and ranges; else what is wrong."""
+    wrong = _object(report, _TIMING)
+    if wrong:
+        return wrong
+    for key, fields in (("machine", _TIMING_MACHINE), ("load", _TIMING_LOAD), ("protocol", _TIMING_PROTOCOL)):
+        wrong = _object(report.get(key), fields)
+        if wrong:
+            return f"{key}: {wrong}"
+    for key, fields in (("models", _TIMED), ("ratios", _RATIO)):
+        entries = report.get(key)
+        if not isinstance(entries, dict):
+            return f"{key} is {_shown(entries)}, not an object"
+        for name, entry in entries.items():
+            wrong = _object(entry, fields)
+            if wrong:
+                return f"{key}.{name}: {wrong}"
+    return ""
