@@ -1,0 +1,94 @@
+"""The book's figures: one seaborn style, numpy in, matplotlib ``Figure`` out.
+
+Conventions (the model contract of CONTRIBUTING.md):
+- attention probabilities of paper models and ViT: one array per layer, (heads, N, N) with N = H·W
+  tokens in row-major order (token ``i*W + j`` is pixel (i, j)); row q is the distribution of query q;
+- SAN aggregation weights: one array per layer, (G, K·K, H, W): the weights of pixel (i, j) over its K×K
+  window, tap ``kh*K + kw``;
+- shifts δ = key − query, given as (row shift δ₁, column shift δ₂) in pixels of the attention grid.
+
+Every function returns the figure and leaves displaying or saving it to the caller. One module per kind of
+figure:
+
+    style      the style (``set_style``), colours, widths, the shared colour scale, ``placeholder``
+    attention  attention maps: layers × heads grids (``token_attention``), SAN windows (``window_maps``)
+    centres    quadratic heads: centres after training (``quadratic_centres``) and during it
+    curves     error against α, losses, training histories, per-layer measures against the epoch
+    glance     accuracy against parameter count (``accuracy_vs_params``), ours beside the literature's
+"""
+
+from .attention import (
+    SAN_COLUMNS,
+    attention_grid,
+    offset_grid,
+    san_layers,
+    token_attention,
+    window_maps,
+    window_means,
+)
+from .centres import centre_trajectories, quadratic_centres
+from .curves import (
+    LAYER_MEASURES,
+    error_vs_alpha,
+    layer_colours,
+    layer_series,
+    loss_curve,
+    measures_vs_epochs,
+    step_curves,
+    training_curves,
+)
+from .glance import (
+    ARROW_MARGIN,
+    BOX_PAD,
+    BOX_SPOTS,
+    GROUP_COLOURS,
+    LABEL_SPOTS,
+    LITERATURE_MARKERS,
+    _spread_boxes,  # noqa: F401 -- reached as viz._spread_boxes by the tests of the box placement
+    accuracy_vs_params,
+)
+from .style import (
+    CMAP,
+    DIVERGING,
+    GRID_WIDTH,
+    PAGE_WIDTH,
+    QUERY_COLOR,
+    placeholder,
+    set_style,
+    shared_scale,
+)
+
+__all__ = [
+    "ARROW_MARGIN",
+    "BOX_PAD",
+    "BOX_SPOTS",
+    "CMAP",
+    "DIVERGING",
+    "GRID_WIDTH",
+    "GROUP_COLOURS",
+    "LABEL_SPOTS",
+    "LAYER_MEASURES",
+    "LITERATURE_MARKERS",
+    "PAGE_WIDTH",
+    "QUERY_COLOR",
+    "SAN_COLUMNS",
+    "accuracy_vs_params",
+    "attention_grid",
+    "centre_trajectories",
+    "error_vs_alpha",
+    "layer_colours",
+    "layer_series",
+    "loss_curve",
+    "measures_vs_epochs",
+    "offset_grid",
+    "placeholder",
+    "quadratic_centres",
+    "san_layers",
+    "set_style",
+    "shared_scale",
+    "step_curves",
+    "token_attention",
+    "training_curves",
+    "window_maps",
+    "window_means",
+]

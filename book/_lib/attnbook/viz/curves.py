@@ -1,0 +1,232 @@
+"""Curves: the theorem's error against α, losses against steps, training histories, and the per-layer
+attention measures of a ``long`` run against the epoch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from .style import CMAP, GRID_WIDTH, PAGE_WIDTH, _as_numpy, _panel_grid
+
+
+# ----------------------------------------------------------------------------- curves
+def error_vs_alpha(
+    alphas,
+    errors: Mapping[str, Sequence] | Sequence,
+    *,
+    title: str | None = None,
+    tolerance: float | None = None,
+    guide: bool = True,
+) -> Figure:
+    """Relative error ‖MHSA(X) − Conv(X)‖ / ‖Conv(X)‖ against α (linear α, log error): one line per series.
+
+    ``guide`` adds a dashed e^(−α) line through the first series' value at the median α, the rate at
+    which the softmax mass off the target key vanishes (the nearest other key is one pixel further).
+    """
+    series = errors if isinstance(errors, Mapping) else {"": errors}
+    a = _as_numpy(alphas)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    for label, err in series.items():
+        ax.semilogy(a, _as_numpy(err), marker="o", markersize=3.5, label=label or None)
+    if guide:
+        first = _as_numpy(next(iter(series.values())))
+        mid = len(a) // 2
+        ax.semilogy(a, first[mid] * np.exp(-(a - a[mid])), "--", color="0.5", linewidth=1.0, label="∝ e^(−α)")
+    if tolerance is not None:
+        ax.axhline(tolerance, color="0.3", linestyle=":", linewidth=1.0, label=f"{tolerance:g}")
+    low = min(float(np.min(_as_numpy(e))) for e in series.values())
+    ax.set_ylim(max(low / 10, 1e-17), 2.0)
+    ax.set_xlabel("α (inverse width of the quadratic encoding, 1/pixel²)")
+    ax.set_ylabel("relative error (dimensionless)")
+    if title:
+        ax.set_title(title)
+    ax.legend(frameon=False, fontsize=9)
+    return fig
+
+
+def loss_curve(steps, losses, *, title: str | None = None, y_label: str = "mean squared error") -> Figure:
+    """One loss curve against optimisation steps, log-scale y."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    ax.semilogy(_as_numpy(steps), _as_numpy(losses))
+    ax.set_xlabel("gradient step")
+    ax.set_ylabel(y_label)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def step_curves(
+    series: Mapping[str, tuple],
+    *,
+    title: str | None = None,
+    y_label: str,
+    reference: float | None = None,
+    reference_label: str = "",
+) -> Figure:
+    """Curves against optimisation steps: ``series`` maps a label to (steps, values); ``reference`` draws a
+    dotted horizontal line (e.g. uniform attention) labelled ``reference_label``."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+    for label, (steps, values) in series.items():
+        ax.plot(_as_numpy(steps), _as_numpy(values), label=label)
+    if reference is not None:
+        ax.axhline(reference, color="0.3", linestyle=":", linewidth=1.0, label=reference_label or None)
+    ax.set_xlabel("gradient step")
+    ax.set_ylabel(y_label)
+    if title:
+        ax.set_title(title)
+    ax.legend(frameon=False, fontsize=9)
+    return fig
+
+
+def training_curves(histories: Mapping[str, object], *, title: str | None = None, cols: int = 4) -> Figure:
+    """Training curves of several runs, one panel per run: train and test accuracy (%, left axis) and
+    train and test loss (right axis) against the epoch.
+
+    histories: run name → DataFrame (``history.csv``) with an ``epoch`` column and any of ``train_acc``,
+    ``test_acc`` (fractions), ``train_loss``, ``test_loss``.
+    """
+    names = list(histories)
+    cols = max(1, min(cols, len(names)))
+    fig, _, shown = _panel_grid(len(names), cols, lambda cols, rows: (PAGE_WIDTH, 2.5 * rows + 0.8))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, ax in enumerate(shown):
+        h = histories[names[i]]
+        epoch = h["epoch"] if "epoch" in h else np.arange(1, len(h) + 1)
+        for key, style in (("train_acc", "--"), ("test_acc", "-")):
+            if key in h:
+                ax.plot(epoch, 100 * np.asarray(h[key], dtype=float), style, color=colors[0], marker=".")
+        ax.set_ylim(0, 100)
+        ax.set_title(names[i], fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("accuracy (%)", color=colors[0])
+        ax2 = ax.twinx()
+        ax2.grid(False)
+        losses = []
+        for key, style in (("train_loss", "--"), ("test_loss", "-")):
+            if key in h:
+                losses.append(np.asarray(h[key], dtype=float))
+                ax2.plot(epoch, losses[-1], style, color=colors[1], marker=".")
+        finite = np.concatenate(losses or [np.zeros(0)])
+        finite = finite[np.isfinite(finite) & (finite > 0)]
+        log = finite.size > 0 and finite.max() > 100 * finite.min()  # a blow-up would flatten a linear axis
+        if log:
+            ax2.set_yscale("log")
+        ax2.set_ylabel("loss (nats, log scale)" if log else "loss (nats)", color=colors[1])
+    handles = [
+        plt.Line2D([], [], color=colors[0], linestyle="--", label="train accuracy"),
+        plt.Line2D([], [], color=colors[0], linestyle="-", label="test accuracy"),
+        plt.Line2D([], [], color=colors[1], linestyle="--", label="train loss"),
+        plt.Line2D([], [], color=colors[1], linestyle="-", label="test loss"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=4, frameon=False)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+# ------------------------------------------------------------------ per-layer measures against epochs
+#: The per-layer measures of a ``long`` run's history (``attnlib.measures.probe``: columns
+#: ``<key>_<layer>``) in the order they are drawn, each with its axis label; "displacement" is the
+#: quadratic centres' mean displacement from their initialisation (``centers.npz``, not the history).
+LAYER_MEASURES = (
+    ("distance", "attended distance (px)"),
+    ("peak", "peak (× uniform)"),
+    ("displacement", "centre displacement (key positions)"),
+    ("image_dependence", "image dependence (TV)"),
+    ("similarity", "similarity σ to previous layer"),
+)
+
+
+def layer_colours(n: int) -> list:
+    """One colour per layer (or application of a shared block), first to last along the book's sequential
+    colour map (``CMAP``): early layers dark, late layers light, in every figure alike."""
+    cmap = plt.get_cmap(CMAP)
+    return [cmap(0.85 * i / max(n - 1, 1)) for i in range(n)]
+
+
+def layer_series(history, key: str) -> dict[int, np.ndarray]:
+    """{layer: values per epoch} of the history's ``<key>_<layer>`` columns."""
+    out = {}
+    for column in getattr(history, "columns", ()):
+        head, _, tail = str(column).rpartition("_")
+        if head == key and tail.isdigit():
+            out[int(tail)] = np.asarray(history[column], dtype=float)
+    return dict(sorted(out.items()))
+
+
+def measures_vs_epochs(
+    histories: Mapping[str, object],
+    *,
+    displacements: Mapping[str, np.ndarray] | None = None,
+    measures: Sequence[str] | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Per-layer attention measures against the epoch: one column per run (a model beside its HA variant),
+    one row per measure (shared y axis along a row), one line per layer coloured by ``layer_colours``.
+
+    histories: run name → DataFrame (``history.csv`` of a run that logged measures: ``epoch`` and
+    ``distance_<l>``, ``peak_<l>``, ``image_dependence_<l>``, ``similarity_<l>``); displacements: run name →
+    (epochs + 1, layers) array of the quadratic centres' mean displacement (row 0: initialisation, epoch 0;
+    ``attnlib.measures.centre_displacement``). Rows are the measures of ``LAYER_MEASURES`` (or ``measures``)
+    that some run has; a run without one shows "not logged" in that panel.
+    """
+    names = list(histories)
+    if not names:
+        raise ValueError("measures_vs_epochs: no history given")
+    displacements = dict(displacements or {})
+    labels = dict(LAYER_MEASURES)
+    wanted = list(measures) if measures is not None else [k for k, _ in LAYER_MEASURES]
+    unknown = [k for k in wanted if k not in labels]
+    if unknown:
+        raise ValueError(f"measures: got {unknown}; allowed: {list(labels)}")
+
+    def series(name: str, key: str) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+        if key == "displacement":
+            d = displacements.get(name)
+            if d is None:
+                return np.zeros(0), {}
+            d = np.asarray(d, dtype=float)
+            return np.arange(d.shape[0]), {i: d[:, i] for i in range(d.shape[1])}
+        h = histories[name]
+        epoch = np.asarray(h["epoch"] if "epoch" in h else np.arange(1, len(h) + 1), dtype=float)
+        return epoch, layer_series(h, key)
+
+    found = {(n, k): series(n, k) for n in names for k in wanted}  # (epochs, {layer: values})
+    rows = [k for k in wanted if any(found[n, k][1] for n in names)]
+    if not rows:
+        raise ValueError("measures_vs_epochs: no per-layer measure in the histories given")
+    layers = max(max(found[n, k][1], default=-1) for n in names for k in rows) + 1
+    colours = layer_colours(layers)
+    fig, axes = plt.subplots(
+        len(rows),
+        len(names),
+        figsize=(PAGE_WIDTH if len(names) > 2 else GRID_WIDTH, 1.9 * len(rows) + 1.0),
+        sharex="col",
+        sharey="row",
+        squeeze=False,
+        layout="constrained",
+    )
+    for r, key in enumerate(rows):
+        for c, name in enumerate(names):
+            ax = axes[r, c]
+            epoch, lines = found[name, key]
+            for layer, values in lines.items():
+                ax.plot(epoch, values, "-", color=colours[layer], linewidth=1.4, label=f"layer {layer + 1}")
+            if not lines:
+                ax.text(0.5, 0.5, "not logged", ha="center", va="center", color="0.5", transform=ax.transAxes)
+            if r == 0:
+                ax.set_title(name, fontsize=9)
+            if c == 0:
+                ax.set_ylabel(labels[key], fontsize=8)
+            if r == len(rows) - 1:
+                ax.set_xlabel("epoch")
+    handles = [
+        plt.Line2D([], [], color=colours[i], linewidth=2, label=f"layer {i + 1}") for i in range(layers)
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(layers, 8), frameon=False, fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig

@@ -1,0 +1,286 @@
+"""Results at a glance: test accuracy against parameter count, ours beside the literature's, an arrow from
+each model to its HA variant, Welch verdict boxes and labels placed where they overlap nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+# ----------------------------------------------------------------------------- results at a glance
+#: Markers of the literature sources in ``accuracy_vs_params`` (hollow; ours are filled circles).
+LITERATURE_MARKERS = ("s", "D", "^", "v")
+#: Palette entries of the groups in order (seaborn "colorblind": grey first, for the convolutional
+#: baseline, then blue, green, vermilion, purple, brown, pink...): neighbours never both orange.
+GROUP_COLOURS = (7, 0, 2, 3, 4, 5, 6, 9, 8, 1)
+#: Where a point's label may go, in points from the point, tried in order until it overlaps nothing.
+LABEL_SPOTS = (
+    (5, 3, "left"),
+    (5, -10, "left"),
+    (-5, 3, "right"),
+    (-5, -10, "right"),
+    (0, 7, "center"),
+    (0, -15, "center"),
+)
+#: Pixels kept free around an arrow (its head is about this wide) when a label is placed.
+ARROW_MARGIN = 4
+
+
+def _place_labels(ax, items, fontsize: float = 7, avoid=(), lines=()) -> None:
+    """Write each (x, y, text) next to its point where it overlaps no label written before nor a point nor
+    an artist of ``avoid`` (texts already placed) nor a line of ``lines`` (((x0, y0), (x1, y1)) in data
+    coordinates: the arrows, heads included, with a margin of ``ARROW_MARGIN`` pixels); greedy, first free
+    spot of ``LABEL_SPOTS``; the first spot when none is free."""
+    fig = ax.figure
+    fig.canvas.draw()  # lay the figure out first (constrained layout): positions are final
+    renderer = fig.canvas.get_renderer()
+    points = [ax.transData.transform((x, y)) for x, y, _ in items]
+    taken = [matplotlib.transforms.Bbox.from_extents(px - 4, py - 4, px + 4, py + 4) for px, py in points]
+    taken += [a.get_window_extent(renderer) for a in avoid]
+    paths = [matplotlib.path.Path(ax.transData.transform(np.asarray(line, float))) for line in lines]
+
+    def crowded(box) -> bool:
+        if any(box.overlaps(t) for t in taken):
+            return True
+        padded = box.padded(ARROW_MARGIN)
+        return any(path.intersects_bbox(padded, filled=False) for path in paths)
+
+    for x, y, text in items:
+        for k, (dx, dy, ha) in enumerate(LABEL_SPOTS):
+            label = ax.annotate(
+                text,
+                (x, y),
+                textcoords="offset points",
+                xytext=(dx, dy),
+                fontsize=fontsize,
+                color="0.25",
+                ha=ha,
+            )
+            box = label.get_window_extent(renderer)
+            if not crowded(box) or k == len(LABEL_SPOTS) - 1:
+                if crowded(box):
+                    label.remove()
+                    label = ax.annotate(
+                        text,
+                        (x, y),
+                        textcoords="offset points",
+                        xytext=LABEL_SPOTS[0][:2],
+                        fontsize=fontsize,
+                        color="0.25",
+                        ha=LABEL_SPOTS[0][2],
+                    )
+                    box = label.get_window_extent(renderer)
+                taken.append(box)
+                break
+            label.remove()
+
+
+def accuracy_vs_params(
+    points,
+    *,
+    title: str | None = None,
+    source_labels: Mapping[str, str] | None = None,
+    verdicts: Mapping[str, str] | None = None,
+) -> Figure:
+    """Test accuracy against parameter count, one point per model and source, an arrow from each model to
+    its HA variant (within one source).
+
+    points: a DataFrame with ``experiment``, ``group`` (one colour each), ``label`` (written next to the
+    point), ``source`` ("ours" is drawn filled, every other source hollow, one marker each), ``params``,
+    ``accuracy`` (fraction; our points: the mean over seeds), optional ``accuracy_sd`` (fraction: our points
+    get an error bar of ± one sd over seeds where it is finite) and ``baseline`` (the experiment an HA
+    variant is compared with, else None).
+    ``source_labels``: how the legend names each source. ``verdicts``: {experiment: short text} written
+    under our point of that experiment (e.g. an HA variant's Welch result against its model, from
+    ``attnbook.welch_labels``; none are drawn when None); the variants' labels are placed around them.
+    """
+    groups = list(dict.fromkeys(points["group"]))
+    sources = list(dict.fromkeys(points["source"]))
+    colours, markers = _colours(groups), _markers(sources)
+    fig, ax = plt.subplots(figsize=(6.8, 4.8), layout="constrained")  # about the column's width
+    ax.set_xscale("log")
+    arrows = _ha_arrows(ax, points, colours)  # first, under the points
+    written = _glance_points(ax, points, colours, markers, verdicts)
+    ax.set_xlabel("trainable parameters (log scale)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_xlim(points["params"].min() / 1.6, points["params"].max() * 1.6)
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0f}"))
+    low = float(points["accuracy"].min() * 100) if len(points) else 0.0
+    ax.set_ylim(max(0.0, np.floor(low / 10) * 10 - (4 if verdicts else 2)), 100)  # room for the labels
+    _glance_legends(ax, groups, sources, colours, markers, dict(source_labels or {}))
+    if title:
+        ax.set_title(title)
+    labelled = [(r.params, r.accuracy * 100, r.label) for r in points.itertuples() if r.label]
+    _spread_boxes(ax, written, [(r.params, r.accuracy * 100) for r in points.itertuples()])
+    _place_labels(ax, labelled, avoid=written, lines=arrows)  # last: the axes limits and legends are final
+    return fig
+
+
+def _colours(groups) -> dict:
+    """{group: colour}, in the order of ``GROUP_COLOURS`` through the style's palette."""
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    order = [i for i in GROUP_COLOURS if i < len(palette)] or list(range(len(palette)))
+    return {g: palette[order[i % len(order)]] for i, g in enumerate(groups)}
+
+
+def _markers(sources) -> dict:
+    """{source: marker}: a filled circle for ours, the ``LITERATURE_MARKERS`` in turn for the others."""
+    others = [s for s in sources if s != "ours"]
+    return {"ours": "o", **{s: LITERATURE_MARKERS[i % len(LITERATURE_MARKERS)] for i, s in enumerate(others)}}
+
+
+def _ha_arrows(ax, points, colours) -> list:
+    """An arrow from each model to its HA variant within one source; -> their (start, end), which the
+    labels keep off."""
+    where = {(r.experiment, r.source): (r.params, r.accuracy * 100) for r in points.itertuples()}
+    arrows = []
+    for r in points.itertuples():
+        if r.baseline is None or not isinstance(r.baseline, str) or (r.baseline, r.source) not in where:
+            continue
+        start, end = where[(r.baseline, r.source)], (r.params, r.accuracy * 100)
+        arrows.append((start, end))
+        ax.annotate(
+            "",
+            xy=end,
+            xytext=start,
+            arrowprops={
+                "arrowstyle": "-|>",
+                "color": colours[r.group],
+                "linewidth": 1.1,
+                "linestyle": "-" if r.source == "ours" else "--",
+                "shrinkA": 5,
+                "shrinkB": 5,
+            },
+        )
+    return arrows
+
+
+def _glance_points(ax, points, colours, markers, verdicts) -> list:
+    """Every point (ours filled, with ± one sd over seeds where finite) and, under our points named in
+    ``verdicts``, a verdict box; -> the boxes written."""
+    written = []
+    for r in points.itertuples():
+        filled = r.source == "ours"
+        sd = getattr(r, "accuracy_sd", float("nan"))
+        if filled and np.isfinite(sd):  # ± one sd over seeds around the mean
+            bar = {"color": colours[r.group], "capsize": 2.5, "zorder": 2.5}
+            ax.errorbar(r.params, r.accuracy * 100, yerr=sd * 100, **bar)
+        ax.plot(
+            r.params,
+            r.accuracy * 100,
+            markers[r.source],
+            markersize=7,
+            color=colours[r.group],
+            mfc=colours[r.group] if filled else "white",
+            mew=1.4,
+            linestyle="none",
+            zorder=3,
+        )
+        if verdicts and filled and r.experiment in verdicts:
+            written.append(
+                _verdict_box(ax, verdicts[r.experiment], (r.params, r.accuracy * 100), colours[r.group])
+            )
+    return written
+
+
+def _verdict_box(ax, text: str, xy, colour):
+    """A verdict in a framed box under its point (``_spread_boxes`` may move it later)."""
+    return ax.annotate(
+        text,
+        xy,
+        textcoords="offset points",
+        xytext=(0, -7),
+        va="top",
+        fontsize=7,
+        ha="center",
+        color="0.1",
+        bbox={
+            "boxstyle": "round,pad=0.2",
+            "facecolor": "white",
+            "edgecolor": colour,
+            "linewidth": 1.0,
+            "alpha": 0.9,
+        },
+        zorder=4,
+    )
+
+
+def _glance_legends(ax, groups, sources, colours, markers, source_labels) -> None:
+    """Two legends: the models' colours (upper left), the sources' markers and the HA arrow (lower right)."""
+    family = [plt.Line2D([], [], marker="o", color=colours[g], linestyle="none", label=g) for g in groups]
+    kinds = [
+        plt.Line2D(
+            [],
+            [],
+            marker=markers[s],
+            color="0.3",
+            mfc="0.3" if s == "ours" else "white",
+            mew=1.4,
+            linestyle="none",
+            label=source_labels.get(s, s),
+        )
+        for s in sources
+    ]
+    kinds.append(
+        plt.Line2D(
+            [],
+            [],
+            color="0.3",
+            marker=r"$\rightarrow$",
+            markersize=12,
+            linestyle="none",
+            label="model → its HA variant",
+        )
+    )
+    first = ax.legend(
+        handles=family, loc="upper left", fontsize=8, title="model", title_fontsize=8, frameon=True
+    )
+    ax.add_artist(first)
+    ax.legend(handles=kinds, loc="lower right", fontsize=8, frameon=True)
+
+
+#: Where a verdict box may stand around its point, in order of preference: (dx, dy) offset points, va, ha.
+BOX_SPOTS = ((0, -7, "top", "center"), (0, 7, "bottom", "center"), (8, -5, "top", "left"),
+             (-8, -5, "top", "right"), (8, 5, "bottom", "left"), (-8, 5, "bottom", "right"))  # fmt: skip
+BOX_PAD = 4  # pixels around a verdict box's text: its frame
+
+
+def _spread_boxes(ax, boxes, points) -> None:
+    """Move each annotation of ``boxes`` (drawn under its point) to the spot of ``BOX_SPOTS`` where its frame
+    overlaps least (by area; the first such spot) the boxes placed before it and the points of ``points``
+    ((x, y) in data coordinates) other than its own, an area outside the axes counting four times. Greedy,
+    in the order given."""
+    if not boxes:
+        return
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    dots = [ax.transData.transform(p) for p in points]
+    dots = [matplotlib.transforms.Bbox.from_extents(x - 4, y - 4, x + 4, y + 4) for x, y in dots]
+
+    def overlap(a, b) -> float:
+        w = min(a.x1, b.x1) - max(a.x0, b.x0)
+        h = min(a.y1, b.y1) - max(a.y0, b.y0)
+        return max(w, 0.0) * max(h, 0.0)
+
+    def put(box, spot):
+        dx, dy, va, ha = spot
+        box.xyann = (dx, dy)
+        box.set_verticalalignment(va)
+        box.set_horizontalalignment(ha)
+        return box.get_window_extent(renderer).padded(BOX_PAD)
+
+    placed = []
+    for box in boxes:
+        own = ax.transData.transform(box.xy)
+        others = [d for d in dots if not d.contains(*own)]
+        scores = []
+        for spot in BOX_SPOTS:
+            extent = put(box, spot)
+            outside = extent.width * extent.height - overlap(extent, ax.bbox)  # off the axes: worse
+            hidden = sum(overlap(extent, d) for d in others)
+            scores.append(sum(overlap(extent, t) for t in placed) + hidden + 4 * outside)
+        placed.append(put(box, BOX_SPOTS[scores.index(min(scores))]))
