@@ -59,7 +59,9 @@ def _trained() -> str:
     torch.manual_seed(0)
     model = Net()
     data = synthetic_cifar10(64, 32, seed=1)
-    cfg = TrainConfig(epochs=2, batch_size=16, lr=0.05, warmup=0.2, bf16=False, label_smoothing=0.1, grad_clip=1.0)
+    cfg = TrainConfig(
+        epochs=2, batch_size=16, lr=0.05, warmup=0.2, bf16=False, label_smoothing=0.1, grad_clip=1.0
+    )
     out = fit(
         model,
         Batches(data.train, 16, train=True, seed=4),
@@ -69,7 +71,9 @@ def _trained() -> str:
         seed=4,
         progress=False,
     )
-    rows = [{k: f"{v:.8g}" for k, v in r.items() if k not in ("seconds", "images_per_s")} for r in out.history]
+    rows = [
+        {k: f"{v:.8g}" for k, v in r.items() if k not in ("seconds", "images_per_s")} for r in out.history
+    ]
     weights = {k: [f"{v:.8g}" for v in t.flatten().tolist()] for k, t in model.state_dict().items()}
     logged = {k: [f"{v:.8g}" for v in t.flatten().tolist()] for k, t in out.quadratic.items()}
     text = json.dumps([rows, weights, logged], sort_keys=True)

@@ -123,7 +123,6 @@ class Checkpoints:
         self.previous.unlink(missing_ok=True)
 
 
-
 def checkpoint_interval(seconds: float | None = None) -> float:
     """Seconds between time-based checkpoints: `seconds`, else $ATTNLIB_CHECKPOINT_SECONDS, else
     CHECKPOINT_SECONDS (0: after every step that checks its flags, i.e. every step on the CPU)."""
@@ -139,7 +138,6 @@ def checkpoint_interval(seconds: float | None = None) -> float:
     ok = isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0
     check(ok and not math.isnan(seconds), parameter, seconds, "a number of seconds >= 0")
     return float(seconds)
-
 
 
 def _rng_state() -> dict:

@@ -89,7 +89,6 @@ class _StopRequest:
         return False
 
 
-
 @contextlib.contextmanager
 def distributed_session(device: str | torch.device | None = None):
     """Context for entry points: join the process group under torchrun, leave it at exit."""

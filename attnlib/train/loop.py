@@ -65,11 +65,9 @@ class FitResult:
     resumed: str | None  # description of the checkpoint resumed from, or None
 
 
-
 def _seed_epoch(seed: int, epoch: int, rank: int) -> None:
     # dropout and any other global-RNG use depend only on (seed, epoch, rank)
     torch.manual_seed((seed * 1_000_003 + epoch) * 1_009 + rank)
-
 
 
 def train_step(
@@ -101,7 +99,6 @@ def grad_norm(model: nn.Module) -> torch.Tensor:
     """‖g‖₂ over every parameter gradient of `model` (0 when there is none); the gradients are untouched.
     The norm that `clip_grad_norm_` reports, computed the same way (`get_total_norm`)."""
     return nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
-
 
 
 @torch.no_grad()
@@ -241,9 +238,15 @@ class _Run:
         first = logged_state(self.model)
         state = _State(logged=None if first is None else {k: [v] for k, v in first.items()})
         check = functools.partial(
-            checkpoint_problem, model=self.model, epochs=self.cfg.epochs, steps=self.steps, optimizer=self.optimizer
+            checkpoint_problem,
+            model=self.model,
+            epochs=self.cfg.epochs,
+            steps=self.steps,
+            optimizer=self.optimizer,
         )
-        saved, resumed = (ckpt.load(check=check) if ckpt is not None else (None, None)) if info.is_main else (None, None)
+        saved, resumed = (
+            (ckpt.load(check=check) if ckpt is not None else (None, None)) if info.is_main else (None, None)
+        )
         if info.enabled:  # rank 0 read the checkpoint; every rank gets the same state
             box = [saved, resumed]
             dist.broadcast_object_list(box, src=0)

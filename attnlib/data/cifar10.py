@@ -1,0 +1,82 @@
+"""What CIFAR-10 is to attnlib: its classes, the layouts a copy may have, the containers every source gives
+(`Split`, `CIFAR10Data`) and the errors of an unusable copy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from attnlib.errors import ConfigError
+
+CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+
+PICKLE_DIR = "cifar-10-batches-py"
+PICKLE_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
+PICKLE_TEST = "test_batch"
+PICKLE_META = "batches.meta"
+IMAGE_SUFFIXES = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg"}
+CACHE_VERSION = 1
+CACHE_TMP_SUFFIX = ".tmp"
+
+LAYOUTS = (
+    f"either torchvision's pickled files ({PICKLE_DIR}/ with {', '.join(PICKLE_TRAIN[:1])}..5, "
+    f"{PICKLE_TEST}, {PICKLE_META}; directly in the folder or in {PICKLE_DIR}/ under it) "
+    "or an ImageFolder tree train/<class>/*.png|jpg and test/<class>/*.png|jpg with the ten classes "
+    f"{' '.join(CLASSES)}"
+)
+DOWNLOAD_HINT = (
+    "Where the network allows, load_cifar10(root, download=True) lets torchvision download the original "
+    "files into root."
+)
+
+
+class DataError(ConfigError):
+    """Unusable data source; the message names the parameter, and the file or class at fault."""
+
+    def __init__(self, parameter: str, value, message: str):
+        self.parameter, self.value, self.allowed = parameter, value, LAYOUTS
+        Exception.__init__(self, f"{parameter}: {message}")
+
+
+class DataNotFoundError(DataError, FileNotFoundError):
+    """No CIFAR-10 where we looked (also a FileNotFoundError)."""
+
+
+class DataFormatError(DataError):
+    """A CIFAR-10 folder that is malformed: missing class folder or file, non-image file, wrong size."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Containers
+
+
+@dataclass(frozen=True)
+class Split:
+    """One split: ``images`` uint8 (N, 3, 32, 32), ``labels`` int64 (N,) with values in 0..9."""
+
+    images: torch.Tensor = field(repr=False)
+    labels: torch.Tensor = field(repr=False)
+
+    def __post_init__(self):
+        x, y = self.images, self.labels
+        if x.dtype != torch.uint8 or x.dim() != 4 or tuple(x.shape[1:]) != (3, 32, 32):
+            raise ValueError(f"images must be uint8 (N, 3, 32, 32); got {x.dtype} {tuple(x.shape)}")
+        if y.dtype != torch.int64 or tuple(y.shape) != (x.shape[0],):
+            raise ValueError(f"labels must be int64 ({x.shape[0]},); got {y.dtype} {tuple(y.shape)}")
+
+    def __len__(self) -> int:
+        return self.images.shape[0]
+
+    def __repr__(self) -> str:
+        return f"Split(n={len(self)})"
+
+
+@dataclass(frozen=True)
+class CIFAR10Data:
+    """Train and test splits, the class names (label order) and ``source``, a short provenance string."""
+
+    train: Split
+    test: Split
+    classes: tuple[str, ...] = CLASSES
+    source: str = ""
