@@ -1,9 +1,10 @@
-"""Small tools the package shares: the atomic file write, the wall-clock timer of one call, and the package
-class that keeps a split module's old names patchable."""
+"""Small tools the package shares: the atomic file write (and the one JSON writer on it), the wall-clock timer
+of one call, and the package class that keeps a split module's old names patchable."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import time
@@ -57,6 +58,14 @@ def write_bytes(path: str | Path, data: bytes) -> None:
     """Write `data` to `path` atomically (`atomic_write`)."""
     with atomic_write(path) as f:
         f.write(data)
+
+
+def write_json(path: str | Path, obj, *, sort_keys: bool = True, default: Callable | None = str) -> Path:
+    """`obj` as JSON (indented by 2, a final newline) written atomically to `path` (`write_bytes`); `default`
+    turns what JSON lacks into something it has (str: numpy numbers, paths). Returns the path."""
+    text = json.dumps(obj, indent=2, sort_keys=sort_keys, default=default) + "\n"
+    write_bytes(path, text.encode())
+    return Path(path)
 
 
 # ------------------------------------------------------------------------------------------------ timing

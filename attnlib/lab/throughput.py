@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from attnlib.config import TrainConfig
-from attnlib.train.device import autocast, fast_bf16, resolve_device
+from attnlib.train.device import autocast, resolve_device, use_bf16
 from attnlib.train.loop import train_step
 from attnlib.train.schedule import make_optimizer
 
@@ -24,7 +24,7 @@ def measure_throughput(
     `attnlib.experiments.CPU_PARALLEL_EFFICIENCY`
     turns it into a multi-core estimate. On CUDA: wall time after synchronising. Updates the model's weights."""
     device = resolve_device(device)
-    bf16 = fast_bf16(device) if cfg.bf16 is None else bool(cfg.bf16)
+    bf16 = use_bf16(cfg.bf16, device)
     model = model.to(device)
     optimizer = make_optimizer(model, cfg)
     x = torch.randn(cfg.batch_size, 3, 32, 32, device=device)

@@ -16,7 +16,7 @@ from attnlib.train.checkpoint import (
     _set_rng_state,
     checkpoint_interval,
 )
-from attnlib.train.device import autocast, fast_bf16, resolve_device
+from attnlib.train.device import autocast, cpu_info, fast_bf16, resolve_device, use_bf16
 from attnlib.train.distributed import (
     DistInfo,
     _all_reduce,
@@ -61,6 +61,7 @@ __all__ = [
     "current_dist",
     "distributed_session",
     "evaluate",
+    "cpu_info",
     "fast_bf16",
     "fit",
     "grad_norm",
@@ -69,6 +70,7 @@ __all__ = [
     "make_optimizer",
     "resolve_device",
     "train_step",
+    "use_bf16",
     # the former module's private names, for callers that reached them
     "_EpochClock",
     "_Run",

@@ -1,6 +1,10 @@
-"""The one device and dtype policy of training: which device a name means, and where bf16 autocast pays."""
+"""The one device and dtype policy: which device a name means (`resolve_device`), where bf16 autocast pays
+(`fast_bf16`, `use_bf16`, `autocast`), and the one reader of the CPU's model name and flags (`cpu_info`)."""
 
 from __future__ import annotations
+
+import functools
+import platform
 
 import torch
 
@@ -39,5 +43,30 @@ def fast_bf16(device: torch.device) -> bool:
     return False
 
 
+def use_bf16(setting: bool | None, device: torch.device) -> bool:
+    """A run's bf16 setting (`TrainConfig.bf16`) on `device`: True / False as set, None -> `fast_bf16`."""
+    return fast_bf16(device) if setting is None else bool(setting)
+
+
 def autocast(device: torch.device, enabled: bool):
+    """bf16 autocast on `device` where `enabled` (fp32 master weights), a no-op context otherwise."""
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+
+
+@functools.cache
+def cpu_info() -> tuple[str, frozenset[str]]:
+    """(model name, flags) of this machine's CPU from /proc/cpuinfo (its first processor); where it cannot be
+    read (not Linux), the platform's processor name and no flags."""
+    name, flags = "", frozenset()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and not name:
+                    name = value.strip()
+                elif key.strip() == "flags":
+                    flags = frozenset(value.split())
+                    break
+    except OSError:
+        pass
+    return name or platform.processor() or platform.machine(), flags

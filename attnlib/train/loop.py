@@ -35,7 +35,7 @@ from attnlib.config import TrainConfig
 from attnlib.errors import ConfigError
 from attnlib.models import logged_state
 from attnlib.train.checkpoint import Checkpoints, _rng_state, _set_rng_state, checkpoint_interval
-from attnlib.train.device import autocast, fast_bf16, resolve_device
+from attnlib.train.device import autocast, resolve_device, use_bf16
 from attnlib.train.distributed import DistInfo, _all_reduce, _StopRequest, current_dist
 from attnlib.train.schedule import Schedule, make_optimizer
 from attnlib.validate import checkpoint_problem
@@ -80,18 +80,23 @@ def train_step(
     grad_clip: float | None = None,
 ):
     """One SGD step: forward under autocast, cross-entropy in fp32 (with label smoothing), backward,
-    optional clipping of the global gradient norm, update.
+    optional clipping of the global gradient norm, update. Without an optimizer (a benchmark timing the
+    step), no update: the gradients are freed instead.
     x (B, 3, 32, 32), y (B,) -> (loss (), logits (B, classes), gradient norm () before clipping), detached."""
     with autocast(x.device, bf16):
         logits = model(x)
     loss = F.cross_entropy(logits.float(), y, label_smoothing=label_smoothing)
-    optimizer.zero_grad(set_to_none=True)
+    if optimizer is not None:
+        optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if grad_clip is not None:
         norm = nn.utils.clip_grad_norm_(model.parameters(), grad_clip)  # ‖g‖₂ before g ← g·min(1, c/‖g‖₂)
     else:
         norm = grad_norm(model)
-    optimizer.step()
+    if optimizer is not None:
+        optimizer.step()
+    else:
+        model.zero_grad(set_to_none=True)
     return loss.detach(), logits.detach(), norm.detach()
 
 
@@ -220,7 +225,7 @@ class _Run:
         self.model, self.train_batches, self.cfg, self.device = model.to(device), train_batches, cfg, device
         self.desc, self.progress, self.on_step = desc, progress, on_step
         self.info = current_dist()
-        self.bf16 = fast_bf16(device) if cfg.bf16 is None else bool(cfg.bf16)
+        self.bf16 = use_bf16(cfg.bf16, device)
         self.steps = len(train_batches)
         if self.steps < 1:
             raise ConfigError("batch_size", cfg.batch_size, "at most the number of training images")
