@@ -69,10 +69,17 @@ device = "auto"  # auto | cpu | cuda | cuda:N (only used to train what results/ 
 seed = 0  # seed of the runs (results/<experiment>/<preset>-seed<N> for N > 0)
 train_missing = None  # None: train what results/ lacks, except during the book build; True; False
 results_dir = None  # None: results/ at the repository root
+long_preset = "long"  # preset of the 60-epoch runs also shown (ledger evidence, per-epoch measures), or the preset for none
 
 # %% tags=["hide-input"]
 params = book.check_params(
-    preset=preset, data=data, device=device, seed=seed, train_missing=train_missing, results_dir=results_dir
+    preset=preset,
+    data=data,
+    device=device,
+    seed=seed,
+    train_missing=train_missing,
+    results_dir=results_dir,
+    long_preset=long_preset,
 )
 
 # %% tags=["hide-input"]
@@ -304,7 +311,9 @@ book.glue_str("pos_init_result", book.variant_phrase("learned_9h_pos_init", {**r
 longer = book.measured_runs(["learned_9h", "learned_9h_pos_init"], params)
 book.glue_str(
     "pos_init_long",
-    " ".join(book.measured_peaks_phrase(n, r, first=i == 0) for i, (n, r) in enumerate(longer.items())),
+    " ".join(
+        book.measured_peaks_phrase(n, r, params.long_preset, first=i == 0) for i, (n, r) in enumerate(longer.items())
+    ),
 )
 INIT_LABELS = {"paper": "paper's init, N(0, 0.02²)", "default": "PyTorch's default init"}
 shifts = {init: theory.learn_shift(init=init, seed=params.seed) for init in theory.INITS}

@@ -68,6 +68,7 @@ device = "auto"  # auto | cpu | cuda | cuda:N (only used to train what results/ 
 seed = 0  # seed of the runs (results/<experiment>/<preset>-seed<N> for N > 0)
 train_missing = None  # None: train what results/ lacks, except during the book build; True; False
 results_dir = None  # None: results/ at the repository root
+long_preset = "long"  # preset of the 60-epoch runs also shown (ledger evidence, per-epoch measures), or the preset for none
 
 # %% tags=["hide-input"]
 params = book.check_params(
@@ -78,6 +79,7 @@ params = book.check_params(
     seed=seed,
     train_missing=train_missing,
     results_dir=results_dir,
+    long_preset=long_preset,
 )
 
 # %% tags=["hide-input"]
@@ -293,7 +295,9 @@ drawn = book.show_measure_curves(
 longer = book.measured_runs([learned, learned + "_ha"], params)
 book.glue_str(
     "ha_long",
-    " ".join(book.measured_peaks_phrase(n, r, first=i == 0) for i, (n, r) in enumerate(longer.items())),
+    " ".join(
+        book.measured_peaks_phrase(n, r, params.long_preset, first=i == 0) for i, (n, r) in enumerate(longer.items())
+    ),
 )
 
 # %% [markdown]

@@ -32,11 +32,18 @@ device = "auto"  # auto | cpu | cuda | cuda:N (only used to train what results/ 
 seed = 0  # seed of the runs (results/<experiment>/<preset>-seed<N> for N > 0)
 train_missing = None  # None: train what results/ lacks, except during the book build; True; False
 results_dir = None  # None: results/ at the repository root
+long_preset = "long"  # preset of the 60-epoch runs also shown (ledger evidence, per-epoch measures), or the preset for none
 query = 0  # which saved query pixel the attention figures use (0: the grid's centre)
 
 # %% tags=["hide-input"]
 params = book.check_params(
-    preset=preset, data=data, device=device, seed=seed, train_missing=train_missing, results_dir=results_dir
+    preset=preset,
+    data=data,
+    device=device,
+    seed=seed,
+    train_missing=train_missing,
+    results_dir=results_dir,
+    long_preset=long_preset,
 )
 if isinstance(query, bool) or not isinstance(query, int) or query not in range(4):  # 2.0 is no index
     raise book.ParameterError("query", query, "0, 1, 2, 3 (the saved query pixels)")

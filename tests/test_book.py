@@ -301,7 +301,7 @@ def test_chapter_runs_at_smoke(chapter, results_dir, tmp_path):
             "02_reproduction",
             {"heads": 7},
             "heads: not a parameter of this chapter (got 7); its parameters are preset, data, device, seed, "
-            "train_missing, results_dir",
+            "train_missing, results_dir, long_preset",
         ),
     ],
 )

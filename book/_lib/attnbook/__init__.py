@@ -54,7 +54,6 @@ from attnlib.tables import frame as results_frame
 
 from .benchmarks import bench_machine_markdown, bench_reports, peak_shared, profile_layout, throughput_tables
 from .display import (
-    MEASURED_PRESET,
     glue_figure,
     glue_str,
     glue_text,
@@ -81,6 +80,7 @@ from .display import (
 from .params import (
     HEADS,
     INJECTED_HEADER,
+    LONG_PRESET,
     ParameterError,
     Params,
     assigned_names,
@@ -162,6 +162,7 @@ from .tables import (
 __all__ = [
     "HEADS",
     "INJECTED_HEADER",
+    "LONG_PRESET",
     "KIND_MARKS",
     "KIND_MEANING",
     "MISSING",
@@ -258,7 +259,6 @@ __all__ = [
     "show_bench",
     "show_folded_table",
     "show_ledger",
-    "MEASURED_PRESET",
     "measured_runs",
     "show_centre_paths",
     "show_centres",

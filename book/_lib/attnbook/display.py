@@ -345,62 +345,60 @@ def _centres_missing(name, run, label, preset, what, status) -> bool:
     return True
 
 
-#: The preset whose runs log the per-layer measures every epoch, and the command that trains one.
-MEASURED_PRESET = "long"
-
-
 def measured_runs(experiments, params: Params):
-    """``Runs`` of ``experiments`` at the ``long`` preset (seed 0, the chapter's data and results folder;
-    never trains): the runs whose histories hold the per-layer attention measures of every epoch."""
+    """``Runs`` of ``experiments`` at the chapter's ``long_preset`` (seed 0, the chapter's data and results
+    folder; never trains): the runs whose histories hold the per-layer attention measures of every epoch."""
     import dataclasses
 
     from attnbook.runs import load_all
 
     return load_all(
-        experiments, dataclasses.replace(params, preset=MEASURED_PRESET, seed=0, train_missing=False)
+        experiments, dataclasses.replace(params, preset=params.long_preset, seed=0, train_missing=False)
     )
 
 
 def show_measured_attention(experiments, params: Params, query: int = 0) -> str:
-    """The attention maps of the saved ``long`` runs of ``experiments`` (those that have maps), each as
-    ``show_attention`` draws them, labelled ``fig-<experiment>-long`` and captioned with the preset;
-    nothing when the chapter's own preset is ``long`` (its figures are those runs). Returns a sentence
-    saying which were drawn (plain text, for ``glue:text``)."""
+    """The attention maps of the saved runs of ``experiments`` at the chapter's ``long_preset`` (those that
+    have maps), each as ``show_attention`` draws them, labelled ``fig-<experiment>-long`` and captioned with
+    the preset; nothing when the chapter's own preset is its ``long_preset`` (its figures are those runs).
+    Returns a sentence saying which were drawn (plain text, for ``glue:text``)."""
     import dataclasses
 
-    if params.preset == MEASURED_PRESET:
-        return f"At the {MEASURED_PRESET} preset they are the figures above."
+    if params.preset == params.long_preset:
+        return f"At the {params.long_preset} preset they are the figures above."
     runs = measured_runs(experiments, params)
-    longer = dataclasses.replace(params, preset=MEASURED_PRESET, seed=0)
+    longer = dataclasses.replace(params, preset=params.long_preset, seed=0)
     drawn = [e for e, run in runs.items() if run is not None and run.attention]  # ResNet18 saves none
     for e in drawn:
         show_attention(runs[e], e, longer, query, name=f"fig-{e}-long", named=True)
-    return f"Saved so far: {word_list(drawn)}." if drawn else f"No {MEASURED_PRESET} run is saved yet."
+    return f"Saved so far: {word_list(drawn)}." if drawn else f"No {params.long_preset} run is saved yet."
 
 
 def show_measured_centres(experiments, shorter, params: Params) -> str:
-    """The final centres and the paths of the saved ``long`` runs of the quadratic ``experiments``
-    (``show_centres`` / ``show_centre_paths``, labelled ``fig-centres-<experiment>-long`` and
-    ``fig-paths-<experiment>-long``, captioned with the preset); nothing when the chapter's own preset is
-    ``long``. Returns the sentences on how far their centres moved (``measured_centres_phrase``, beside
+    """The final centres and the paths of the saved runs at the chapter's ``long_preset`` of the quadratic
+    ``experiments`` (``show_centres`` / ``show_centre_paths``, labelled ``fig-centres-<experiment>-long`` and
+    ``fig-paths-<experiment>-long``, captioned with the preset); nothing when the chapter's own preset is its
+    ``long_preset``. Returns the sentences on how far their centres moved (``measured_centres_phrase``, beside
     the ``shorter`` runs at the chapter's preset), plain text for ``glue:text``."""
     from attnbook.phrases import measured_centres_phrase
 
-    if params.preset == MEASURED_PRESET:
+    longer = params.long_preset
+    if params.preset == longer:
         return "the figures above."
     runs = {e: r for e, r in measured_runs(experiments, params).items() if r is not None}
     for e, run in runs.items():
-        show_centres(e, run, f"fig-centres-{e}-long", MEASURED_PRESET, named=True)
-        show_centre_paths(e, run, f"fig-paths-{e}-long", MEASURED_PRESET, named=True)
+        show_centres(e, run, f"fig-centres-{e}-long", longer, named=True)
+        show_centre_paths(e, run, f"fig-paths-{e}-long", longer, named=True)
     if not runs:
         return "none is saved yet."
-    phrases = [measured_centres_phrase(e, r, shorter[e]) for e, r in runs.items()]
+    phrases = [measured_centres_phrase(e, r, shorter[e], preset=longer) for e, r in runs.items()]
     return " ".join([*phrases, "Their centres and paths follow, each figure naming the preset."])
 
 
 def show_measure_curves(figures: dict, params: Params) -> int:
-    """The per-layer attention measures of saved ``long`` runs against the epoch, one numbered figure per
-    entry of ``figures`` (``{figure name: (experiments, caption's first sentence)}``; ``viz.measures_vs_epochs``,
+    """The per-layer attention measures of saved runs at the chapter's ``long_preset`` against the epoch, one
+    numbered figure per entry of ``figures`` (``{figure name: (experiments, caption's first sentence)}``;
+    ``viz.measures_vs_epochs``,
     one column per run found, in the order given; a model and its HA variant side by side). Without any
     such run: one note saying so and naming the command that trains them, and no figure (nor for a figure
     none of whose runs is saved). Returns the number of figures drawn."""
@@ -410,10 +408,10 @@ def show_measure_curves(figures: dict, params: Params) -> int:
     every = list(dict.fromkeys(e for experiments, _ in figures.values() for e in experiments))
     runs = measured_runs(every, params)
     found = [e for e in every if runs[e] is not None and viz.layer_series(runs[e].history, "distance")]
-    command = f"`python -m attnlib train NAME --preset {MEASURED_PRESET} --data ...`"
+    command = f"`python -m attnlib train NAME --preset {params.long_preset} --data ...`"
     if not found:
         note(
-            f"**No `{MEASURED_PRESET}` result is saved yet**, so the figures of how each layer's attention "
+            f"**No `{params.long_preset}` result is saved yet**, so the figures of how each layer's attention "
             f"measures evolve during training are not drawn. The runs that log them every epoch are trained "
             f"with {command}, for NAME in {', '.join(f'`{e}`' for e in every)}."
         )
@@ -436,7 +434,7 @@ def show_measure_curves(figures: dict, params: Params) -> int:
         show(
             figure,
             name,
-            f"{what} Per-layer attention measures of the `{MEASURED_PRESET}` runs (seed 0) after every epoch, "
+            f"{what} Per-layer attention measures of the `{params.long_preset}` runs (seed 0) after every epoch, "
             f"on {images or 'the'} fixed test images: attention-weighted distance of the attended pixels from "
             "the query, the attention peak as a multiple of uniform, the quadratic centres' mean displacement "
             "from their initialisation (epoch 0), image dependence and similarity to the previous layer; one "
@@ -447,7 +445,7 @@ def show_measure_curves(figures: dict, params: Params) -> int:
         show_table(
             measure_endpoints({title(e): runs[e].history for e in shown}),
             caption=f"The figure's numbers: each layer's attention peak and attended distance after the first "
-            f"and after the last epoch ({MEASURED_PRESET} runs, seed 0).",
+            f"and after the last epoch ({params.long_preset} runs, seed 0).",
             wrap_names=True,
         )
         drawn += 1

@@ -14,6 +14,10 @@ from attnlib.env import DATA_ENV, RESULTS_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 
 HEADS = (9, 16)
+#: The default of a chapter's ``long_preset``: the registry's preset of 60-epoch runs, which log the per-layer
+#: attention measures every epoch (the claims ledger's evidence). A chapter shows runs of ``preset`` and, where
+#: it says so, of ``long_preset``; never of a preset that no parameter names.
+LONG_PRESET = "long"
 
 
 class ParameterError(ConfigError):
@@ -68,6 +72,8 @@ class Params:
 
     ``data`` is what ``run_or_load`` gets: ``None`` for the preset's own data (synthetic at ``smoke``),
     ``"synthetic[:N:M]"`` or an absolute folder. ``device`` is resolved ("auto" -> cuda or cpu).
+    ``long_preset``: the preset of the longer runs a chapter shows beside those of ``preset`` (the ledger's
+    evidence, the measures per epoch); equal to ``preset``, the chapter shows no other runs.
     """
 
     heads: int | None
@@ -77,6 +83,7 @@ class Params:
     seed: int | None
     train_missing: bool
     results_dir: Path
+    long_preset: str = LONG_PRESET
 
     def run_kwargs(self) -> dict:
         """Keyword arguments for ``attnlib.runs.run_or_load`` (besides the experiment). A chapter that
@@ -158,13 +165,15 @@ def check_params(
     train_missing=None,
     results_dir=None,
     counts: dict | None = None,
+    long_preset=LONG_PRESET,
 ) -> Params:
     """Validate a chapter's parameters and resolve defaults; raise ``ParameterError`` (shown as one line)
     on the first bad value, naming the parameter and its allowed values.
 
     ``data=None`` -> the preset's own data (``smoke``) or ``default_data()``; ``results_dir=None`` ->
     ``default_results_dir()``; ``train_missing=None`` -> ``$ATTNLIB_TRAIN_MISSING`` if set (the book build
-    sets 0), else True. ``counts``: other parameters that must be integers >= 1, by name.
+    sets 0), else True. ``counts``: other parameters that must be integers >= 1, by name. ``long_preset``:
+    the preset of the longer runs the chapter shows (``LONG_PRESET`` unless the chapter has the parameter).
     """
     check_no_unknown_parameters()
     for name, value in (counts or {}).items():
@@ -174,6 +183,8 @@ def check_params(
         raise ParameterError("heads", heads, ", ".join(map(str, HEADS)))
     if preset is not _UNSET and preset not in _presets():
         raise ParameterError("preset", preset, ", ".join(_presets()))
+    if long_preset not in _presets():
+        raise ParameterError("long_preset", long_preset, ", ".join(_presets()))
     if seed is not _UNSET and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED):
         raise ParameterError("seed", seed, f"an integer in [0, {MAX_SEED}]")
     if train_missing is not None and not isinstance(train_missing, bool):
@@ -204,6 +215,7 @@ def check_params(
         seed=value(seed),
         train_missing=train_missing,
         results_dir=results_dir.resolve(),
+        long_preset=long_preset,
     )
 
 

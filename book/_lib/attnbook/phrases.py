@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 
-from attnbook.params import Params
+from attnbook.params import LONG_PRESET, Params
 from attnbook.runs import seed_accuracies
 from attnlib.literature import RE, reference_value, short
 from attnlib.measures import NEAR_UNIFORM, attention_peaks
@@ -134,7 +134,7 @@ def variant_phrase(variant: str, runs: dict, params: Params) -> str:
     return text + "."
 
 
-def measured_peaks_phrase(name: str, run, preset: str = "long", first: bool = True) -> str:
+def measured_peaks_phrase(name: str, run, preset: str = LONG_PRESET, first: bool = True) -> str:
     """A sentence on how a run's per-layer attention peak evolved, from its history (the `long` runs log
     it every epoch): which layers stayed below NEAR_UNIFORM times uniform in every epoch, and where the
     others ended. ``first=False``: a sentence following another such one (it does not name the preset
@@ -162,7 +162,7 @@ def measured_peaks_phrase(name: str, run, preset: str = "long", first: bool = Tr
     return text + "."
 
 
-def measured_centres_phrase(name: str, run, shorter=None, preset: str = "long") -> str:
+def measured_centres_phrase(name: str, run, shorter=None, preset: str = LONG_PRESET) -> str:
     """A sentence on how far a quadratic model's centres moved in a longer run, and how their spread per layer
     (RMS distance from the layer's mean centre, ``measures.centre_spread``) ended against its initialisation;
     ``shorter``: the same model's run at the book's preset, whose displacements follow in brackets. Plain text

@@ -1,0 +1,62 @@
+"""`preset` means one thing in the book (issue 32): a chapter shows runs of its `preset`, and the longer runs it
+shows beside them are those of its own `long_preset` parameter, nowhere rewritten on the way (the ledger's
+evidence, the measures per epoch, the attention maps of the appendix, the plan of the long runs)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import attnbook
+from attnbook import display
+from attnlib import claims
+
+
+def _params(results_dir, **kw):
+    return attnbook.check_params(preset="smoke", results_dir=results_dir, train_missing=False, **kw)
+
+
+def test_long_preset_is_checked_like_preset(tmp_path):
+    assert _params(tmp_path).long_preset == attnbook.LONG_PRESET == "long"
+    assert _params(tmp_path, long_preset="smoke").long_preset == "smoke"
+    with pytest.raises(attnbook.ParameterError) as err:
+        _params(tmp_path, long_preset="converge")
+    assert str(err.value) == "long_preset: got 'converge'; allowed: paper, budget, smoke, long"
+    assert err.value._render_traceback_() == [f"ParameterError: {err.value}"]
+
+
+def test_the_longer_runs_shown_are_those_of_long_preset(trained):
+    """`trained` holds vit and vit_ha at smoke only: named as the long preset, they are found; at `long`,
+    nothing is (no preset is read that the parameter does not name)."""
+    at_long = display.measured_runs(["vit", "vit_ha"], _params(trained))
+    assert set(at_long.values()) == {None}
+    at_smoke = display.measured_runs(["vit", "vit_ha"], _params(trained, long_preset="smoke"))
+    assert {run.preset for run in at_smoke.values()} == {"smoke"}
+    assert {run.experiment for run in at_smoke.values()} == {"vit", "vit_ha"}
+
+
+def test_a_chapter_at_its_long_preset_draws_nothing_twice(trained, monkeypatch):
+    shown = []
+    monkeypatch.setattr(display, "show", lambda fig, name=None, caption=None: shown.append(name))
+    same = _params(trained, long_preset="smoke")
+    assert attnbook.show_measured_attention(["vit"], same) == "At the smoke preset they are the figures above."
+    assert attnbook.show_measured_centres(["quadratic_iso_9h"], {}, same) == "the figures above."
+    assert not shown
+    other = dataclasses.replace(same, long_preset="paper")
+    assert attnbook.show_measured_attention(["vit"], other) == "No paper run is saved yet."
+
+
+def test_the_ledger_prefers_the_chapters_long_preset(tmp_path, monkeypatch):
+    """claims_ledger asks `claims.gather` for the chapter's long preset, not the ledger's own default."""
+    asked = []
+
+    def gather(results_dir, preset, seeds=range(10), data=None, prefer=None):
+        asked.append((preset, prefer))
+        raise LookupError("stop here")
+
+    monkeypatch.setattr(claims, "gather", gather)
+    for long_preset in ("long", "smoke", "paper"):
+        with pytest.raises(LookupError):
+            attnbook.claims_ledger(_params(tmp_path, long_preset=long_preset))
+    assert asked == [("smoke", "long"), ("smoke", "smoke"), ("smoke", "paper")]
