@@ -55,6 +55,7 @@ from attnlib.analysis.rules import (
     _quadratic_local_then_far,
     _theorem,
 )
+from attnlib.results.load import read_seeds
 
 #: The preset whose saved runs the ledger prefers to its own, per ledger preset: the runs trained for 60
 #: epochs, with per-layer measures logged every epoch, over the quick budget grid.
@@ -314,19 +315,12 @@ def theorem_error(kernel_size: int = 3, alpha: float = 40.0, seed: int = 0) -> f
 
 
 def _saved(results_dir, name: str, preset: str, seeds, data) -> tuple[object, list[float]]:
-    """(seed-0 RunResult or None, test accuracies of every saved seed) of `name` at `preset` (never trains)."""
-    from attnlib.runs import MissingResult, run_or_load
-
-    first, found = None, []
-    for seed in seeds:
-        try:
-            run = run_or_load(name, preset, data, results_dir, seed=seed, train_missing=False)
-        except MissingResult:
-            continue
-        if seed == 0:
-            first = run
-        found.append(run.test_accuracy)
-    return first, found
+    """(seed-0 RunResult or None, test accuracies of every saved seed among `seeds`) of `name` at `preset`,
+    complete for today's configuration (`attnlib.results.load.read_seeds`: reads, never trains)."""
+    found = read_seeds(name, preset, results_dir=results_dir, data=data, seeds=seeds)
+    complete = {seed: saved for seed, saved in found.items() if saved.complete}
+    first = complete[0].run if 0 in complete else None
+    return first, [saved.test_accuracy for saved in complete.values()]
 
 
 def gather(

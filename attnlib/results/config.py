@@ -13,7 +13,8 @@ from pathlib import Path
 
 from attnlib import experiments
 from attnlib.checks import MAX_SEED, SYNTHETIC, check, check_positive_int, is_synthetic, synthetic_sizes
-from attnlib.models import resolved_config
+from attnlib.models import FAMILIES, resolved_config, resolved_difference
+from attnlib.results.store import read_json
 
 RESOLVED = "model_resolved"  # config.json: the model's resolved configuration, not in the fingerprint
 
@@ -72,4 +73,69 @@ def run_config(experiment: str, preset: str, *, seed: int = 0, data=None, epochs
     ]
     cfg[RESOLVED] = resolved_config(rc.family, **rc.model)  # after the hash: not in the fingerprint
     return cfg
+
+
+def config_difference(path: Path, expected: dict | None) -> str:
+    """' (train.epochs: 4 saved, 8 now; ...)': the settings of the saved config.json that differ."""
+    if expected is None:
+        return ""
+    try:
+        saved = read_json(path / "config.json")
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(saved, dict):
+        return ""
+
+    def flat(d: dict, prefix: str = "") -> dict:
+        out = {}
+        for k, v in d.items():
+            if isinstance(v, dict):
+                out.update(flat(v, f"{prefix}{k}."))
+            elif k != "fingerprint":
+                out[f"{prefix}{k}"] = list(v) if isinstance(v, tuple) else v
+        return out
+
+    expected = json.loads(json.dumps(expected, default=list))
+    a = flat({k: v for k, v in saved.items() if k != RESOLVED})
+    b = flat({k: v for k, v in expected.items() if k != RESOLVED})
+    diffs = [
+        f"{k}: {a.get(k, '-')} saved, {b.get(k, '-')} now"
+        for k in sorted(a.keys() | b.keys())
+        if a.get(k) != b.get(k)
+    ]
+    family = expected["family"]
+    if isinstance(saved.get(RESOLVED), dict) and RESOLVED in expected and saved.get("family") == family:
+        # a changed default too; a field already listed as model.<name> is not repeated
+        listed = {d.split(":")[0] for d in diffs}
+        diffs += [
+            f"{RESOLVED}.{d}"
+            for d in resolved_difference(saved[RESOLVED], expected[RESOLVED], FAMILIES[family][0])
+            if f"model.{d.split(':')[0]}" not in listed
+        ]
+    return f" ({'; '.join(diffs[:4])}{'; ...' if len(diffs) > 4 else ''})" if diffs else ""
+
+
+# expected_config's cache: {key: (config, the registry objects it was resolved from)}; the objects are kept so
+# that their ids, part of the key, are never reused while an entry lives
+_EXPECTED: dict[tuple, tuple[dict, tuple]] = {}
+
+
+def expected_config(
+    experiment: str, preset: str, *, seed: int = 0, data=None, epochs: int | None = None
+) -> dict:
+    """`run_config` as a reader compares a saved run with (validated the same way), resolved once per
+    experiment, preset, seed, data and epochs: the registry is data, fixed at import. The key holds the
+    registry's objects behind the answer (the experiment, its preset's protocol, the model's config class),
+    so that one replaced (a test's monkeypatch) is resolved anew. Read-only: do not modify the dict."""
+    if not (data is None or isinstance(data, str | os.PathLike)):  # a loaded dataset: not cached
+        return run_config(experiment, preset, seed=seed, data=data, epochs=epochs)
+    exp = experiments.EXPERIMENTS.get(experiment)
+    table = experiments.PRESET_TABLE.get(preset)
+    protocol = None if exp is None or table is None else table.get(exp.protocol)
+    family = None if exp is None else FAMILIES[exp.family][0] if exp.family in FAMILIES else None
+    sources = (exp, protocol, family)
+    key = (experiment, preset, seed, None if data is None else str(data), epochs, *map(id, sources))
+    if key not in _EXPECTED:
+        _EXPECTED[key] = (run_config(experiment, preset, seed=seed, data=data, epochs=epochs), sources)
+    return _EXPECTED[key][0]
 

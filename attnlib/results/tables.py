@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from attnlib import experiments
-from attnlib.results.config import portable_path, run_config, run_dir
-from attnlib.results.load import MissingResult, Runs, inspect_run, load_run
+from attnlib.results.config import portable_path, run_dir
+from attnlib.results.load import Runs, read_runs, read_seeds
 from attnlib.results.store import read_json
 from attnlib.snapshots import cpu_threads
 
@@ -94,19 +94,7 @@ def saved(
     load it), "missing", "damaged" (unreadable or not matching its checksums) or "stale" (a result of
     another configuration, e.g. trained before the preset changed). Never trains."""
     experiments.check_preset(preset)
-    runs = Runs()
-    for name in names or experiments.names():
-        path = run_dir(results_dir, name, preset, seed)
-        config = run_config(name, preset, seed=seed, data=data)
-        status, detail = inspect_run(path, expected=config)
-        runs[name] = None
-        if status == "complete":
-            try:
-                runs[name] = load_run(path, config["fingerprint"])
-            except MissingResult as err:  # a checksummed file that does not parse (a forged checksum)
-                status, detail = "damaged", err.detail
-        runs.status[name] = (status, detail)
-    return runs
+    return read_runs(names or experiments.names(), preset, seed=seed, results_dir=results_dir, data=data)
 
 
 def collect(
@@ -153,20 +141,12 @@ def seed_accuracies(
     """({seed: test accuracy}, problems) over every saved seed of `experiment` at `preset`
     (`<preset>/` is seed 0, `<preset>-seed<N>/` seed N) whose result is complete for the current
     configuration; `problems` says why any other seed folder is not used ("seed 1: stale (...)"). Never trains."""
-    folder = Path(results_dir) / experiment
-    seeds = {0}
-    for path in folder.glob(f"{preset}-seed*"):
-        tail = path.name[len(f"{preset}-seed") :]
-        if tail.isdigit() and int(tail) > 0:
-            seeds.add(int(tail))
     found, problems = {}, []
-    for seed in sorted(seeds):
-        path = run_dir(results_dir, experiment, preset, seed)
-        status, detail = inspect_run(path, expected=run_config(experiment, preset, seed=seed, data=data))
-        if status == "complete":
-            found[seed] = read_json(path / "metrics.json")["test_accuracy"]  # checked by inspect_run
-        elif status != "missing" or seed > 0:
-            problems.append(f"seed {seed}: {status}" + (f" ({detail})" if detail else ""))
+    for seed, saved in read_seeds(experiment, preset, results_dir=results_dir, data=data).items():
+        if saved.complete:
+            found[seed] = saved.test_accuracy
+        elif saved.status != "missing" or seed > 0:
+            problems.append(f"seed {seed}: {saved.status}" + (f" ({saved.detail})" if saved.detail else ""))
     return found, problems
 
 
@@ -200,7 +180,7 @@ def timing_columns(results_dir: str | Path, preset: str, names):
     (`wall_time_measured` False)."""
     import pandas as pd
 
-    from attnlib import timing
+    from attnlib.results import timing
 
     report = timing.load(results_dir, preset)
     measured = timing.wall_times(report, preset)

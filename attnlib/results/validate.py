@@ -122,8 +122,10 @@ def values_problem(metrics: dict) -> str:
     return ""
 
 
-def files_problem(path: str | Path, files: dict) -> str:
-    """'' or what is wrong with metrics.json's "files" of the run folder `path` (see the module)."""
+def files_problem(path: str | Path, files: dict, blobs: dict[str, bytes] | None = None) -> str:
+    """'' or what is wrong with metrics.json's "files" of the run folder `path` (see the module). `blobs`, when
+    given, receives the bytes of every file read and checked ({name: bytes}), so that a reader parses exactly
+    what was checked, without reading a file twice."""
     path = Path(path)
     for name in files:
         plain = name == Path(name).name and name not in ("", ".", "..") and "\x00" not in name
@@ -144,6 +146,8 @@ def files_problem(path: str | Path, files: dict) -> str:
         wrong = _content_problem(name, data)  # a checksum forged with the file
         if wrong:
             return f"{path / name} {wrong}"
+        if blobs is not None:
+            blobs[name] = data
     return ""
 
 
@@ -170,11 +174,13 @@ def _content_problem(name: str, data: bytes) -> str:
     return ""
 
 
-def history_problem(path: str | Path, metrics: dict) -> str:
+def history_problem(path: str | Path, metrics: dict, data: bytes | None = None) -> str:
     """'' when metrics.json's test_accuracy (and test_loss, when given) equals the last row of history.csv
-    (its checksum is checked first: `files_problem`) and provenance.epochs_trained its row count."""
+    (its checksum is checked first: `files_problem`) and provenance.epochs_trained its row count. `data`:
+    history.csv's bytes as `files_problem` read them (None: read the file)."""
     path = Path(path) / "history.csv"
-    text = read_regular(path, MAX_RESULT_BYTES).decode("utf-8", errors="replace")
+    data = read_regular(path, MAX_RESULT_BYTES) if data is None else data
+    text = data.decode("utf-8", errors="replace")
     rows = list(csv.DictReader(io.StringIO(text)))
     if not rows:
         return f"{path} has no rows"
@@ -352,4 +358,53 @@ def timing_problem(report) -> str:
             wrong = _object(entry, fields)
             if wrong:
                 return f"{key}.{name}: {wrong}"
+    return ""
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+# What `_write_result` writes and readers (tables, the book, the CLI) use, with the type each must have:
+# metrics.json is not covered by a checksum, so a hand-edited value must not pass as a result.
+_METRICS_TYPES = {
+    "test_accuracy": (lambda v: _number(v, 0, 1), "a number in [0, 1]"),
+    "params": (_count, "an integer >= 0"),
+    "wall_time_ms": (lambda v: _number(v, 0), "a number >= 0"),
+    "provenance": (lambda v: isinstance(v, dict), "an object"),
+    "fingerprint": (lambda v: isinstance(v, str), "a string"),
+    "files": (
+        lambda v: (
+            isinstance(v, dict) and all(isinstance(k, str) and isinstance(d, str) for k, d in v.items())
+        ),
+        "an object of file names and sha256 digests",
+    ),
+}
+
+_OPTIONAL_TYPES = {
+    "test_loss": (lambda v: _number(v, 0), "a number >= 0"),
+    "train_accuracy": (lambda v: _number(v, 0, 1), "a number in [0, 1]"),
+    "wall_time_std_ms": (lambda v: v is None or _number(v, 0), "a number >= 0"),
+    "wall_time_device": (lambda v: isinstance(v, str), "a string"),
+}
+
+_PROVENANCE_TYPES = {
+    "epochs": (lambda v: _count(v) and v >= 1, "an integer >= 1"),
+    "train_seconds": (lambda v: _number(v, 0), "a number >= 0"),
+    "threads": (lambda v: v is None or (_count(v) and v >= 1), "an integer >= 1 or null"),
+}
+
+
+def metrics_problem(metrics: dict) -> str:
+    """'' when every value that readers use has its type, else what is wrong (e.g. "test_accuracy is
+    'abc', not a number in [0, 1]")."""
+    checks = [(metrics, k, *c) for k, c in _METRICS_TYPES.items()]
+    checks += [(metrics, k, *c) for k, c in _OPTIONAL_TYPES.items() if k in metrics]
+    for key, (ok, allowed) in _PROVENANCE_TYPES.items():
+        if isinstance(metrics.get("provenance"), dict) and key in metrics["provenance"]:
+            checks.append((metrics["provenance"], key, ok, allowed))
+    for d, key, ok, allowed in checks:
+        if not ok(d[key]):
+            name = key if d is metrics else f"provenance.{key}"
+            return f"{name} is {d[key]!r}, not {allowed}"
     return ""

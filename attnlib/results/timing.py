@@ -1,0 +1,97 @@
+"""Saved timing reports read back (issue 32): ``results/timing/<preset>.json``, written by ``python -m attnlib time``
+(`attnlib.lab.timing`), as Table 3 and the chapters read them: the report checked (`load`), the wall times
+still of today's configuration (`wall_times`), one row per model (`table`) and the machine it was measured on
+in one sentence (`machine_line`). Copied from the lab's timing module so that reading a report imports no
+benchmark harness and no trainer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from attnlib import experiments
+from attnlib.results.store import read_json
+from attnlib.results.validate import timing_problem
+
+
+def timing_path(results_dir: str | Path, preset: str, quick: bool = False) -> Path:
+    """Where ``python -m attnlib time`` writes (a --quick run never replaces a measurement)."""
+    return Path(results_dir) / "timing" / f"{preset}{'-quick' if quick else ''}.json"
+
+
+def _jsonable(model_config: dict) -> dict:
+    return json.loads(json.dumps(model_config, default=list))
+
+
+def load(results_dir: str | Path, preset: str) -> dict | None:
+    """The saved timing report of ``preset``, or None when there is none, or it is unreadable or damaged
+    (not what `attnlib.results.validate.timing_problem` asks: said in one line, and the wall times are then shown as
+    not measured)."""
+    path = timing_path(results_dir, preset)
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        report = read_json(path)
+        wrong = timing_problem(report)
+    except (OSError, ValueError) as err:
+        wrong = f"unreadable ({type(err).__name__}: {err})"
+    if wrong:
+        logging.getLogger("attnlib").warning("%s is damaged (%s); its wall times are not used", path, wrong)
+        return None
+    return report
+
+
+def wall_times(report: dict | None, preset: str) -> dict[str, dict]:
+    """{experiment: its entry in ``report["models"]``} for the models measured with the configuration the
+    registry gives them now at ``preset`` (an entry of another configuration is left out: not measured)."""
+    if not report or report.get("preset") != preset or report.get("quick"):
+        return {}
+    out = {}
+    for name, m in report.get("models", {}).items():
+        if name not in experiments.EXPERIMENTS:
+            continue
+        rc = experiments.resolve(name, preset)
+        if m.get("family") == rc.family and m.get("model") == _jsonable(rc.model):
+            out[name] = m
+    return out
+
+
+def table(report: dict):
+    """One row per timed model: median (quartiles) in ms, parameters, and the HA/model ratio of the pairs."""
+    import pandas as pd
+
+    rows = []
+    for name, m in report["models"].items():
+        r = report["ratios"].get(name)
+        rows.append(
+            {
+                "experiment": name,
+                "median ms": round(m["median_ms"], 3),
+                "p25–p75 ms": f"{m['p25_ms']:.2f}–{m['p75_ms']:.2f}",
+                "params": m["params"],
+                "HA / model (quartiles over rounds)": ""
+                if r is None
+                else f"{r['ratio']:.2f} ({r['round_ratio_p25']:.2f}–{r['round_ratio_p75']:.2f})",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def machine_line(report: dict) -> str:
+    """One sentence: which machine, instruction sets, threads and load the timing comes from."""
+    m, load, p = report["machine"], report["load"], report["protocol"]
+    flags = ", ".join(m.get("cpu_flags") or []) or "none of avx2 / avx512 / amx reported"
+    verdict = (
+        "the cores were shared with other work, so read the times as upper bounds and the ratios as rough"
+        if load["shared"]
+        else "the cores were otherwise idle"
+    )
+    return (
+        f"Wall times measured together in one process on {m.get('cpu')} (instruction sets: {flags}; torch "
+        f"{m.get('torch')}, CPU capability {m.get('cpu_capability')}), {p['threads']} thread(s), "
+        f"{p['warmup']} warm-up and {p['reps']} timed single-image passes per model in {p['rounds']} "
+        f"interleaved rounds, {report.get('finished', '')}; 1-minute load average {load['load_before']} "
+        f"before and {load['load_after']} after on {m.get('usable_cores')} cores: {verdict}."
+    )
