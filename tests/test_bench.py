@@ -154,10 +154,10 @@ def test_fast_dropout_module_keeps_the_expectation():
 
 
 def test_matmul_peak_is_the_fastest_call_over_sizes(monkeypatch):
-    """Best of sizes and repetitions: a call slowed by other work does not lower the peak."""
-    calls = iter([1.0, 0.5, 0.25, 0.4, 9.0, 2.0, 1.0, 3.0])  # n=64: warm-up, 3 timed; n=128: the same
-    monkeypatch.setattr(bench, "_timed", lambda fn, device: next(calls))
-    p = bench.matmul_peak(torch.float32, torch.device("cpu"), (64, 128), repeats=3)
+    """Best of sizes and timed blocks: a block slowed by other work does not lower the peak."""
+    blocks = iter([[0.5, 0.25, 0.4], [2.0, 1.0, 3.0]])  # seconds per call of each timed block: n=64, n=128
+    monkeypatch.setattr(bench, "block_times", lambda fn, min_run_time: next(blocks))
+    p = bench.matmul_peak(torch.float32, torch.device("cpu"), (64, 128))
     by = {64: 2 * 64**3 / 0.25 / 1e9, 128: 2 * 128**3 / 1.0 / 1e9}
     assert p["by_size"] == pytest.approx(by) and p["n"] == 128 and p["gflops"] == pytest.approx(by[128])
 

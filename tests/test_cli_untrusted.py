@@ -81,7 +81,7 @@ def test_ctrl_c_while_the_modules_are_imported_is_one_line(tmp_path):
 
         class Interrupt(importlib.abc.MetaPathFinder):
             def find_spec(self, name, path, target=None):
-                if name == "attnlib.bench":
+                if name == "attnlib.lab.machine":
                     os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C, during the imports
                 return None
 

@@ -1,35 +1,127 @@
-"""Time and peak memory of the SAN operations' backends at the shapes of each SAN stage on CIFAR-10.
+"""Kernels alone: the machine's matmul peak, and the SAN operations' backends at the shapes of each SAN stage.
 
-    python -m attnlib.san.bench [--batch 40] [--device auto|cpu|cuda] [--repeats 20] [--dtype float32]
+``python -m attnlib bench --peak-only`` measures the peak (the denominator of the model benchmark's
+utilisation, `attnlib.lab.bench`); ``python -m attnlib san-bench`` the SAN operations. Both time through
+`attnlib.lab.measure` (``torch.utils.benchmark``).
 
-Shapes follow ``SANConfig()`` (the [Re] configuration): at stage s (resolution 32 / 2^s) aggregation reads the
-SA features (B, width/4, H, W) with weights (B, width/32, K·K, H, W), subtraction2 the relation features
+Matmul peak: square n x n @ n x n matmuls over several sizes, the fastest block of calls of each counting
+(a peak is what the hardware can do: a block slowed by other work says nothing about it), with the load
+average before and after and ``core_sharing``.
+
+SAN shapes follow ``SANConfig()`` (the [Re] configuration): at stage s (resolution 32 / 2^s) aggregation reads
+the SA features (B, width/4, H, W) with weights (B, width/32, K·K, H, W), subtraction2 the relation features
 (B, width/16, H, W), subtraction the position grid (1, 2, H, W). On a GPU both backends are measured side by
 side; on the CPU only the reference (Triton runs there only through its interpreter, far too slow to time).
-Peak memory is what the call allocates above what existed before it (inputs excluded): from the CUDA caching
-allocator's statistics on a GPU, from the profiler's allocation events on the CPU.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
+import time
 from collections.abc import Callable
 from functools import partial
 
-import pandas as pd
 import torch
 
+from attnlib.checks import check_choice
 from attnlib.errors import ConfigError
-from attnlib.san import ops
-from attnlib.san.model import SANConfig
-from attnlib.util import sync, timed_ms
+from attnlib.lab.machine import core_sharing, load_average, machine, refuse_if_shared
+from attnlib.lab.measure import MIN_RUN_TIME, block_times, peak_memory_mb
+from attnlib.train.device import resolve_device
 
-MiB = 2**20
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-def stage_cases(cfg: SANConfig, batch: int):
+# ------------------------------------------------------------------------------------------ matmul peak
+def matmul_peak(
+    dtype: torch.dtype, device: torch.device, sizes: tuple[int, ...], min_run_time: float = MIN_RUN_TIME
+) -> dict:
+    """Best FLOP/s of n x n @ n x n matmuls over ``sizes``: {"gflops", "n", "by_size": {n: best GFLOP/s}},
+    each size's best the fastest of its timed blocks (``block_times``)."""
+    best = {"gflops": 0.0, "n": None, "by_size": {}}
+    for n in sizes:
+        a = torch.randn(n, n, device=device).to(dtype)
+        b = torch.randn(n, n, device=device).to(dtype)
+        gflops = 2 * n**3 / min(block_times(lambda a=a, b=b: a @ b, min_run_time)) / 1e9  # 2n³ FLOPs a call
+        best["by_size"][n] = gflops
+        if gflops > best["gflops"]:
+            best.update(gflops=gflops, n=n)
+    return best
+
+
+def measure_peaks(dtypes, device: torch.device, sizes: tuple[int, ...], min_run_time: float) -> dict:
+    """``matmul_peak`` of every dtype, with the load average before and after and ``core_sharing``."""
+    before = load_average()
+    peaks = {dt: matmul_peak(DTYPES[dt], device, sizes, min_run_time) for dt in dtypes}
+    after = load_average()
+    usable = machine(device)["usable_cores"]
+    return dict(
+        peaks=peaks,
+        sizes=list(sizes),
+        min_run_time=min_run_time,
+        threads=torch.get_num_threads(),
+        **core_sharing(torch.get_num_threads(), before, after, usable=usable),
+    )
+
+
+def peak_sizes(device: torch.device, quick: bool) -> tuple[tuple[int, ...], float]:
+    """(matrix sizes, seconds of timed blocks per size) of the matmul peak."""
+    if quick:
+        return (256,), 0.01
+    return ((4096, 8192) if device.type == "cuda" else (512, 1024, 2048, 3072)), MIN_RUN_TIME
+
+
+def peak(
+    dtypes: tuple[str, ...] = tuple(DTYPES),
+    device: str = "auto",
+    *,
+    threads: int | None = 1,
+    quick: bool = False,
+    force: bool = False,
+) -> dict:
+    """The matmul peak alone (``--peak-only``), by the same protocol as the benchmark's: the report holds the
+    machine, ``matmul_peak`` {dtype: {"best", "n", "by_size"}} and ``load`` (``core_sharing``)."""
+    for value in dtypes:
+        check_choice("dtypes", value, tuple(DTYPES))
+    dev = resolve_device(device)
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        info = machine(dev)
+        if not (force or quick):
+            refuse_if_shared(info, torch.get_num_threads(), "the matmul peak would be too low")
+        sizes, min_run_time = peak_sizes(dev, quick)
+        measured = measure_peaks(dtypes, dev, sizes, min_run_time)
+    finally:
+        torch.set_num_threads(previous)
+    info["load_average_end"] = measured["load_after"]
+    return dict(
+        machine=info,
+        settings=dict(quick=quick, threads=measured["threads"], sizes=list(sizes), min_run_time=min_run_time),
+        matmul_peak={dt: dict(best=p["gflops"], **p) for dt, p in measured["peaks"].items()},
+        load={k: v for k, v in measured.items() if k not in ("peaks", "sizes", "min_run_time", "threads")},
+        finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
+
+
+def peak_line(report: dict) -> str:
+    """One line: the machine, its instruction sets, the peaks and whether the cores were shared."""
+    m, load = report["machine"], report.get("load", {})
+    verdict = {True: "cores shared with other work: too low", False: "cores otherwise idle", None: "load unknown"}
+    return (
+        f"{m['cpu']} ({', '.join(m['cpu_flags']) or 'no avx2/avx512/amx'}; CPU capability "
+        f"{m.get('cpu_capability')}), {m['torch_threads']} thread(s), torch {m['torch']}: matmul peak "
+        + ", ".join(f"{dt} {p['best']:.1f} GFLOP/s (n={p['n']})" for dt, p in report["matmul_peak"].items())
+        + f"; load {load.get('load_before')} -> {load.get('load_after')} ({verdict[load.get('shared')]})"
+    )
+
+
+# ------------------------------------------------------------------------------------------ SAN operations
+def stage_cases(cfg, batch: int):
     """Yield (stage, op, shapes, call) for each SAN stage: call(*tensors, backend=...) runs the op."""
+    from attnlib.san import ops
+
     for s, (width, K) in enumerate(zip(cfg.widths, cfg.kernels, strict=True), start=1):
         size = 32 >> s
         mid, rel = width // cfg.mid_reduction, width // cfg.rel_reduction
@@ -55,37 +147,11 @@ def stage_cases(cfg: SANConfig, batch: int):
         )
 
 
-def _cpu_peak(fn: Callable[[], None]) -> float:
-    """Peak bytes allocated by fn above the level at its start, from the profiler's allocation events."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    events = sorted(
-        (e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
-    )
-    level = peak = 0
-    for _, nbytes in events:
-        level += nbytes
-        peak = max(peak, level)
-    return peak
-
-
-def measure(fn: Callable[[], None], device: torch.device, repeats: int) -> tuple[float, float]:
-    """(median milliseconds, peak MiB) of fn after two warm-up calls (Triton compiles at the first)."""
-    for _ in range(2):
-        fn()
-    sync(device)
-    times = [timed_ms(fn, device) for _ in range(repeats)]
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device)
-        fn()
-        sync(device)
-        peak = torch.cuda.max_memory_allocated(device) - base
-    else:
-        peak = _cpu_peak(fn)
-    return statistics.median(times), peak / MiB
+def measure(fn: Callable[[], None], device: torch.device, min_run_time: float) -> tuple[float, float]:
+    """(median milliseconds, peak MiB) of fn after a warm-up call (Triton compiles at the first)."""
+    fn()
+    times = block_times(fn, min_run_time)
+    return statistics.median(times) * 1e3, peak_memory_mb(fn, device)
 
 
 def _forward(call, inputs, backend) -> None:
@@ -98,20 +164,27 @@ def _step(call, inputs, backend, upstream) -> None:
         t.grad = None
 
 
-def run(batch=40, device="auto", repeats=20, dtype="float32", backends=None, cfg: SANConfig | None = None):
-    """pd.DataFrame, one row per (stage, op), columns (metric, backend). backends: default both on a GPU, the
-    reference alone on the CPU (naming 'triton' there needs TRITON_INTERPRET=1: a smoke test, not a timing)."""
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
-        raise ConfigError("device", device, "'auto' | 'cpu' | 'cuda' (with a visible GPU)")
-    if dtype not in ("float32", "float16", "bfloat16"):
-        raise ConfigError("dtype", dtype, "'float32' | 'float16' | 'bfloat16'")
-    dev, dt = torch.device(device), getattr(torch, dtype)
+def _san_options(device, dtype, backends) -> tuple[torch.device, torch.dtype, tuple[str, ...]]:
+    """The device, dtype and backends of ``run``, checked (ConfigError naming the parameter)."""
+    dev = resolve_device(device)
+    check_choice("dtype", dtype, ("float32", "float16", "bfloat16"))
     backends = tuple(backends or (("torch", "triton") if dev.type == "cuda" else ("torch",)))
     for backend in backends:
         if backend not in ("torch", "triton"):
             raise ConfigError("backends", backends, "'torch' and/or 'triton'")
+    return dev, getattr(torch, dtype), backends
+
+
+def run(batch=40, device="auto", min_run_time=MIN_RUN_TIME, dtype="float32", backends=None, cfg=None):
+    """pd.DataFrame, one row per (stage, op), columns (metric, backend). backends: default both on a GPU, the
+    reference alone on the CPU (naming 'triton' there needs TRITON_INTERPRET=1: a smoke test, not a timing)."""
+    import pandas as pd
+
+    from attnlib.checks import check_positive_int
+    from attnlib.san.model import SANConfig
+
+    check_positive_int("batch", batch)
+    dev, dt, backends = _san_options(device, dtype, backends)
     rows = []
     for stage, op, shapes, call in stage_cases(cfg or SANConfig(), batch):
         g = torch.Generator(device=dev).manual_seed(0)
@@ -124,9 +197,7 @@ def run(batch=40, device="auto", repeats=20, dtype="float32", backends=None, cfg
                 "fwd+bwd": partial(_step, call, inputs, backend, upstream),
             }
             for name, fn in steps.items():
-                ms, mib = measure(fn, dev, repeats)
-                row[(f"{name} ms", backend)] = ms
-                row[(f"{name} peak MiB", backend)] = mib
+                row[(f"{name} ms", backend)], row[(f"{name} peak MiB", backend)] = measure(fn, dev, min_run_time)
         rows.append(row)
     table = pd.DataFrame(rows).set_index([("stage", ""), ("op", ""), ("input", "")])
     table.index.names = ["stage", "op", "input"]
@@ -135,30 +206,17 @@ def run(batch=40, device="auto", repeats=20, dtype="float32", backends=None, cfg
     return table
 
 
-def main(argv=None) -> pd.DataFrame:
-    parser = argparse.ArgumentParser(prog="python -m attnlib.san.bench", description=__doc__.split("\n")[0])
-    parser.add_argument("--batch", type=int, default=40, help="batch size (the [Re] SAN runs used 40)")
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda")
-    parser.add_argument(
-        "--repeats", type=int, default=20, help="timed calls per measurement (median reported)"
-    )
-    parser.add_argument("--dtype", default="float32", help="float32 | float16 | bfloat16")
-    parser.add_argument(
-        "--backends", nargs="+", default=None, help="torch and/or triton (default: see above)"
-    )
-    args = parser.parse_args(argv)
-    table = run(args.batch, args.device, args.repeats, args.dtype, args.backends)
-    if not any(backend == "triton" for _, backend in table.columns):
-        print("CPU: measuring the reference (backend='torch') alone; the Triton kernels need a GPU.")
-    print(
-        f"SAN ops, batch {args.batch}, {args.dtype}, {table.attrs['device']}; median of {args.repeats} calls"
-    )
-    with pd.option_context(
-        "display.width", 200, "display.max_columns", 20, "display.float_format", "{:.3f}".format
-    ):
-        print(table)
-    return table
+def main(argv=None):
+    """Former ``python -m attnlib.san.bench ARGV`` (shim until the shims go): ``python -m attnlib san-bench``
+    without its error handling; the table."""
+    from attnlib.lab import cli, commands
+
+    return commands.san_bench(cli.build_parser().parse_args(["san-bench", *(argv or [])]))
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from attnlib.lab.cli import main as cli_main
+
+    sys.exit(cli_main(["san-bench", *sys.argv[1:]]))

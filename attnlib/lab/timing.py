@@ -8,11 +8,16 @@ rounds in which every model takes ``reps / rounds`` passes in turn (the first mo
 round), so that a change of load during the measurement hits every model alike. The file records each
 model's median, quartiles, mean and standard deviation, the median of each round, the machine (CPU model,
 instruction sets, torch, threads) and the load average before and after, and says whether that load shows
-the cores shared with other work (``attnlib.bench.core_sharing``). The HA/model ratio of every pair is
+the cores shared with other work (``attnlib.lab.machine.core_sharing``). The HA/model ratio of every pair is
 paired by round: the median over rounds of (HA's median in the round / its model's median in the same
 round), with the quartiles of those per-round ratios as its spread; a model and its HA variant are timed
 one after the other in every round, within a fraction of a second, so a change of load between rounds
 cancels out.
+
+Timed by hand, not through ``torch.utils.benchmark`` as the benchmarks are (`attnlib.lab.measure`): the
+protocol is the [Re] report's (a fixed count of single passes, their median and quartiles), and the rounds
+interleave the models, which ``Timer.blocked_autorange`` (one statement until its time is up) cannot do;
+``attnlib.util.timed_ms`` times each pass.
 
 Table 3 reads ``results/timing/<preset>.json`` (``wall_times``); a model the file lacks, or one measured
 with another configuration than the registry's current one, reads "not measured".
@@ -30,9 +35,11 @@ from pathlib import Path
 import torch
 
 from attnlib import experiments
-from attnlib.bench import MachineBusy, core_sharing
 from attnlib.checks import check_positive_int
 from attnlib.errors import ConfigError
+from attnlib.lab.machine import MachineBusy, core_sharing, load_average, machine, refuse_if_shared
+from attnlib.lab.machine import running_others as _running_others  # a name of its own: tests patch it
+from attnlib.train.device import resolve_device
 from attnlib.util import sync, timed_ms
 
 WARMUP, REPS, ROUNDS = 10, 300, 30  # [Re] protocol (warm-up and timed passes); rounds of interleaving
@@ -47,15 +54,6 @@ def timing_path(results_dir: str | Path, preset: str, quick: bool = False) -> Pa
 
 def _jsonable(model_config: dict) -> dict:
     return json.loads(json.dumps(model_config, default=list))
-
-
-def _running_others() -> int | None:
-    """Runnable tasks on the machine now, this process excluded (/proc/loadavg, fourth field)."""
-    try:
-        with open("/proc/loadavg") as f:
-            return max(0, int(f.read().split()[3].split("/")[0]) - 1)
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def interleaved(
@@ -151,8 +149,6 @@ def measure(
     """Build and time the models; the JSON-ready report. Raises MachineBusy (before building anything)
     when the load says the cores are shared, unless ``force`` or ``quick``; the report flags it anyway.
     ``warmup`` / ``reps`` / ``rounds`` replace the protocol's (10 / 300 / 30; ``quick``: 2 / 10 / 2)."""
-    from attnlib import bench
-
     experiments.check_preset(preset)
     names = list(names or experiments.names())
     for name in names:
@@ -160,7 +156,7 @@ def measure(
     if len(set(names)) != len(names):
         raise ConfigError("experiments", names, "each experiment at most once")
     check_positive_int("threads", threads)
-    dev = bench._device(device)
+    dev = resolve_device(device)
     protocol = dict(QUICK) if quick else dict(warmup=WARMUP, reps=REPS, rounds=ROUNDS)
     for name, value in (("warmup", warmup), ("reps", reps), ("rounds", rounds)):
         if value is not None:
@@ -171,15 +167,10 @@ def measure(
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        info = bench.machine(dev)
+        info = machine(dev)
         before = info["load_average_start"]
-        sharing = core_sharing(threads, before, usable=info["usable_cores"])
-        if sharing["shared"] and not (force or quick):
-            raise MachineBusy(
-                f"the load average {before} on {info['usable_cores']} usable cores says they are shared "
-                f"({sharing['rule']}); time on an idle machine, or pass --force to measure anyway (the file "
-                "then flags it)"
-            )
+        if not (force or quick):
+            refuse_if_shared(info, threads, "the wall times would be too long", cpu_only=False)
         built, params, configs = {}, {}, {}
         for name in names:
             rc = experiments.resolve(name, preset)
@@ -195,7 +186,7 @@ def measure(
         start = time.perf_counter()
         times, round_medians, busy = interleaved(built, dev, **protocol, log=log)
         seconds = time.perf_counter() - start
-        after = bench._load()
+        after = load_average()
         sharing = core_sharing(threads, before, after, usable=info["usable_cores"], running=busy)
     finally:
         torch.set_num_threads(previous)

@@ -1,13 +1,13 @@
-"""Moved to `attnlib.lab.kernels` (issue 32). Until the shims go, this name is that same module (so that a
-test's monkeypatch reaches the code that runs)."""
+"""Moved to `attnlib.lab.kernels` (issue 32); the command line is `python -m attnlib san-bench`. Until the shims
+go, this name is that same module (so that a test's monkeypatch reaches the code that runs)."""
 
 import sys
 
-from attnlib.lab import kernels as _moved
+if __name__ == "__main__":  # python -m attnlib.san.bench ARGS: python -m attnlib san-bench ARGS
+    from attnlib.lab.cli import main
 
-if __name__ == "__main__":  # python -m attnlib.san.bench
-    import runpy
-
-    runpy.run_module("attnlib.lab.kernels", run_name="__main__")
+    sys.exit(main(["san-bench", *sys.argv[1:]]))
 else:
-    sys.modules[__name__] = _moved
+    from attnlib.lab import kernels
+
+    sys.modules[__name__] = kernels

@@ -1,0 +1,382 @@
+"""What each command of `python -m attnlib` does, once `attnlib.lab.cli` has parsed its arguments: the library
+validates them (ConfigError) and the CLI turns its exceptions into one line and an exit code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from attnlib import experiments
+from attnlib.checks import distributed_env
+from attnlib.errors import ConfigError
+from attnlib.lab.cli import EXIT_INTERRUPTED, EXIT_MISSING, PROG
+
+
+def _minutes(seconds: float | None) -> str:
+    return "unmeasured" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def cmd_list(args) -> int:
+    import pandas as pd
+    import torch
+
+    from attnlib.lab.throughput import measure_throughput
+    from attnlib.tables import collect
+
+    estimate = args.measure or args.preset == "budget"
+    listed = experiments.names(variants=True)
+    saved = collect(args.results_dir, args.preset, listed).set_index("experiment")
+    done = saved["status"] == "complete"
+    rows, per_run = [], []
+    for name in listed:
+        rc = experiments.resolve(name, args.preset)
+        row = {
+            "experiment": name,
+            "params": f"{experiments.count_parameters(name, args.preset):,}",
+            "epochs": rc.train.epochs,
+            "batch": rc.train.batch_size,
+            "lr": rc.train.lr,
+            "model": " ".join(f"{k}={v}" for k, v in rc.model.items()),
+        }
+        ips = None
+        if args.measure:
+            torch.manual_seed(0)
+            ips = measure_throughput(experiments.build_model(name, args.preset), rc.train, "cpu")
+            row["img/s per core"] = f"{ips[0]:.0f} / {ips[1]:.0f}"
+        if estimate:
+            est = experiments.estimate_seconds(name, args.preset, throughput=ips)
+            row["est. time (1 thread)"] = _minutes(est)
+            if not experiments.get(name).variant_of:  # variants are trained where a claim needs them
+                per_run.append(est)
+        row["saved run"] = (
+            _minutes(saved.at[name, "train_seconds"]) if done[name] else saved.at[name, "status"]
+        )
+        rows.append(row)
+    print(pd.DataFrame(rows).to_string(index=False))
+    print(f"\n{args.preset}: {experiments.NOTES[args.preset]}")
+    for protocol, p in experiments.PRESET_TABLE[args.preset].items():
+        print(f"- {protocol}: {p.reason}")
+    if estimate:
+        where = (
+            "this machine's per-core throughput (measured now)" if args.measure else "the reference machine"
+        )
+        if None in per_run:
+            print(
+                f"\nestimated total for the grid: unknown ({per_run.count(None)} runs unmeasured; use --measure)"
+            )
+        else:
+            total = experiments.grid_seconds(per_run)
+            print(
+                f"\nestimated total for the grid ({len(per_run)} runs, variants not counted): {total / 3600:.2f} h on 2 idle cores as two single-thread runs side "
+                f"by side (train ... --threads 1), from {where}; full CIFAR-10, each run's time as listed"
+            )
+    if done.any():
+        print(
+            f"saved runs in {args.results_dir}: {int(done.sum())} of {len(done)} complete, "
+            f"{saved.loc[done, 'train_seconds'].sum() / 3600:.2f} h of training in all (each run's wall time "
+            "from its provenance, evaluation included)"
+        )
+    return 0
+
+
+def cmd_train(args) -> int:
+    from attnlib.lab.queue import die_with_parent
+    from attnlib.runs import run_or_load
+
+    die_with_parent()  # started by `queue`: a SIGTERM (checkpoint, exit) when the queue dies, however
+
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    result = run_or_load(  # a complete result with the same configuration is kept, not retrained
+        args.experiment,
+        args.preset,
+        data=args.data,
+        results_dir=args.results_dir,
+        device=args.device,
+        seed=args.seed,
+        train_missing=True,
+        epochs=args.epochs,
+        progress=False if args.no_progress else None,
+        replace=args.force,
+    )
+    if distributed_env()[0] == 0:
+        m = result.metrics
+        done = "" if result.trained else " (already complete; delete its folder to retrain)"
+        print(
+            f"{args.experiment}/{args.preset}{done}: test accuracy {m['test_accuracy']:.4f}, {m['params']:,} params, "
+            f"{m['wall_time_ms']:.2f} ms/image on {m['wall_time_device']}; results in {result.path}"
+        )
+    return 0
+
+
+def cmd_probe(args) -> int:
+    import numpy as np
+
+    from attnlib.runs import backfill_probe
+    from attnlib.train import resolve_device
+
+    path = backfill_probe(
+        args.experiment,
+        args.preset,
+        seed=args.seed,
+        results_dir=args.results_dir,
+        data=args.data,
+        device=resolve_device(args.device),
+    )
+    with np.load(path) as z:
+        probe = dict(z)
+    print(f"{args.experiment}/{args.preset}: written {path} ({int(probe['images'])} test images)")
+    for layer in range(int(probe["token_layers"])):
+        print(
+            f"- layer {layer}: distance {probe['init_distance'][layer].mean():.2f} px at init -> "
+            f"{probe['end_distance'][layer].mean():.2f} (uniform {float(probe['uniform_distance']):.2f}), "
+            f"peak {probe['init_peak'][layer].mean():.2f}x -> {probe['end_peak'][layer].mean():.2f}x uniform"
+        )
+    return 0
+
+
+def cmd_queue(args) -> int:
+    from attnlib.lab import queue
+
+    if args.asked:
+        from attnlib import claims
+
+        if args.experiments or args.seeds != [0]:
+            given, value = (
+                ("--experiments", args.experiments) if args.experiments else ("--seeds", args.seeds)
+            )
+            raise ConfigError(given, value, "none with --asked (it chooses the experiments and seeds itself)")
+        jobs = [
+            queue.Job(name, seed)
+            for name, seed in claims.seeds_asked(args.results_dir, args.preset, args.data)
+        ]
+    else:
+        names = args.experiments or queue.default_experiments(args.preset)
+        jobs = [queue.Job(name, seed) for seed in dict.fromkeys(args.seeds) for name in dict.fromkeys(names)]
+    todo, done = queue.pending(jobs, args.preset, args.results_dir, data=args.data)
+    print(f"{args.preset}: {len(jobs)} runs, {len(done)} complete, {len(todo)} to train or resume")
+    if not todo:
+        return 0
+    lanes = args.lanes or queue.default_lanes(len(todo))
+    log_dir = Path(args.log_dir or Path(args.results_dir) / "logs" / args.preset)
+    if not args.log_dir:  # a linked results/logs (a link in a clone) would take the logs elsewhere: refused
+        from attnlib.store import check_no_links
+
+        check_no_links(log_dir, args.results_dir)
+
+    def command(job):
+        return queue.train_command(
+            job, args.preset, results_dir=args.results_dir, data=args.data, force=args.force
+        )
+
+    runner = queue.Queue(todo, lanes, command, log_dir)
+    outcomes = runner.run()
+    print(
+        "\n".join(
+            f"- {o.job.name}: {o.status}" + (f" ({o.seconds / 60:.0f} min)" if o.seconds else "")
+            for o in outcomes
+        )
+    )
+    if runner.interrupted:
+        print(
+            f"{PROG}: interrupted; the runs saved checkpoints: rerun the same command to go on",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    failed = [o for o in outcomes if o.status.startswith("failed")]
+    if failed:
+        print(f"{PROG}: {len(failed)} run(s) failed; their logs are in {log_dir}", file=sys.stderr)
+        return EXIT_MISSING
+    return 0
+
+
+def cmd_table(args) -> int:
+    from attnlib import tables
+
+    if not Path(args.results_dir).is_dir():
+        raise ConfigError(
+            "--results-dir",
+            args.results_dir,
+            f"a folder of saved results ({args.results_dir} does not exist or is not a folder)",
+        )
+    if args.command == "table1":
+        df = tables.table1(args.results_dir, args.preset, args.seed)
+        print(df.drop(columns="detail").to_string(index=False))
+    else:
+        df = tables.table3(args.results_dir, args.preset)
+        shown = df.drop(columns="detail").astype(object)
+        shown["wall_time_ms"] = [
+            "not measured" if v is None or v != v else f"{v:.3f}" for v in df["wall_time_ms"]
+        ]
+        print(shown.to_string(index=False))
+        _print_welch(args, df)
+    problems = df[df["status"].isin(["damaged", "stale"])]
+    if len(problems):  # shown without numbers; say why
+        print(f"\nnot used (retrain with: python -m attnlib train EXPERIMENT --preset {args.preset}):")
+        for _, row in problems.iterrows():
+            print(f"- {row['experiment']}: {row['status']}: {row['detail']}")
+    return 0
+
+
+def _print_welch(args, df) -> None:
+    """Below Table 3: HA against its model over the saved seeds (Welch), and where the wall times come from."""
+    from attnlib import compare, tables
+    from attnlib.lab import timing
+
+    print("\nHA - model over the saved seeds (accuracy points; Welch's t-test, 95% interval):")
+    for e in experiments.EXPERIMENTS.values():
+        if not e.baseline:
+            continue
+        acc = [
+            list(tables.seed_accuracies(args.results_dir, args.preset, n)[0].values())
+            for n in (e.baseline, e.name)
+        ]
+        if not all(acc):
+            print(f"- {e.title}: not trained on both sides")
+            continue
+        w = compare.welch(*acc)
+        ci = "no interval" if w.interval is None else f"[{w.interval[0]:+.1f}, {w.interval[1]:+.1f}]"
+        p = "" if w.p is None else f", df {w.df:.1f}, p = {w.p:.2f}"
+        wanted = "" if w.seeds_wanted == 0 else f"; the standard asks for {w.seeds_wanted} seeds per side"
+        print(
+            f"- {e.title}: {w.n[0]} model / {w.n[1]} HA seeds, {w.points:+.1f} points, {ci}{p}: {w.verdict}{wanted}"
+        )
+    report = timing.load(args.results_dir, args.preset)
+    print(
+        "\n"
+        + (
+            timing.machine_line(report)
+            if report
+            else f"wall time: not measured; run python -m attnlib time --preset {args.preset}"
+        )
+    )
+
+
+def cmd_time(args) -> int:
+    from attnlib.lab import timing
+
+    report, path = timing.run(
+        args.preset,
+        args.experiments,
+        results_dir=args.results_dir,
+        out=args.out,
+        threads=args.threads,
+        device=args.device,
+        quick=args.quick,
+        force=args.force,
+    )
+    print(timing.table(report).to_string(index=False))
+    print(f"\n{timing.machine_line(report)}\n{report['seconds']:.1f} s of timing; written {path}")
+    return 0
+
+
+def bench(args) -> dict:
+    """``python -m attnlib bench``: the model benchmark (or ``--peak-only`` the matmul peak) written to
+    ``--out``, its table printed; the report. ConfigError / MachineBusy propagate."""
+    from attnlib.lab import bench, kernels
+
+    if args.peak_only:
+        report = kernels.peak(
+            tuple(args.dtypes), args.device, threads=args.threads or 1, quick=args.quick, force=args.force
+        )
+        out = bench.write_json(report, args.out or Path("results") / "bench" / "peak" / f"{report['machine']['device']}.json")
+        print(kernels.peak_line(report) + f"; written {out}")
+        return report
+    report = bench.run(
+        shapes=tuple(args.shapes or (["paper"] if args.quick else bench.SHAPES)),  # --quick: both are tiny
+        models=tuple(args.models),
+        dtypes=tuple(args.dtypes),
+        impls=tuple(args.impls),
+        device=args.device,
+        batch=args.batch,
+        layers=args.layers,
+        repeats=args.repeats,
+        inference=not args.no_inference,
+        quick=args.quick,
+        profile=args.profile,
+        threads=args.threads or (1 if args.quick else None),
+        force=args.force,
+    )
+    if args.all:
+        report["san"] = _san_report(report["machine"]["device"], args.quick)
+    out = bench.write_json(report, args.out or Path("results") / "bench" / f"{report['machine']['device']}.json")
+    _print_bench(report, out)
+    return report
+
+
+def _print_bench(report: dict, out: Path) -> None:
+    import pandas as pd
+
+    from attnlib.lab import bench
+
+    with pd.option_context(
+        "display.width", 250, "display.max_columns", 30, "display.float_format", "{:.3g}".format
+    ):
+        print(bench.table(report).to_string(index=False))
+        shares = bench.profile_table(report)
+        if shares is not None:
+            print("where the time goes (share of the profiled step's op self time):")
+            print(shares.to_string(index=False))
+    m = report["machine"]
+    print(f"{m['cpu']} ({', '.join(m['cpu_flags'])}), {m['usable_cores']} cores, torch {m['torch']} "
+          f"({m['torch_threads']} threads); matmul peak "
+          + ", ".join(f"{dt} {p['best']:.1f} GFLOP/s" for dt, p in report["matmul_peak"].items())
+          + f"; load {m['load_average_start']} -> {m['load_average_end']}"
+          + (" (cores shared with other work: the figures are too low)" if report["load"]["shared"] else "")
+          + f"; written {out}")  # fmt: skip
+
+
+def _san_report(device: str, quick: bool) -> dict:
+    """``bench --all``: the SAN operations' table for the report, or the error that stopped it (another
+    benchmark's failure must not lose the numbers measured before it)."""
+    from attnlib.lab import kernels
+
+    options = dict(device=device) | (dict(batch=2, min_run_time=0.01) if quick else {})
+    try:
+        table = kernels.run(**options)
+    except Exception as err:
+        return {"error": f"{type(err).__name__}: {err}"}
+    return {"options": options, "table": json.loads(table.reset_index().to_json(orient="records"))}
+
+
+def cmd_bench(args) -> int:
+    bench(args)
+    return 0
+
+
+def san_bench(args):
+    """``python -m attnlib san-bench``: the SAN operations' table, printed and returned."""
+    import pandas as pd
+
+    from attnlib.lab import kernels
+
+    table = kernels.run(args.batch, args.device, args.min_run_time, args.dtype, args.backends)
+    if not any(backend == "triton" for _, backend in table.columns):
+        print("CPU: measuring the reference (backend='torch') alone; the Triton kernels need a GPU.")
+    print(f"SAN ops, batch {args.batch}, {args.dtype}, {table.attrs['device']}; median of timed blocks")
+    with pd.option_context(
+        "display.width", 200, "display.max_columns", 20, "display.float_format", "{:.3f}".format
+    ):
+        print(table)
+    return table
+
+
+def cmd_san_bench(args) -> int:
+    san_bench(args)
+    return 0
+
+
+COMMANDS = {
+    "list": cmd_list,
+    "train": cmd_train,
+    "queue": cmd_queue,
+    "probe": cmd_probe,
+    "table1": cmd_table,
+    "table3": cmd_table,
+    "time": cmd_time,
+    "bench": cmd_bench,
+    "san-bench": cmd_san_bench,
+}

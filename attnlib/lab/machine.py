@@ -1,0 +1,145 @@
+"""What a measurement ran on, and whether its cores were shared: the one home of machine facts.
+
+`machine(device)` names the CPU (model, instruction sets, cores, torch and its threads) and the GPU; the load
+average and the runnable tasks of other processes say whether other work shared the cores (`core_sharing`);
+`refuse_if_shared` stops a measurement before it starts when they were (`MachineBusy`, unless forced).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+
+import torch
+
+#: the instruction sets a report names (what decides how fast fp32 / bf16 matmuls can be)
+FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "fma")
+
+#: Other work may use this much of a core beyond the cores a measurement leaves free before its cores count
+#: as shared (load averages are averages: a short job of another user is not a second tenant).
+SHARED_MARGIN = 0.5
+
+
+class MachineBusy(RuntimeError):
+    """The load average says the cores are shared with other work; the measurement was not started."""
+
+
+def cpu_info() -> tuple[str, list[str]]:
+    """(CPU model name, the instruction sets of FLAGS it reports) from /proc/cpuinfo ([] where unreadable)."""
+    cpu = platform.processor() or platform.machine()
+    flags: list[str] = []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and cpu in ("", platform.machine()):
+                    cpu = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    flags = sorted(set(line.split(":", 1)[1].split()) & set(FLAGS))
+                    break
+    except OSError:
+        pass
+    return cpu, flags
+
+
+def usable_cores() -> int:
+    """The cores of this process's CPU set (os.cpu_count() where the platform has no affinity)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def load_average() -> list[float] | None:
+    """The 1-, 5- and 15-minute load averages, or None where the platform has none."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def running_others() -> int | None:
+    """Runnable tasks on the machine now, this process excluded (/proc/loadavg, fourth field)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return max(0, int(f.read().split()[3].split("/")[0]) - 1)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def machine(device: torch.device) -> dict:
+    """What the numbers were measured on (and the load average at the start)."""
+    cpu, flags = cpu_info()
+    info = dict(
+        device=device.type,
+        cpu=cpu,
+        cpu_flags=flags,
+        logical_cores=os.cpu_count(),
+        usable_cores=usable_cores(),
+        torch_threads=torch.get_num_threads(),
+        torch=torch.__version__,
+        cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        python=platform.python_version(),
+        platform=platform.platform(),
+        load_average_start=load_average(),
+    )
+    if device.type == "cuda":
+        prop = torch.cuda.get_device_properties(device)
+        info.update(
+            gpu=prop.name,
+            gpu_memory_gb=round(prop.total_memory / 2**30, 1),
+            gpu_capability=f"{prop.major}.{prop.minor}",
+            cuda=torch.version.cuda,
+            tf32_matmul=torch.backends.cuda.matmul.allow_tf32,
+        )
+    return info
+
+
+def core_sharing(
+    threads: int,
+    load_before: list[float] | None,
+    load_after: list[float] | None = None,
+    *,
+    usable: int,
+    running: list[int] | None = None,
+) -> dict:
+    """Whether the load says the ``threads`` cores a measurement used were shared with other work.
+
+    The other work's load is the largest of: the 1-minute load average before the measurement; the one
+    after it minus this measurement's own ``threads`` (an underestimate when it lasted under a minute); and
+    the mean of ``running``, the runnable tasks of other processes sampled during it. The cores count as
+    shared when that load exceeds the cores the measurement leaves free (``usable − threads``) by more than
+    SHARED_MARGIN; unknown (None) when no load could be read."""
+    estimates = []
+    if load_before:
+        estimates.append(load_before[0])
+    if load_after:
+        estimates.append(max(0.0, load_after[0] - threads))
+    if running:
+        estimates.append(statistics.fmean(running))
+    free = max(0, usable - threads)
+    other = max(estimates) if estimates else None
+    return dict(
+        load_before=load_before,
+        load_after=load_after,
+        running_others=running,
+        other_load=None if other is None else round(other, 2),
+        free_cores=free,
+        shared=None if other is None else other > free + SHARED_MARGIN,
+        rule=f"shared when other work's load exceeds the {free} core(s) left free by more than {SHARED_MARGIN}",
+    )
+
+
+def refuse_if_shared(info: dict, threads: int, consequence: str, *, cpu_only: bool = True) -> dict:
+    """``core_sharing`` at the start of a measurement on ``machine()``'s ``info``; MachineBusy when it says the
+    cores are shared (on a GPU too unless ``cpu_only``), naming ``consequence`` (what would be wrong) and
+    --force."""
+    load, usable = info["load_average_start"], info["usable_cores"]
+    sharing = core_sharing(threads, load, usable=usable)
+    if sharing["shared"] and not (cpu_only and info["device"] != "cpu"):
+        raise MachineBusy(
+            f"the load average {load} on {usable} usable cores says they are shared with other work "
+            f"({sharing['rule']}): {consequence}; run on an idle machine, or pass --force to measure anyway "
+            "(the report flags it)"
+        )
+    return sharing

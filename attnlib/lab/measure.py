@@ -1,0 +1,66 @@
+"""The benchmarks' one timer and one peak-memory method.
+
+Time: ``torch.utils.benchmark.Timer.blocked_autorange``: after a warm-up that sizes them, blocks of calls long
+enough that the timer's own overhead is negligible, with the accelerator synchronised around each block, run
+for at least ``min_run_time`` seconds. By hand only the interleaved Table-3 protocol (`attnlib.lab.timing`).
+
+Peak memory: what a call allocates above what existed before it, from torch's own accounting: the CUDA
+caching allocator's statistics on a GPU, the profiler's allocation events on the CPU (the CPU allocator keeps
+no statistics; the resident set size would count the C library's caching too).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import torch
+
+MIN_RUN_TIME = 0.2  # seconds per measurement (torch's default)
+MiB = 2**20
+
+
+def block_times(fn: Callable[[], object], min_run_time: float = MIN_RUN_TIME) -> list[float]:
+    """Seconds per call of ``fn()`` in each timed block (``Timer.blocked_autorange``), with torch's current
+    number of threads (the Timer's own default is one)."""
+    from torch.utils import benchmark  # imported on first use: it loads torch's C++ extension machinery
+
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    return list(timer.blocked_autorange(min_run_time=min_run_time).times)
+
+
+def peak_memory_mb(fn: Callable[[], object], device: torch.device) -> float:
+    """Peak MiB that one call of ``fn`` allocates above the level at its start (inputs and weights excluded)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return (torch.cuda.max_memory_allocated(device) - before) / MiB
+    from torch.profiler import ProfilerActivity, profile
+
+    quiet_profiler()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted(
+        (e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
+    )
+    level = peak = 0
+    for _, nbytes in events:  # allocations positive, frees negative, in the order they happened
+        level += nbytes
+        peak = max(peak, level)
+    return peak / MiB
+
+
+def quiet_profiler() -> None:
+    """Before the process's first profiler: no kineto log lines (a start and a stop line on stderr for every
+    profiled call otherwise), unless $KINETO_LOG_LEVEL says otherwise."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", "99")
+
+
+MEMORY_METHOD = {
+    "cpu": "peak of torch's allocations during the step above the level at its start (torch.profiler's "
+    "memory events): activations, gradients and temporaries the step allocates",
+    "cuda": "torch.cuda.max_memory_allocated during the step minus memory_allocated before it",
+}
