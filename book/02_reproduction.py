@@ -64,7 +64,7 @@ from attnlib import claims, experiments, tables, theory
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke
-data = None  # None: the preset's data ($ATTNLIB_DATA or ../shared/data/cifar10); "synthetic"; a folder
+data = None  # None: the preset's data (CIFAR-10 from $ATTNLIB_DATA); "synthetic"; a folder
 device = "auto"  # auto | cpu | cuda | cuda:N (only used to train what results/ lacks)
 seed = 0  # seed of the runs (results/<experiment>/<preset>-seed<N> for N > 0)
 train_missing = None  # None: train what results/ lacks, except during the book build; True; False

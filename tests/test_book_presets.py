@@ -60,3 +60,19 @@ def test_the_ledger_prefers_the_chapters_long_preset(tmp_path, monkeypatch):
         with pytest.raises(LookupError):
             attnbook.claims_ledger(_params(tmp_path, long_preset=long_preset))
     assert asked == [("smoke", "long"), ("smoke", "smoke"), ("smoke", "paper")]
+
+
+def test_data_defaults_to_the_librarys_one_default(tmp_path, monkeypatch):
+    """A chapter's `data=None` is $ATTNLIB_DATA (what attnlib.data.load_cifar10 reads), else None: no folder
+    of the book's own (reading needs none: a fingerprint records "cifar10" for any copy)."""
+    monkeypatch.delenv(attnbook.params.DATA_ENV, raising=False)
+    assert attnbook.default_data() is None
+    assert attnbook.check_params(preset="budget", data=None, results_dir=tmp_path, train_missing=True).data is None
+    folder = tmp_path / "cifar"
+    folder.mkdir()
+    monkeypatch.setenv(attnbook.params.DATA_ENV, str(folder))
+    assert attnbook.check_params(preset="budget", data=None, results_dir=tmp_path).data == str(folder.resolve())
+    assert attnbook.check_params(preset="smoke", data=None, results_dir=tmp_path).data is None  # its own
+    monkeypatch.setenv(attnbook.params.DATA_ENV, str(tmp_path / "gone"))
+    with pytest.raises(attnbook.ParameterError, match="does not exist: set ATTNLIB_DATA or pass data"):
+        attnbook.check_params(preset="budget", data=None, results_dir=tmp_path, train_missing=True)

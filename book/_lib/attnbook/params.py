@@ -45,9 +45,13 @@ def repo_root() -> Path:
     return Path.cwd()
 
 
-def default_data() -> str:
-    """``$ATTNLIB_DATA`` if set, else the shared CIFAR-10 copy ``../shared/data/cifar10`` beside the repo."""
-    return os.environ.get(DATA_ENV) or str((repo_root().parent / "shared" / "data" / "cifar10").resolve())
+def default_data() -> str | None:
+    """The CIFAR-10 folder of a chapter that passes no ``data``: the library's one default, ``$ATTNLIB_DATA``
+    (``attnlib.data.load_cifar10`` reads the same variable), resolved; None where it is not set. Reading
+    saved runs needs no folder (a fingerprint records "cifar10" for any copy); training without one stops
+    with the library's message naming ``$ATTNLIB_DATA``."""
+    folder = os.environ.get(DATA_ENV)
+    return str(Path(folder).expanduser().resolve()) if folder else None
 
 
 def default_results_dir() -> Path:
@@ -133,7 +137,7 @@ def _check_data(data, preset, train_missing: bool) -> str | None:
         if preset is not None and _preset_has_own_data(preset):
             return None
         folder = default_data()
-        if train_missing and not Path(folder).is_dir():
+        if folder is not None and train_missing and not Path(folder).is_dir():
             raise ParameterError(
                 "data", None, f"{allowed} (the default {folder} does not exist: set {DATA_ENV} or pass data)"
             )
@@ -170,9 +174,9 @@ def check_params(
     """Validate a chapter's parameters and resolve defaults; raise ``ParameterError`` (shown as one line)
     on the first bad value, naming the parameter and its allowed values.
 
-    ``data=None`` -> the preset's own data (``smoke``) or ``default_data()``; ``results_dir=None`` ->
-    ``default_results_dir()``; ``train_missing=None`` -> ``$ATTNLIB_TRAIN_MISSING`` if set (the book build
-    sets 0), else True. ``counts``: other parameters that must be integers >= 1, by name. ``long_preset``:
+    ``data=None`` -> the preset's own data (``smoke``) or ``default_data()`` ($ATTNLIB_DATA, else None);
+    ``results_dir=None`` -> ``default_results_dir()``; ``train_missing=None`` -> ``$ATTNLIB_TRAIN_MISSING``
+    if set (the book build sets 0), else True. ``counts``: other parameters that must be integers >= 1, by name. ``long_preset``:
     the preset of the longer runs the chapter shows (``LONG_PRESET`` unless the chapter has the parameter).
     """
     check_no_unknown_parameters()
