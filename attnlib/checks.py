@@ -78,18 +78,20 @@ def is_synthetic(spec) -> bool:
     return isinstance(spec, str) and spec.split(":")[0] == SYNTHETIC
 
 
-def synthetic_sizes(spec: str, allowed: str = "'synthetic' or 'synthetic:N_TRAIN:N_TEST'") -> tuple[int, int]:
+def synthetic_sizes(
+    spec: str, allowed: str = "'synthetic' or 'synthetic:N_TRAIN:N_TEST'", parameter: str = "data"
+) -> tuple[int, int]:
     """(N_TRAIN, N_TEST) of a synthetic spec: "synthetic" (the default sizes) or "synthetic:N_TRAIN:N_TEST"
-    with positive integers. Raises ConfigError("data", spec, allowed) for anything else."""
+    with positive integers. Raises ConfigError(parameter, spec, allowed) for anything else."""
     if not is_synthetic(spec):
-        raise ConfigError("data", spec, allowed)
+        raise ConfigError(parameter, spec, allowed)
     parts = spec.split(":")[1:]
     if not parts:
         return SYNTHETIC_SIZES
     try:
         n_train, n_test = (int(p) for p in parts)
     except ValueError:
-        raise ConfigError("data", spec, allowed) from None
+        raise ConfigError(parameter, spec, allowed) from None
     if not (1 <= n_train <= MAX_SYNTHETIC and 1 <= n_test <= MAX_SYNTHETIC):
-        raise ConfigError("data", spec, f"'synthetic:N_TRAIN:N_TEST' with sizes in [1, {MAX_SYNTHETIC}]")
+        raise ConfigError(parameter, spec, f"'synthetic:N_TRAIN:N_TEST' with sizes in [1, {MAX_SYNTHETIC}]")
     return n_train, n_test

@@ -16,8 +16,8 @@ builder holds a lock on the cache folder, and the others wait for it and read it
 ``Batches`` keeps the uint8 images on the device and makes each batch there: random crop with 4-pixel zero
 padding, horizontal flip and per-channel normalisation, drawn from a generator seeded by ``(seed, epoch)``.
 
-The modules: `cifar10` (classes, layouts, containers, errors), `sources`, `cache`, `load` (the public
-loaders), `batches`. The names of the former module attnlib/data.py are all here.
+The modules: `cifar10` (classes, layouts, containers, errors), `sources`, `cache`, `spec` (check_data: the
+one check of a data spec), `load` (the public loaders), `batches`. The names of the former module attnlib/data.py are all here.
 """
 
 from attnlib.checks import SYNTHETIC_SIZES, is_synthetic, synthetic_sizes
@@ -49,6 +49,7 @@ from attnlib.data.cifar10 import (
     DataFormatError,
     DataNotFoundError,
     Split,
+    no_cifar10,
 )
 from attnlib.data.load import load_cifar10, load_dataset
 from attnlib.data.sources import (
@@ -71,6 +72,7 @@ from attnlib.data.sources import (
     synthetic_cifar10,
     to_uint8,
 )
+from attnlib.data.spec import check_data
 from attnlib.env import CACHE_ENV, DATA_ENV
 from attnlib.util import keep_patchable
 
@@ -99,6 +101,7 @@ __all__ = [
     "RefusedPickle",
     "Split",
     "cache_directory",
+    "check_data",
     "crop_flip",
     "decode_images",
     "epoch_seed",
@@ -107,6 +110,7 @@ __all__ = [
     "load_dataset",
     "log",
     "looks_like_cifar10",
+    "no_cifar10",
     "synthetic_cifar10",
     "synthetic_sizes",
     "to_uint8",

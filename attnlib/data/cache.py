@@ -7,7 +7,6 @@ killed writers are swept."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import logging
@@ -19,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch
+from filelock import lock_descriptor
 
 from attnlib.data.cifar10 import (
     CACHE_TMP_SUFFIX,
@@ -26,11 +26,11 @@ from attnlib.data.cifar10 import (
     CLASSES,
     DOWNLOAD_HINT,
     LAYOUTS,
-    PICKLE_DIR,
     CIFAR10Data,
     DataFormatError,
     DataNotFoundError,
     Split,
+    no_cifar10,
 )
 from attnlib.data.sources import _decode_imagefolder, _decode_pickles, _detect
 from attnlib.env import CACHE_ENV, DATA_ENV
@@ -63,13 +63,7 @@ def _load_folder(root: Path, cache: Path, parameter: str) -> CIFAR10Data:
     except OSError as err:  # a symlink loop, a file we may not read, an I/O error
         raise _unreadable(parameter, root, err) from None
     if src is None:
-        where = f" (from {DATA_ENV})" if parameter == DATA_ENV else ""
-        raise DataNotFoundError(
-            parameter,
-            str(root),
-            f"no CIFAR-10 in {root}{where}: looked for {root / PICKLE_DIR}/, pickles directly in {root}, and "
-            f"{root / 'train'}/ + {root / 'test'}/. Expected {LAYOUTS}. {DOWNLOAD_HINT}",
-        )
+        raise no_cifar10(root, parameter)
     cache_resolved = cache.resolve()
     if cache_resolved == src.path or src.path in cache_resolved.parents:
         raise ConfigError("cache_dir", str(cache), f"a folder outside the data source {src.path}")
@@ -95,14 +89,17 @@ def _load_folder(root: Path, cache: Path, parameter: str) -> CIFAR10Data:
 
 @contextlib.contextmanager
 def _building(cache: Path) -> Iterator[None]:
-    """Hold an exclusive flock on the cache folder while a cache is decoded and written, so that concurrent
-    loads decode once. Where the folder cannot be made or locked, go on unlocked (the cache is optional)."""
+    """Hold filelock's exclusive lock on the cache folder itself (no lock file: the folder holds caches only)
+    while a cache is decoded and written, so that concurrent loads decode once; a load that has to wait says
+    so in one line. Where the folder cannot be made or locked, go on unlocked (the cache is optional)."""
     with contextlib.ExitStack() as stack:
         try:
             cache.mkdir(parents=True, exist_ok=True)
             fd = os.open(cache, os.O_RDONLY | os.O_DIRECTORY)
             stack.callback(os.close, fd)  # closing releases the lock
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            if not lock_descriptor(fd, blocking=False):
+                log.info("waiting for another load decoding CIFAR-10 into %s", cache)
+                lock_descriptor(fd)
         except OSError:
             pass
         yield
@@ -145,7 +142,7 @@ def _write_cache(path: Path, key: str, data: CIFAR10Data) -> None:
         buf = io.BytesIO()
         torch.save(blob, buf)  # serialised in memory: a failed write is a plain OSError (ENOSPC...)
         with atomic_write(path, tmp=tmp) as f:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            lock_descriptor(f.fileno())  # held until the rename: `_sweep_stale` leaves a live writer's file
             f.write(buf.getbuffer())
             os.fchmod(f.fileno(), 0o644)  # the cache may be shared
     except Exception as err:  # noqa: BLE001 -- whatever failed, the data in memory is good
@@ -169,13 +166,12 @@ def _sweep_stale(folder: Path) -> None:
         except OSError:
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if lock_descriptor(fd, blocking=False):  # no live writer holds it
+                with contextlib.suppress(OSError):
+                    os.remove(tmp)
+                    log.info("removed %s, a temporary cache file left by a stopped run", tmp)
         except OSError:
-            continue  # a live writer
-        else:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
-                log.info("removed %s, a temporary cache file left by a stopped run", tmp)
+            pass  # not lockable here: left alone, as a live writer's would be
         finally:
             os.close(fd)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from attnlib.env import DATA_ENV
 from attnlib.errors import ConfigError
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -41,6 +42,20 @@ class DataError(ConfigError):
 
 class DataNotFoundError(DataError, FileNotFoundError):
     """No CIFAR-10 where we looked (also a FileNotFoundError)."""
+
+
+def no_cifar10(root, parameter: str) -> DataNotFoundError:
+    """The error of a folder that holds none of CIFAR-10's layouts, naming where it looked."""
+    from pathlib import Path
+
+    root = Path(root)
+    where = f" (from {DATA_ENV})" if parameter == DATA_ENV else ""
+    return DataNotFoundError(
+        parameter,
+        str(root),
+        f"no CIFAR-10 in {root}{where}: looked for {root / PICKLE_DIR}/, pickles directly in {root}, and "
+        f"{root / 'train'}/ + {root / 'test'}/. Expected {LAYOUTS}. {DOWNLOAD_HINT}",
+    )
 
 
 class DataFormatError(DataError):

@@ -9,8 +9,8 @@ from attnlib.checks import is_synthetic, synthetic_sizes
 from attnlib.data.cache import _load_folder, cache_directory
 from attnlib.data.cifar10 import DOWNLOAD_HINT, LAYOUTS, CIFAR10Data, DataNotFoundError
 from attnlib.data.sources import _detect, _download, synthetic_cifar10
+from attnlib.data.spec import check_data
 from attnlib.env import DATA_ENV
-from attnlib.errors import ConfigError
 
 
 def load_cifar10(root=None, cache_dir=None, download: bool = False) -> CIFAR10Data:
@@ -40,16 +40,8 @@ def load_cifar10(root=None, cache_dir=None, download: bool = False) -> CIFAR10Da
 
 def load_dataset(spec, cache_dir=None) -> CIFAR10Data:
     """``spec``: "synthetic", "synthetic:N_TRAIN:N_TEST", a CIFAR-10 folder, or None ($ATTNLIB_DATA)."""
-    allowed = f"'synthetic', 'synthetic:N_TRAIN:N_TEST', or an existing folder holding {LAYOUTS}"
-    if spec is None:
+    if check_data(spec) is None:  # the one check of a spec (attnlib.data.spec)
         return load_cifar10(None, cache_dir)
     if is_synthetic(spec):
-        return synthetic_cifar10(*synthetic_sizes(spec, allowed))
-    if not isinstance(spec, str | os.PathLike):
-        raise ConfigError("data", spec, allowed)
-    path = Path(spec).expanduser()
-    if not path.is_dir():
-        raise DataNotFoundError(
-            "data", spec, f"got {str(spec)!r}, which is not an existing folder; allowed: {allowed}"
-        )
-    return _load_folder(path, cache_directory(cache_dir), "data")
+        return synthetic_cifar10(*synthetic_sizes(spec))
+    return _load_folder(Path(spec).expanduser(), cache_directory(cache_dir), "data")
