@@ -36,14 +36,11 @@ On a CPU shared with other jobs, ``--threads 1`` avoids OpenMP threads waiting f
 from __future__ import annotations
 
 import copy
-import os
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlib.attention import MultiHeadSelfAttention2d
@@ -53,6 +50,7 @@ from attnlib.lab.kernels import measure_peaks, peak_sizes
 from attnlib.lab.machine import core_sharing, load_average, machine, refuse_if_shared
 from attnlib.lab.measure import MEMORY_METHOD, MIN_RUN_TIME, block_times, peak_memory_mb, quiet_profiler
 from attnlib.train.device import autocast, resolve_device
+from attnlib.train.loop import train_step
 
 
 # ------------------------------------------------------------------------------ plain formulation
@@ -120,12 +118,9 @@ def _resolve(name: str, shape: str) -> tuple[dict, int, str]:
 
 # -------------------------------------------------------------------------------------- measuring
 def forward_backward(model: nn.Module, x: Tensor, y: Tensor, device: torch.device, dtype: str) -> None:
-    """Forward + backward of the cross-entropy loss (gradients freed afterwards; no optimiser step: the
-    trainer's step is `attnlib.train.loop.train_step`)."""
-    with autocast(device, dtype == "bf16"):
-        loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    model.zero_grad(set_to_none=True)
+    """The trainer's step without an optimizer (`attnlib.train.loop.train_step`): forward under autocast,
+    cross-entropy, backward, gradients freed."""
+    train_step(model, None, x, y, 0.0, dtype == "bf16")
 
 
 def infer_step(model: nn.Module, x: Tensor, device: torch.device, dtype: str) -> None:
@@ -417,14 +412,6 @@ def profile_table(report: dict):
         for r in report["rows"] if "profile" in r
     ]  # fmt: skip
     return pd.DataFrame(rows).fillna(0.0) if rows else None
-
-
-def write_json(report: dict, path: str | os.PathLike) -> Path:
-    """Write atomically (``attnlib.store.write_json``: a temporary file in the same folder, then a rename)."""
-    from attnlib.store import write_json
-
-    write_json(path, report)
-    return Path(path)
 
 
 def main(argv: list[str] | None = None) -> dict:

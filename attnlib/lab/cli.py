@@ -172,7 +172,7 @@ def _add_queue(sub, c: _Common) -> None:
         "--asked",
         action="store_true",
         help="instead of --experiments x --seeds: the seeds the HA comparisons still lack by the project's "
-        "standard (3 per side, 5 while the Welch interval holds 0; attnlib.claims.seeds_asked)",
+        "standard (3 per side, 5 while the Welch interval holds 0; attnlib.lab.plan.seeds_asked)",
     )
     p.add_argument(
         "--lanes",
@@ -318,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(message)s")
         from attnlib.lab.commands import COMMANDS
         from attnlib.lab.machine import MachineBusy
-        from attnlib.runs import MissingResult, ResultExists
+        from attnlib.lab.run import ResultExists
+        from attnlib.results.load import MissingResult
         from attnlib.store import RunLocked
         from attnlib.train import Interrupted, TrainingDiverged
     finally:
@@ -349,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
 def _one_line(err: BaseException) -> str:
     """The message of `err` on one line; a file-system error as 'PATH: reason'; a refused replacement with
     the flag that allows it."""
-    from attnlib.runs import ResultExists
+    from attnlib.lab.run import ResultExists
 
     if isinstance(err, ResultExists):
         text = f"{err.detail}; it is kept: rerun with --force to replace it, or give another --results-dir"

@@ -22,7 +22,7 @@ def cmd_list(args) -> int:
     import torch
 
     from attnlib.lab.throughput import measure_throughput
-    from attnlib.tables import collect
+    from attnlib.results.tables import collect
 
     estimate = args.measure or args.preset == "budget"
     listed = experiments.names(variants=True)
@@ -82,7 +82,7 @@ def cmd_list(args) -> int:
 
 def cmd_train(args) -> int:
     from attnlib.lab.queue import die_with_parent
-    from attnlib.runs import run_or_load
+    from attnlib.lab.run import run_or_load
 
     die_with_parent()  # started by `queue`: a SIGTERM (checkpoint, exit) when the queue dies, however
 
@@ -115,8 +115,8 @@ def cmd_train(args) -> int:
 def cmd_probe(args) -> int:
     import numpy as np
 
-    from attnlib.runs import backfill_probe
-    from attnlib.train import resolve_device
+    from attnlib.lab.run import backfill_probe
+    from attnlib.train.device import resolve_device
 
     path = backfill_probe(
         args.experiment,
@@ -142,7 +142,7 @@ def cmd_queue(args) -> int:
     from attnlib.lab import queue
 
     if args.asked:
-        from attnlib import claims
+        from attnlib.lab import plan
 
         if args.experiments or args.seeds != [0]:
             given, value = (
@@ -151,7 +151,7 @@ def cmd_queue(args) -> int:
             raise ConfigError(given, value, "none with --asked (it chooses the experiments and seeds itself)")
         jobs = [
             queue.Job(name, seed)
-            for name, seed in claims.seeds_asked(args.results_dir, args.preset, args.data)
+            for name, seed in plan.seeds_asked(args.results_dir, args.preset, args.data)
         ]
     else:
         names = args.experiments or queue.default_experiments(args.preset)
@@ -163,7 +163,7 @@ def cmd_queue(args) -> int:
     lanes = args.lanes or queue.default_lanes(len(todo))
     log_dir = Path(args.log_dir or Path(args.results_dir) / "logs" / args.preset)
     if not args.log_dir:  # a linked results/logs (a link in a clone) would take the logs elsewhere: refused
-        from attnlib.store import check_no_links
+        from attnlib.results.store import check_no_links
 
         check_no_links(log_dir, args.results_dir)
 
@@ -194,7 +194,7 @@ def cmd_queue(args) -> int:
 
 
 def cmd_table(args) -> int:
-    from attnlib import tables
+    from attnlib.results import tables
 
     if not Path(args.results_dir).is_dir():
         raise ConfigError(
@@ -223,8 +223,9 @@ def cmd_table(args) -> int:
 
 def _print_welch(args, df) -> None:
     """Below Table 3: HA against its model over the saved seeds (Welch), and where the wall times come from."""
-    from attnlib import compare, tables
+    from attnlib.analysis import stats
     from attnlib.lab import timing
+    from attnlib.results import tables
 
     print("\nHA - model over the saved seeds (accuracy points; Welch's t-test, 95% interval):")
     for e in experiments.EXPERIMENTS.values():
@@ -237,7 +238,7 @@ def _print_welch(args, df) -> None:
         if not all(acc):
             print(f"- {e.title}: not trained on both sides")
             continue
-        w = compare.welch(*acc)
+        w = stats.welch(*acc)
         ci = "no interval" if w.interval is None else f"[{w.interval[0]:+.1f}, {w.interval[1]:+.1f}]"
         p = "" if w.p is None else f", df {w.df:.1f}, p = {w.p:.2f}"
         wanted = "" if w.seeds_wanted == 0 else f"; the standard asks for {w.seeds_wanted} seeds per side"
@@ -277,12 +278,13 @@ def bench(args) -> dict:
     """``python -m attnlib bench``: the model benchmark (or ``--peak-only`` the matmul peak) written to
     ``--out``, its table printed; the report. ConfigError / MachineBusy propagate."""
     from attnlib.lab import bench, kernels
+    from attnlib.util import write_json
 
     if args.peak_only:
         report = kernels.peak(
             tuple(args.dtypes), args.device, threads=args.threads or 1, quick=args.quick, force=args.force
         )
-        out = bench.write_json(report, args.out or Path("results") / "bench" / "peak" / f"{report['machine']['device']}.json")
+        out = write_json(args.out or Path("results") / "bench" / "peak" / f"{report['machine']['device']}.json", report)
         print(kernels.peak_line(report) + f"; written {out}")
         return report
     report = bench.run(
@@ -302,7 +304,7 @@ def bench(args) -> dict:
     )
     if args.all:
         report["san"] = _san_report(report["machine"]["device"], args.quick)
-    out = bench.write_json(report, args.out or Path("results") / "bench" / f"{report['machine']['device']}.json")
+    out = write_json(args.out or Path("results") / "bench" / f"{report['machine']['device']}.json", report)
     _print_bench(report, out)
     return report
 

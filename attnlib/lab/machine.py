@@ -13,6 +13,8 @@ import statistics
 
 import torch
 
+from attnlib.train.device import cpu_info  # the one reader of /proc/cpuinfo
+
 #: the instruction sets a report names (what decides how fast fp32 / bf16 matmuls can be)
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "fma")
 
@@ -23,23 +25,6 @@ SHARED_MARGIN = 0.5
 
 class MachineBusy(RuntimeError):
     """The load average says the cores are shared with other work; the measurement was not started."""
-
-
-def cpu_info() -> tuple[str, list[str]]:
-    """(CPU model name, the instruction sets of FLAGS it reports) from /proc/cpuinfo ([] where unreadable)."""
-    cpu = platform.processor() or platform.machine()
-    flags: list[str] = []
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and cpu in ("", platform.machine()):
-                    cpu = line.split(":", 1)[1].strip()
-                if line.startswith("flags"):
-                    flags = sorted(set(line.split(":", 1)[1].split()) & set(FLAGS))
-                    break
-    except OSError:
-        pass
-    return cpu, flags
 
 
 def usable_cores() -> int:
@@ -73,7 +58,7 @@ def machine(device: torch.device) -> dict:
     info = dict(
         device=device.type,
         cpu=cpu,
-        cpu_flags=flags,
+        cpu_flags=sorted(flags & set(FLAGS)),
         logical_cores=os.cpu_count(),
         usable_cores=usable_cores(),
         torch_threads=torch.get_num_threads(),

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnlib.checks import check_positive_int
-from attnlib.store import check_no_links, open_nofollow
+from attnlib.lab.cli import EXIT_LOCKED  # `train` refused: its folder is locked by another process
+from attnlib.results.store import check_no_links, open_nofollow
 
 
 @dataclass(frozen=True)
@@ -48,15 +49,16 @@ class Outcome:
 
 def default_experiments(preset: str) -> list[str]:
     """What `queue` trains by default: at `long` the runs the claims ledger needs
-    (`claims.LONG_PLAN`, in its order), else the tables' grid (`experiments.names()`)."""
-    from attnlib import claims, experiments
+    (`attnlib.lab.plan.LONG_PLAN`, in its order), else the tables' grid (`experiments.names()`)."""
+    from attnlib import experiments
+    from attnlib.lab.plan import LONG_PLAN
 
-    return list(claims.LONG_PLAN) if preset == "long" else experiments.names()
+    return list(LONG_PLAN) if preset == "long" else experiments.names()
 
 
 def pending(jobs: Sequence[Job], preset: str, results_dir, data=None) -> tuple[list[Job], list[Job]]:
     """(to train, complete): the jobs without and with a complete result of their current configuration."""
-    from attnlib.tables import collect
+    from attnlib.results.tables import collect
 
     complete = set()
     for seed in dict.fromkeys(job.seed for job in jobs):  # one look at the saved results per seed
@@ -206,7 +208,6 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-EXIT_LOCKED = 3  # `train` refused: its folder is locked by another process (attnlib.__main__)
 LOCK_WAIT, LOCK_RETRIES = 5.0, 24  # a locked run is retried every 5 s for 2 minutes
 PARENT_ENV = "ATTNLIB_QUEUE_PID"  # set in each run's environment: the queue's pid
 

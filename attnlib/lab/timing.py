@@ -233,8 +233,8 @@ def run(
     **kwargs,
 ) -> tuple[dict, Path]:
     """``measure`` and write the report atomically (default ``timing_path``); (report, path)."""
-    from attnlib.runs import git_state
-    from attnlib.store import write_json
+    from attnlib.lab.run import git_state
+    from attnlib.util import write_json
 
     report = measure(preset, names, **kwargs)
     report["git"] = git_state()
@@ -247,8 +247,8 @@ def load(results_dir: str | Path, preset: str) -> dict | None:
     """The saved timing report of ``preset``, or None when there is none, or it is unreadable or damaged
     (not what `attnlib.validate.timing_problem` asks: said in one line, and the wall times are then shown as
     not measured)."""
-    from attnlib.store import read_json
-    from attnlib.validate import timing_problem
+    from attnlib.results.store import read_json
+    from attnlib.results.validate import timing_problem
 
     path = timing_path(results_dir, preset)
     if not path.exists() and not path.is_symlink():
