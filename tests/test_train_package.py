@@ -87,3 +87,24 @@ def test_training_is_what_the_single_module_computed():
 def test_every_name_of_the_former_module_is_still_there():
     missing = [n for n in OLD_NAMES if not hasattr(trainer, n)]
     assert missing == []
+
+
+def test_the_core_packages_keep_modules_and_functions_small():
+    """Issue 32's bounds for attnlib/train and attnlib/data: no module over 500 lines, no function over 100."""
+    import ast
+    from pathlib import Path
+
+    import attnlib.data
+
+    too_long = []
+    for package in (trainer, attnlib.data):
+        for path in sorted(Path(package.__file__).parent.glob("*.py")):
+            text = path.read_text()
+            if len(text.splitlines()) > 500:
+                too_long.append(f"{path.name}: {len(text.splitlines())} lines")
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                    if node.end_lineno - start + 1 > 100:
+                        too_long.append(f"{path.name}:{node.name}: {node.end_lineno - start + 1} lines")
+    assert too_long == []
