@@ -24,8 +24,11 @@ from pathlib import Path
 
 from attnlib import experiments
 from attnlib.errors import ConfigError
-from attnlib.runs import RESOLVED, inspect_run, run_config, run_dir
-from attnlib.store import RunLock, sha256, write_json
+from attnlib.lab.run import RunLock
+from attnlib.results.config import RESOLVED, run_config, run_dir
+from attnlib.results.load import inspect_run
+from attnlib.results.store import sha256
+from attnlib.store import write_json
 
 OLD_PRESET, NEW_PRESET = "converge", "long"
 DROPPED = ("plateau", "plateau_lr")  # the old preset's train settings that the new one does not have

@@ -1,20 +1,17 @@
-"""Files on disk: a folder that must be writable, JSON / npz files written atomically, and the lock of a run
-folder. The atomic write itself is `attnlib.util.atomic_write` (temporary file, fsync, rename). The readers
-(read_regular, read_json, sha256, check_no_links, open_nofollow) moved to `attnlib.results.store` (issue 32) and
+"""Files on disk: a folder that must be writable, JSON / npz files written atomically. The atomic write itself
+is `attnlib.util.atomic_write` (temporary file, fsync, rename). The lock of a run folder moved to
+`attnlib.lab.run` (RunLock, on filelock) and the readers (read_regular, read_json, sha256, check_no_links, open_nofollow) moved to `attnlib.results.store` (issue 32) and
 are re-exported here for their callers.
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import io
 import json
 import logging
 import os
-import socket
 import stat
-import time
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +30,6 @@ from attnlib.results.store import (  # noqa: F401 -- re-exported for the callers
 from attnlib.util import write_bytes
 
 log = logging.getLogger("attnlib")
-
-
-class RunLocked(RuntimeError):
-    """Another process is training this experiment and preset right now."""
 
 
 def check_writable(folder: str | Path) -> None:
@@ -88,70 +81,10 @@ def _json_default(obj):
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
+def __getattr__(name: str):
+    """RunLock and RunLocked moved to `attnlib.lab.run` (issue 32: filelock); kept here for their callers."""
+    if name in ("RunLock", "RunLocked"):
+        from attnlib.lab import run
 
-class RunLock:
-    """An exclusive lock on one run folder: `run.lock` holding the owner's pid and host.
-
-    Uses flock(2), which the kernel releases when the owner dies (even by SIGKILL), so a lock file left by
-    a killed run never blocks: the next run takes it over and says so. A live owner makes `acquire` raise
-    RunLocked naming it."""
-
-    def __init__(self, folder: str | Path):
-        self.path = Path(folder) / "run.lock"
-        self._fd: int | None = None
-
-    def acquire(self) -> RunLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        while True:
-            fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT)  # a linked run.lock is refused
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as err:
-                os.close(fd)
-                if err.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                owner = self._owner()
-                raise RunLocked(
-                    f"{self.path.parent} is being trained by another process ({owner}); wait for it to finish "
-                    "or stop it (a killed run's lock is taken over automatically)"
-                ) from None
-            try:
-                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:  # not a file that its previous owner unlinked while we waited
-                break
-            os.close(fd)
-        previous = self._owner()
-        if previous:
-            log.warning(
-                "taking over the lock of a run that no longer runs (%s) in %s", previous, self.path.parent
-            )
-        os.ftruncate(fd, 0)
-        os.write(
-            fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode()
-        )
-        os.fsync(fd)
-        self._fd = fd
-        return self
-
-    def _owner(self) -> str:
-        try:
-            info = json.loads(read_regular(self.path, MAX_JSON_BYTES) or b"{}")
-            assert isinstance(info, dict)
-        except (OSError, ValueError, AssertionError, RecursionError):
-            return "unknown owner"
-        return f"pid {info['pid']} on {info.get('host', 'an unknown host')}" if "pid" in info else ""
-
-    def release(self) -> None:
-        if self._fd is not None:
-            self.path.unlink(missing_ok=True)
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(self, *exc) -> None:
-        self.release()
+        return getattr(run, name)
+    raise AttributeError(f"module 'attnlib.store' has no attribute {name!r}")

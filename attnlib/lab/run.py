@@ -5,8 +5,10 @@ attnlib.runs (issue 32); reading a saved run is `attnlib.results.load`, which ne
 
 from __future__ import annotations
 
+import errno
 import functools
 import io
+import json
 import logging
 import os
 import platform
@@ -16,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import filelock
 import torch
 
 from attnlib import experiments
@@ -24,7 +27,7 @@ from attnlib.env import RECORD_HOST_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 from attnlib.results.config import RESOLVED, portable_path, run_config, run_dir
 from attnlib.results.load import RESULT_FILES, DamagedResult, MissingResult, RunResult, inspect_run, load_run
-from attnlib.results.store import check_no_links, sha256
+from attnlib.results.store import MAX_JSON_BYTES, UnsafeFolder, check_no_links, read_regular, sha256
 from attnlib.snapshots import (
     PROBE_FILE,
     attention_probe,
@@ -33,16 +36,89 @@ from attnlib.snapshots import (
     inference_wall_time,
     probe_file,
 )
-from attnlib.store import (
-    RunLock,
-    RunLocked,
-    check_writable,
-    write_json,
-    write_npz,
-)
+from attnlib.store import check_writable, write_json, write_npz
 from attnlib.util import write_bytes
 
 log = logging.getLogger("attnlib")
+
+
+class RunLocked(RuntimeError):
+    """Another process is training this experiment and preset right now."""
+
+
+class RunLock:
+    """An exclusive lock on one run folder: `run.lock`, holding the owner's pid and host.
+
+    `filelock.FileLock` (flock(2), never through a symbolic link), which the kernel releases when the owner
+    dies (even by SIGKILL), so a lock file left by a killed run never blocks: the next run takes it over and
+    says so. This wrapper adds the one-line message: a live owner makes `acquire` raise RunLocked naming it."""
+
+    def __init__(self, folder: str | Path):
+        self.path = Path(folder) / "run.lock"
+        self._lock: filelock.FileLock | None = None
+        self._previous = ""
+
+    def acquire(self) -> RunLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(self.path, timeout=0, thread_local=False, on_acquired=self._claim)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            raise RunLocked(
+                f"{self.path.parent} is being trained by another process ({self._owner()}); wait for it to finish "
+                "or stop it (a killed run's lock is taken over automatically)"
+            ) from None
+        except OSError as err:
+            if err.errno == errno.ELOOP:  # a linked run.lock is refused (UnsafeFolder, as every write)
+                raise UnsafeFolder(
+                    errno.ELOOP,
+                    "is a symbolic link; refused: a results folder holds plain files and folders only",
+                    str(self.path),
+                ) from None
+            raise
+        self._lock = lock
+        if self._previous:
+            log.warning(
+                "taking over the lock of a run that no longer runs (%s) in %s", self._previous, self.path.parent
+            )
+        return self
+
+    def _claim(self, fd: int) -> None:
+        """Under the lock: note the previous owner's record (a killed run's), then write ours."""
+        self._previous = _owner_of(os.pread(fd, MAX_JSON_BYTES, 0))
+        os.ftruncate(fd, 0)
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        os.pwrite(fd, json.dumps(record).encode(), 0)
+        os.fsync(fd)
+
+    def _owner(self) -> str:
+        try:
+            return _owner_of(read_regular(self.path, MAX_JSON_BYTES)) or "unknown owner"
+        except OSError:
+            return "unknown owner"
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self.path.unlink(missing_ok=True)
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _owner_of(data: bytes) -> str:
+    """'pid N on HOST' from a lock file's record; '' when it holds none (a fresh file), 'unknown owner' when
+    it holds something else."""
+    try:
+        info = json.loads(data or b"{}")
+        assert isinstance(info, dict)
+    except (ValueError, AssertionError, RecursionError):
+        return "unknown owner"
+    return f"pid {info['pid']} on {info.get('host', 'an unknown host')}" if "pid" in info else ""
 
 
 class ResultExists(RuntimeError):
