@@ -285,18 +285,8 @@ def _paper_presets() -> dict[str, Preset | None]:
 # re-measures on the machine at hand.
 GRID_HOURS = 3.0
 
-# Per-core throughput (train, eval) in images/s of each budget model, measured (how and when:
-# protocol_history.yaml); CPU_PARALLEL_EFFICIENCY: speed-up of 2 threads over 1 per thread there.
-THROUGHPUT: dict[str, dict[str, tuple[float, float]]] = {
-    preset: {name: tuple(ips) for name, ips in table.items()}
-    for preset, table in _history_file()["throughput"].items()
-    if preset in PRESETS
-}
-for _table in THROUGHPUT.values():  # a variant is its base's network (another init): the base's throughput
-    _table.update({e.name: _table[e.variant_of] for e in EXPERIMENTS.values() if e.variant_of in _table})
-CPU_PARALLEL_EFFICIENCY: float = _history_file()["throughput"]["cpu_parallel_efficiency"]
-REFERENCE_CORES = 2
-RUN_OVERHEAD_S = 15.0  # per run: building the model, attention maps of 100 images, 310 timed passes
+# The per-core throughput table and the CPU-time estimates built on it (THROUGHPUT, CPU_PARALLEL_EFFICIENCY,
+# REFERENCE_CORES, RUN_OVERHEAD_S, estimate_seconds, grid_seconds) are the lab's planning: attnlib.lab.plan.
 
 
 def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in NOTES["budget"]
@@ -457,7 +447,6 @@ PRESET_TABLE: dict[str, dict[str, Preset]] = {
     "long": _long_presets(),
 }
 MODELS_OF = {"long": "budget"}  # a preset that trains another preset's models (and their overrides)
-THROUGHPUT["long"] = THROUGHPUT["budget"]
 
 
 # ------------------------------------------------------------------------------------------------ lookups
@@ -522,23 +511,20 @@ def count_parameters(name: str, preset: str = "paper") -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def estimate_seconds(
-    name: str, preset: str = "budget", *, throughput: tuple[float, float] | None = None, threads: int = 1
-) -> float | None:
-    """Estimated wall time (s) of one run on full CIFAR-10 with `threads` CPU threads on an otherwise idle
-    machine, or None when its throughput was never measured:
-    epochs · (50 000 / train + 10 000 / eval images/s) + RUN_OVERHEAD_S, where the images/s are the per-core
-    figures (`THROUGHPUT`, or `throughput` just measured) × threads × CPU_PARALLEL_EFFICIENCY (for threads > 1)."""
-    p = preset_for(name, preset)
-    per_core = throughput or THROUGHPUT.get(preset, {}).get(name)
-    if per_core is None:
-        return None
-    scale = 1.0 if threads <= 1 else threads * CPU_PARALLEL_EFFICIENCY
-    train_ips, eval_ips = (v * scale for v in per_core)
-    return p.train.epochs * (CIFAR10_TRAIN / train_ips + CIFAR10_TEST / eval_ips) + RUN_OVERHEAD_S
+_PLANNING = (
+    "THROUGHPUT",
+    "CPU_PARALLEL_EFFICIENCY",
+    "REFERENCE_CORES",
+    "RUN_OVERHEAD_S",
+    "estimate_seconds",
+    "grid_seconds",
+)
 
 
-def grid_seconds(per_run: list[float], cores: int = REFERENCE_CORES) -> float:
-    """Wall time of a grid run as `cores` single-thread trainings side by side (the fastest way on a small
-    machine: no threads waiting for each other): the longer of total / cores and the longest run."""
-    return max(sum(per_run) / cores, max(per_run))
+def __getattr__(name: str):
+    """The planning names moved to `attnlib.lab.plan` (issue 32), found there on first use by their callers."""
+    if name in _PLANNING:
+        from attnlib.lab import plan
+
+        return getattr(plan, name)
+    raise AttributeError(f"module 'attnlib.experiments' has no attribute {name!r}")
