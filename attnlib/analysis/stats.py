@@ -5,9 +5,12 @@ the models the same way."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import math
 import statistics
+import warnings
 from dataclasses import dataclass
 
 from scipy import stats
@@ -53,40 +56,41 @@ class Welch:
         """d = m_b − m_a in accuracy points."""
         return self.means[1] - self.means[0]
 
+    @functools.cached_property
+    def _test(self):
+        """scipy.stats.ttest_ind(variant, base, equal_var=False) in points: Welch's t, ν, p and the interval
+        (the formulas above); None without a spread (fewer than 2 seeds on a side, or se = 0)."""
+        if min(self.n) < 2 or not any(self._variances()):
+            return None
+        with _quiet():
+            return stats.ttest_ind(_points(self.variant), _points(self.base), equal_var=False)
+
     @property
     def se(self) -> float | None:
-        if min(self.n) < 2:
+        if self._test is None:
             return None
-        se = math.sqrt(sum(v / n for v, n in zip(self._variances(), self.n, strict=True)))
-        return se if se > 0 else None
+        return math.sqrt(sum(v / n for v, n in zip(self._variances(), self.n, strict=True)))
 
     @property
     def t(self) -> float | None:
-        se = self.se
-        return None if se is None else self.points / se
+        return None if self._test is None else float(self._test.statistic)
 
     @property
     def df(self) -> float | None:
-        se = self.se
-        if se is None:
-            return None
-        (va, vb), (na, nb) = self._variances(), self.n
-        return se**4 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
+        return None if self._test is None else float(self._test.df)
 
     @property
     def p(self) -> float | None:
         """Two-sided p-value of the hypothesis "equal means"."""
-        t, df = self.t, self.df
-        return None if t is None else float(2 * stats.t.sf(abs(t), df))
+        return None if self._test is None else float(self._test.pvalue)
 
     @property
     def interval(self) -> tuple[float, float] | None:
         """The `level` confidence interval of d, in points."""
-        se, df = self.se, self.df
-        if se is None:
+        if self._test is None:
             return None
-        half = float(stats.t.ppf((1 + self.level) / 2, df)) * se
-        return self.points - half, self.points + half
+        ci = self._test.confidence_interval(self.level)
+        return float(ci.low), float(ci.high)
 
     @property
     def difference(self) -> str:
@@ -118,7 +122,20 @@ class Welch:
 
     def _variances(self) -> tuple[float, float]:
         """Sample variances (n − 1) of both sides, in points²."""
-        return tuple(statistics.variance([a * 100 for a in s]) for s in (self.base, self.variant))
+        return tuple(statistics.variance(_points(s)) for s in (self.base, self.variant))
+
+
+def _points(accuracies) -> list[float]:
+    return [a * 100 for a in accuracies]
+
+
+@contextlib.contextmanager
+def _quiet():
+    """scipy warns of precision loss when the values of a side are equal but for float noise (differences
+    of accuracies given to 4 decimals); the formulas give the same numbers without a word, and so do we."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
 
 
 def welch(base, variant, level: float = LEVEL) -> Welch:
@@ -178,22 +195,26 @@ class Paired:
     def points(self) -> float | None:
         return statistics.mean(self.differences) if self.differences else None
 
+    @functools.cached_property
+    def _test(self):
+        """scipy.stats.ttest_1samp(d_s, 0): the paired t-test (the formulas above); None with fewer than 2
+        shared seeds or when every d_s is the same."""
+        if self.n < 2 or statistics.stdev(self.differences) == 0:
+            return None
+        with _quiet():
+            return stats.ttest_1samp(self.differences, 0.0)
+
     @property
     def se(self) -> float | None:
-        if self.n < 2:
-            return None
-        se = statistics.stdev(self.differences) / math.sqrt(self.n)
-        return se if se > 0 else None
+        return None if self._test is None else statistics.stdev(self.differences) / math.sqrt(self.n)
 
     @property
     def t(self) -> float | None:
-        se = self.se
-        return None if se is None else self.points / se
+        return None if self._test is None else float(self._test.statistic)
 
     @property
     def p(self) -> float | None:
-        t = self.t
-        return None if t is None else float(2 * stats.t.sf(abs(t), self.n - 1))
+        return None if self._test is None else float(self._test.pvalue)
 
 
 def paired(base: dict, variant: dict) -> Paired:
