@@ -672,12 +672,12 @@ def measure_endpoints(histories: dict, measures=("peak", "distance")):
 
 
 def _seeds_asked(params: Params) -> tuple[list[tuple[str, int]], float]:
-    """(runs as (experiment, seed), estimated CPU-hours on an idle core) of the seeds at the chapter's preset
-    that the HA comparisons still lack by the project's standard (``claims.seeds_asked``)."""
+    """(runs as (experiment, seed), estimated CPU-hours on an idle core) of the budget seeds the HA
+    comparisons still lack by the project's standard (``claims.seeds_asked``)."""
     from attnlib import claims, experiments
 
-    jobs = claims.seeds_asked(params.results_dir, params.preset, data=params.data)
-    return jobs, sum(experiments.estimate_seconds(name, params.preset) for name, _ in jobs) / 3600
+    jobs = claims.seeds_asked(params.results_dir, PLAN_PRESETS[0], data=params.data)
+    return jobs, sum(experiments.estimate_seconds(name, PLAN_PRESETS[0]) for name, _ in jobs) / 3600
 
 
 def seed_runs_phrase(jobs) -> str:
@@ -690,19 +690,26 @@ def seed_runs_phrase(jobs) -> str:
     )
 
 
+#: The presets of the CPU plan (``long_plan``): the budget grid's seeds and the ledger's `long` runs, the only
+#: presets whose throughput is measured (``attnlib.lab.plan.THROUGHPUT``), so the only ones with estimates.
+PLAN_PRESETS = ("budget", "long")
+
+
 def long_plan(params: Params):
-    """(table, sentence): the runs the ledger needs at the chapter's ``long_preset`` (``claims.LONG_PLAN``), one
-    row each: the claims
+    """(table, sentence): the CPU plan of the ``PLAN_PRESETS``, whatever the chapter's presets (only their
+    throughput is measured: no other preset has estimates). The `long` runs the ledger needs
+    (``claims.LONG_PLAN``), one row each: the claims
     it informs, its saved state (epochs and CPU-hours, wall time times threads, when complete, else "not
     yet"), the machine it trained on and its estimated CPU-hours for its epochs on an idle core. The
-    sentence sums the saved hours, the estimates of the runs not saved yet, the further seeds (1 and up) at
-    the chapter's preset, behind the comparisons over seeds, and the estimates of the seeds those
-    comparisons still ask for, against ``claims.LONG_CPU_HOURS``. Never trains."""
+    sentence sums the saved hours, the estimates of the runs not saved yet, the budget's further seeds (1
+    and up, behind the comparisons over seeds) and the estimates of the seeds those comparisons still ask
+    for, against ``claims.LONG_CPU_HOURS``. Never trains."""
     import pandas as pd
 
     from attnlib import claims, experiments, tables
 
-    saved = tables.collect(params.results_dir, params.long_preset, list(claims.LONG_PLAN), data=params.data)
+    budget_preset, long_preset = PLAN_PRESETS
+    saved = tables.collect(params.results_dir, long_preset, list(claims.LONG_PLAN), data=params.data)
     saved = saved.set_index("experiment")
     keys = {c.key: c.title for c in claims.CLAIMS}
     rows, spent, ahead, done = [], 0.0, 0.0, 0
@@ -710,7 +717,7 @@ def long_plan(params: Params):
         complete = saved.at[name, "status"] == "complete"
         done += complete
         hours = saved.at[name, "cpu_seconds"] / 3600 if complete else None  # wall time x CPU threads
-        estimate = experiments.estimate_seconds(name, params.long_preset) / 3600
+        estimate = experiments.estimate_seconds(name, long_preset) / 3600
         if complete:
             spent += hours
         else:
@@ -728,7 +735,7 @@ def long_plan(params: Params):
     asked, asked_hours = _seeds_asked(params)
     budget = claims.LONG_CPU_HOURS
     seeds = [
-        tables.collect(params.results_dir, params.preset, seed=s, data=params.data) for s in range(1, 10)
+        tables.collect(params.results_dir, budget_preset, seed=s, data=params.data) for s in range(1, 10)
     ]
     seeds = pd.concat(seeds)
     seeds = seeds[seeds["status"] == "complete"]
@@ -745,14 +752,14 @@ def long_plan(params: Params):
     sentence = "; ".join(parts) + "."
     if len(seeds):
         sentence += (
-            f" The {params.preset} grid's further seeds, behind the comparisons over seeds, took {extra:.1f} "
+            f" The {budget_preset} grid's further seeds, behind the comparisons over seeds, took {extra:.1f} "
             f"CPU-hours ({len(seeds)} runs)."
         )
     planned = spent + ahead + extra
     room = planned + asked_hours <= budget  # the long runs come first: the ledger's maps need them
     if asked:
         sentence += (
-            f" The comparisons over seeds still ask for {len(asked)} more {params.preset} runs "
+            f" The comparisons over seeds still ask for {len(asked)} more {budget_preset} runs "
             f"({seed_runs_phrase(asked)}; about {asked_hours:.1f} CPU-hours on idle cores)"
         )
         sentence += (
