@@ -323,6 +323,19 @@ def _saved(results_dir, name: str, preset: str, seeds, data) -> tuple[object, li
     return first, [saved.test_accuracy for saved in complete.values()]
 
 
+# _paper_params' answers: {(name, ids of the registry objects behind it): (count, those objects)}
+_PARAMS: dict[tuple, tuple[int, tuple]] = {}
+
+
+def _paper_params(name: str) -> int:
+    """`experiments.count_parameters(name, "paper")`, counted once per process for each registry entry."""
+    sources = (experiments.EXPERIMENTS.get(name), experiments.PRESET_TABLE.get("paper"))
+    key = (name, *map(id, sources))
+    if key not in _PARAMS:
+        _PARAMS[key] = (experiments.count_parameters(name, "paper"), sources)
+    return _PARAMS[key][0]
+
+
 def gather(
     results_dir: str | Path, preset: str, seeds=range(10), data=None, prefer: str | None = None
 ) -> Evidence:
@@ -372,7 +385,7 @@ def gather(
     ev.accuracies = {n: ev.accuracies[n] for n in names}
     for base in HA_PAIRS:
         for name in (base, base + "_ha"):
-            ev.params_paper[name] = experiments.count_parameters(name, "paper")
+            ev.params_paper[name] = _paper_params(name)
     ev.theorem_error = theorem_error()
     return ev
 

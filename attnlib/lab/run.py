@@ -25,9 +25,17 @@ from attnlib import experiments
 from attnlib.checks import check, is_synthetic
 from attnlib.env import RECORD_HOST_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
-from attnlib.results.config import RESOLVED, portable_path, run_config, run_dir
-from attnlib.results.load import RESULT_FILES, DamagedResult, MissingResult, RunResult, inspect_run, load_run
-from attnlib.results.store import MAX_JSON_BYTES, UnsafeFolder, check_no_links, read_regular, sha256
+from attnlib.results.config import RESOLVED, expected_config, portable_path, run_config, run_dir
+from attnlib.results.load import (
+    RESULT_FILES,
+    DamagedResult,
+    MissingResult,
+    RunResult,
+    inspect_run,
+    load_run,
+    read,
+)
+from attnlib.results.store import MAX_JSON_BYTES, _unsafe, check_no_links, read_regular, sha256
 from attnlib.snapshots import (
     PROBE_FILE,
     attention_probe,
@@ -70,11 +78,7 @@ class RunLock:
             ) from None
         except OSError as err:
             if err.errno == errno.ELOOP:  # a linked run.lock is refused (UnsafeFolder, as every write)
-                raise UnsafeFolder(
-                    errno.ELOOP,
-                    "is a symbolic link; refused: a results folder holds plain files and folders only",
-                    str(self.path),
-                ) from None
+                raise _unsafe(self.path, "is a symbolic link") from None
             raise
         self._lock = lock
         if self._previous:
@@ -276,26 +280,7 @@ def train_run(
         )
     with trainer.distributed_session(device) as (info, dev):
         lock = RunLock(path)
-        refusal = None
-        if info.is_main:
-            try:
-                lock.acquire()
-            except RunLocked as err:
-                refusal = ("locked", str(err))
-            else:  # under the lock: a complete result of another configuration is kept unless `replace`
-                status, detail = inspect_run(path, expected=config)
-                if status == "stale" and not replace:
-                    lock.release()
-                    refusal = ("exists", detail)
-        if info.enabled:
-            box = [refusal]
-            dist.broadcast_object_list(box, src=0)
-            refusal = box[0]
-        if refusal:
-            raise (RunLocked if refusal[0] == "locked" else ResultExists)(refusal[1])
-        if info.is_main:  # temporary files of a killed writer (never complete: safe to drop)
-            for stray in [*path.glob(".*.tmp*"), *path.glob("checkpoints/.*.tmp*")]:
-                stray.unlink(missing_ok=True)
+        _claim(path, lock, config, replace, info)
         try:
             torch.manual_seed(seed)
             model = make(rc.family, **rc.model)
@@ -340,6 +325,34 @@ def train_run(
     result = load_run(path, config["fingerprint"])
     result.trained = True
     return result
+
+
+def _claim(path: Path, lock: RunLock, config: dict, replace: bool, info) -> None:
+    """Rank 0 takes the run's lock and, under it, keeps a complete result of another configuration unless
+    `replace`; every rank learns the verdict (RunLocked / ResultExists). Then drops the temporary files of a
+    killed writer (never complete: safe to drop)."""
+    import torch.distributed as dist
+
+    refusal = None
+    if info.is_main:
+        try:
+            lock.acquire()
+        except RunLocked as err:
+            refusal = ("locked", str(err))
+        else:
+            status, detail = inspect_run(path, expected=config)
+            if status == "stale" and not replace:
+                lock.release()
+                refusal = ("exists", detail)
+    if info.enabled:
+        box = [refusal]
+        dist.broadcast_object_list(box, src=0)
+        refusal = box[0]
+    if refusal:
+        raise (RunLocked if refusal[0] == "locked" else ResultExists)(refusal[1])
+    if info.is_main:
+        for stray in [*path.glob(".*.tmp*"), *path.glob("checkpoints/.*.tmp*")]:
+            stray.unlink(missing_ok=True)
 
 
 def first_test_images(dataset, n: int, device="cpu") -> torch.Tensor:
@@ -441,7 +454,8 @@ def run_or_load(
     replace: bool = False,
 ) -> RunResult:
     """The saved result of `experiment` at `preset` when one exists for the same configuration, else train
-    it (resuming from its checkpoints). A damaged result is reported and retrained.
+    it (resuming from its checkpoints). A damaged result is reported and retrained. Training a missing run
+    is what this is for: a reader that must never train reads with `attnlib.results.load.read`.
 
     train_missing: False -> raise MissingResult (DamagedResult for a damaged one) instead of training;
     None -> $ATTNLIB_TRAIN_MISSING (0 during the book build), default True.
@@ -450,12 +464,12 @@ def run_or_load(
     training raises ResultExists and the result is kept."""
     from attnlib.train import resolve_device
 
-    config = run_config(experiment, preset, seed=seed, data=data, epochs=epochs)
+    expected_config(experiment, preset, seed=seed, data=data, epochs=epochs)  # validates, before the device
     resolve_device(device)
-    path = run_dir(results_dir, experiment, preset, seed)
-    status, detail = inspect_run(path, expected=config)
-    if status == "complete":
-        return load_run(path, config["fingerprint"])
+    saved = read(experiment, preset, seed=seed, results_dir=results_dir, data=data, epochs=epochs)
+    if saved.complete:
+        return saved.run
+    path, status, detail = saved.path, saved.status, saved.detail
     if train_missing is None:
         train_missing = _train_missing_default()
     if status == "damaged":
