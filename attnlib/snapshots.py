@@ -5,12 +5,13 @@ images (``attention.npz``) and the single-image inference wall time (Table 3's p
 from __future__ import annotations
 
 import platform
-import re
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from attnlib.results.tables import cpu_threads  # noqa: F401 -- moved (issue 32), kept for its callers
+from attnlib.results.validate import PROBE_FILE  # noqa: F401 -- the name's one home; kept for its callers
 from attnlib.util import sync, timed_ms
 
 QUERY_FRACTIONS = ((0.5, 0.5), (0.25, 0.25), (0.25, 0.75), (0.75, 0.5))  # fixed query pixels (row, col)
@@ -31,16 +32,6 @@ def device_name(device: torch.device | str) -> str:
     except OSError:
         name = platform.processor() or platform.machine()
     return f"{name} ({torch.get_num_threads()} threads)"
-
-
-def cpu_threads(provenance: dict) -> int | None:
-    """The CPU threads a run trained with: its provenance's ``threads``, else the count in its device name
-    ("AMD EPYC (1 threads)", as runs saved before ``threads`` was recorded say); None for a GPU run, or
-    where neither says. Reads validated metrics (``runs.inspect_run`` checks ``threads``)."""
-    if provenance.get("threads") is not None:
-        return provenance["threads"]
-    found = re.search(r"\((\d+) threads\)$", str(provenance.get("device", "")))
-    return int(found[1]) if found else None
 
 
 @torch.inference_mode()
@@ -142,7 +133,6 @@ def _accumulate(sums: dict, key: str, value: np.ndarray) -> None:
 
 
 # ------------------------------------------------------------------------------------- the standard probe
-PROBE_FILE = "probe.npz"
 PROBE_MEASURES = ("distance", "peak", "image_dependence", "similarity")
 
 

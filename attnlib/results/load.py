@@ -57,8 +57,13 @@ from attnlib.errors import ConfigError
 from attnlib.models import FAMILIES, resolved_difference
 from attnlib.results.config import RESOLVED, config_difference, expected_config, run_dir
 from attnlib.results.store import read_json, read_regular
-from attnlib.results.validate import files_problem, history_problem, metrics_problem, values_problem
-from attnlib.snapshots import PROBE_FILE
+from attnlib.results.validate import (
+    PROBE_FILE,
+    files_problem,
+    history_problem,
+    metrics_problem,
+    values_problem,
+)
 
 log = logging.getLogger("attnlib")
 

@@ -5,6 +5,7 @@ table holds. Never trains.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,6 @@ from attnlib import experiments
 from attnlib.results.config import portable_path, run_dir
 from attnlib.results.load import Runs, read_runs, read_seeds
 from attnlib.results.store import read_json
-from attnlib.snapshots import cpu_threads
 
 #: The columns of `frame`, the one results table.
 COLUMNS = (
@@ -76,6 +76,16 @@ def frame(runs: dict):
             )
         rows.append(row)
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def cpu_threads(provenance: dict) -> int | None:
+    """The CPU threads a run trained with: its provenance's ``threads``, else the count in its device name
+    ("AMD EPYC (1 threads)", as runs saved before ``threads`` was recorded say); None for a GPU run, or
+    where neither says. Reads validated metrics (``runs.inspect_run`` checks ``threads``)."""
+    if provenance.get("threads") is not None:
+        return provenance["threads"]
+    found = re.search(r"\((\d+) threads\)$", str(provenance.get("device", "")))
+    return int(found[1]) if found else None
 
 
 def _cpu_seconds(provenance: dict) -> float | None:

@@ -28,7 +28,8 @@ import numpy as np
 from attnlib.results.store import MAX_RESULT_BYTES, read_regular
 
 RESULT_FILES = ("config.json", "history.csv", "attention.npz")  # what every complete result holds
-OPTIONAL_FILES = ("centers.npz", "probe.npz")  # listed in "files" whenever present in the folder
+PROBE_FILE = "probe.npz"  # the standard attention probe (attnlib.snapshots.probe_file)
+OPTIONAL_FILES = ("centers.npz", PROBE_FILE)  # listed in "files" whenever present in the folder
 NOT_A_RESULT_FILE = ("metrics.json", "run.lock", "checkpoints")
 
 MAX_PARAMS = 10**10  # 100x the largest network of either paper
