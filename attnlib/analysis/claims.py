@@ -10,7 +10,7 @@ The evidence of an experiment comes from the longer preset that `PREFERRED` name
 always come from the same preset, and a value taken from the longer preset names it, e.g.
 "vit_ha (long): ...". Without such runs the ledger is the ledger of its own preset alone.
 
-    >>> from attnlib import claims
+    >>> from attnlib.analysis import claims
     >>> frame = claims.ledger(claims.gather("results", "budget"))   # doctest: +SKIP
 """
 

@@ -34,7 +34,7 @@ Layout of one run (seed 0; other seeds use `<preset>-seed<N>`):
                          (2026-12-02) lack it and stay complete (`backfill_probe` adds it from checkpoints)
         centers.npz      quadratic models: centres and Σ⁻¹ of every head after every epoch
         checkpoints/     last.pt / previous.pt (not in git), used to resume
-        run.lock         while a run is training (pid and host; `attnlib.store.RunLock`)
+        run.lock         while a run is training (pid and host; `attnlib.lab.run.RunLock`)
 
 Every file is written atomically (`attnlib.store`), so a reader sees the old file or the new one, never a part.
 """
@@ -170,8 +170,8 @@ class RunResult:
 class Runs(dict):
     """Several results: ``{experiment: RunResult or None}``, plus ``status``: ``{experiment: (status,
     detail)}`` with status "complete", "missing", "damaged" or "stale" (a saved result of another
-    configuration) and what is wrong with it (``inspect_run``). What ``attnlib.tables.saved`` and the
-    book's ``load_all`` return, and what ``attnlib.tables.frame`` tabulates."""
+    configuration) and what is wrong with it (``inspect_run``). What ``attnlib.results.tables.saved`` and the
+    book's ``load_all`` return, and what ``attnlib.results.tables.frame`` tabulates."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

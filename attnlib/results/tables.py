@@ -184,7 +184,7 @@ def seed_columns(results_dir: str | Path, preset: str, names, *, data=None):
 
 def timing_columns(results_dir: str | Path, preset: str, names):
     """One row per experiment: `wall_time_ms` (median), `wall_time_p25_ms`, `wall_time_p75_ms` and, for an HA
-    variant, `time_ratio` (HA / model, paired by round: `attnlib.timing.ratios`) with `time_ratio_p25` /
+    variant, `time_ratio` (HA / model, paired by round: `attnlib.lab.timing.ratios`) with `time_ratio_p25` /
     `time_ratio_p75` (quartiles of the per-round ratios), from `results/timing/<preset>.json`
     (`python -m attnlib time`); None where the file lacks the model or measured another configuration of it
     (`wall_time_measured` False)."""
@@ -266,7 +266,7 @@ def table3(results_dir: str | Path = "results", preset: str = "paper", *, data=N
     """Table 3 of the [Re] report: each model beside its HA variant (`table3_names`), as `with_seeds` of the
     saved results' `frame`, in `TABLE3_COLUMNS`: pair (the normal model's title), variant (normal / HA),
     seeds, accuracy (their mean), accuracy_sd, params, wall_time_ms (None: not measured), time_ratio
-    (HA / model, paired by round: `attnlib.timing.ratios`), status, experiment, detail."""
+    (HA / model, paired by round: `attnlib.lab.timing.ratios`), status, experiment, detail."""
     names = table3_names()
     table = with_seeds(collect(results_dir, preset, names, 0, data=data), results_dir, preset, data=data)
     return table[list(TABLE3_COLUMNS)]

@@ -1,5 +1,5 @@
 """What a saved result may hold: a results folder is untrusted input (people share, commit and pull it), so
-every value a reader uses is checked here before `attnlib.runs.inspect_run` calls the result complete.
+every value a reader uses is checked here before `attnlib.results.load.inspect_run` calls the result complete.
 
 - `files_problem`: metrics.json's "files" names only plain files of the run folder (no path, no link, no
   FIFO or device), covers every file the result needs (RESULT_FILES, and each of OPTIONAL_FILES present in
