@@ -85,6 +85,8 @@ params = book.check_params(
 # %% tags=["hide-input"]
 viz.set_style()
 TABLE1 = tables.table1_names()
+if params.train_missing:  # papermill -p train_missing True, or ATTNLIB_TRAIN_MISSING=1: train what results/ lacks
+    book.train_missing([*TABLE1, "learned_9h_pos_init"], params)
 runs = book.load_all(TABLE1, params)
 frame = book.seeds_frame(runs, params)  # accuracy: the mean over every saved seed
 book.glue_str("repro_preset", params.preset)

@@ -86,6 +86,8 @@ params = book.check_params(
 viz.set_style()
 learned = f"learned_content_{params.heads}h"
 TABLE3 = tables.table3_names(params.heads)
+if params.train_missing:  # papermill -p train_missing True, or ATTNLIB_TRAIN_MISSING=1: train what results/ lacks
+    book.train_missing(TABLE3, params)
 runs = book.load_all(TABLE3, params)
 frame = book.table3_frame(runs, params)
 paper_params = {name: experiments.count_parameters(name, "paper") for name in TABLE3}

@@ -50,6 +50,8 @@ if isinstance(query, bool) or not isinstance(query, int) or query not in range(4
 
 # %% tags=["hide-input"]
 viz.set_style()
+if params.train_missing:  # papermill -p train_missing True, or ATTNLIB_TRAIN_MISSING=1: train what results/ lacks
+    book.train_missing([*experiments.names(), "learned_9h_pos_init"], params)
 runs = book.load_all(experiments.names(), params)
 book.glue_str("app_preset", params.preset)
 

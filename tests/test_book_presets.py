@@ -76,3 +76,16 @@ def test_data_defaults_to_the_librarys_one_default(tmp_path, monkeypatch):
     monkeypatch.setenv(attnbook.params.DATA_ENV, str(tmp_path / "gone"))
     with pytest.raises(attnbook.ParameterError, match="does not exist: set ATTNLIB_DATA or pass data"):
         attnbook.check_params(preset="budget", data=None, results_dir=tmp_path, train_missing=True)
+
+
+def test_reading_never_trains_and_training_is_the_chapters_explicit_call(tmp_path):
+    """load_all reads (a missing run stays missing and nothing is written, even where the chapter may
+    train); train_missing trains what is missing, then reads find it, and a second call trains nothing."""
+    params = attnbook.check_params(preset="smoke", device="cpu", results_dir=tmp_path, train_missing=True)
+    runs = attnbook.load_all(["vit"], params)
+    assert runs["vit"] is None and runs.status["vit"][0] == "missing" and not any(tmp_path.iterdir())
+    assert attnbook.train_missing(["vit"], params) == ["vit"]
+    runs = attnbook.load_all(["vit"], params)
+    assert runs["vit"] is not None and runs.status["vit"] == ("complete", "")
+    assert runs["vit"].preset == "smoke" and not runs["vit"].trained
+    assert attnbook.train_missing(["vit"], params) == []

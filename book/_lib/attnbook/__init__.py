@@ -10,7 +10,7 @@ lives in the library (``attnlib.runs``, ``attnlib.tables``, ``attnlib.literature
 this package only words and shows it:
 
     params      chapter parameters: checks, defaults, papermill's unknown parameters
-    runs        the results a chapter shows (``run_or_load`` with its parameters; statuses kept in ``Runs``)
+    runs        the results a chapter shows (read, never trained; statuses kept in ``Runs``), ``train_missing``
     phrases     number formats, the marks of missing results, sentences glued into the prose
     tables      the tables chapters show (results as the papers' tables, literature, HA over seeds, ledger)
     display     glue, figures, tables, notes and attention maps in a cell's output
@@ -18,13 +18,15 @@ this package only words and shows it:
     sphinx      the Sphinx extension of the book build (``_config.yml``: ``attnbook.sphinx``)
     viz         the figures (numpy in, matplotlib ``Figure`` out)
 
-Rule for training inside a chapter (parameter ``train_missing``):
-    ``None`` (the default) means "train what results/ lacks" -- *except* during the book build, where
-    this package, loaded by Sphinx as an extension (``_config.yml: sphinx.extra_extensions``), sets the
-    environment variable ``ATTNLIB_TRAIN_MISSING=0`` for every kernel the build starts, so the build
-    only reads saved results and shows missing ones as "not yet trained". ``True`` / ``False`` force
-    either behaviour (``papermill ... -p train_missing False``). The environment variable can be set by
-    hand too (``ATTNLIB_TRAIN_MISSING=1 jupyter-book build book`` trains during the build).
+Reading is not training: every run a chapter shows is read and checked by the results side
+(``attnlib.results.load.read``, through ``load`` / ``load_all``), never trained. A chapter that may train
+says so in a cell of its own, ``if params.train_missing: book.train_missing(names, params)``, which trains
+what results/ lacks through the lab (``attnlib.lab.run``). Its parameter ``train_missing``: ``None`` (the
+default) means "train what results/ lacks" -- *except* during the book build, where the Sphinx extension
+(``attnbook.sphinx``, ``_config.yml: sphinx.extra_extensions``) sets ``ATTNLIB_TRAIN_MISSING=0`` for every
+kernel the build starts, so the build only reads saved results and shows missing ones as "not yet
+trained". ``True`` / ``False`` force either behaviour (``papermill ... -p train_missing False``); the
+environment variable can be set by hand too (``ATTNLIB_TRAIN_MISSING=1 jupyter-book build book``).
 
 Every public name of these modules is importable from ``attnbook`` (what the chapters call), with the
 library's names the chapters use beside them (``results_frame``, ``REFERENCES``, ``attention_peaks``...).
@@ -119,7 +121,7 @@ from .phrases import (
     verdict_summary,
     welch_phrase,
 )
-from .runs import load, load_all, load_status, seed_accuracies, seed_map
+from .runs import load, load_all, load_status, seed_accuracies, seed_map, train_missing
 from .sphinx import setup
 from .tables import (
     KIND_MARKS,
@@ -276,6 +278,7 @@ __all__ = [
     "timing_markdown",
     "title",
     "training_table",
+    "train_missing",
     "training_time",
     "transposed",
     "uniform_attention_phrase",

@@ -1,29 +1,46 @@
-"""The results a chapter shows: ``run_or_load`` with the chapter's parameters, each load's status kept in the
-``Runs`` it returns (what a note about a missing result names), and the saved seeds of an experiment.
+"""The results a chapter shows, read and never trained: each saved run read and checked by the results side
+(``attnlib.results.load.read``: no trainer, no device), its status kept in the ``Runs`` it returns (what a
+note about a missing result names), and the saved seeds of an experiment. Reading is not training: a
+chapter allowed to train (its ``train_missing`` parameter, or ``$ATTNLIB_TRAIN_MISSING``) first calls
+``train_missing``, which trains what results/ lacks through the lab.
 """
 
 from __future__ import annotations
 
 from attnbook.params import Params
-from attnlib.runs import Runs
+from attnlib.results.load import Runs
 
 
 def load_status(experiment: str, params: Params):
-    """``(RunResult or None, status, detail)``: ``run_or_load`` with the chapter's parameters; None with
-    status "missing", "damaged" or "stale" when there is no usable result and training is not allowed
-    (the book build). Trains (or retrains a damaged or stale result) when ``params.train_missing``."""
-    from attnlib.runs import MissingResult, run_or_load
+    """``(RunResult or None, status, detail)`` of the saved run of ``experiment`` at the chapter's preset and
+    seed (``attnlib.results.load.read``; never trains): None with status "missing", "damaged" or "stale"
+    (another configuration) when there is no usable result."""
+    from attnlib.results.load import read
 
-    try:
-        run, status, detail = run_or_load(experiment, **params.run_kwargs()), "complete", ""
-    except MissingResult as err:
-        run, status, detail = None, err.status, err.detail
-    return run, status, detail
+    saved = read(
+        experiment, params.preset, seed=params.seed or 0, results_dir=params.results_dir, data=params.data
+    )
+    return saved.run, saved.status, saved.detail
 
 
 def load(experiment: str, params: Params):
-    """The ``RunResult`` of ``load_status``, or None (missing, damaged or stale, and not trained)."""
+    """The ``RunResult`` of ``load_status``, or None (missing, damaged or stale)."""
     return load_status(experiment, params)[0]
+
+
+def train_missing(experiments, params: Params) -> list[str]:
+    """Train, through the lab (``attnlib.lab.run.run_or_load`` with ``params.run_kwargs()``), each run of
+    ``experiments`` at the chapter's preset and seed that results/ lacks, holds damaged or holds of another
+    configuration (replaced: a chapter shows its preset's current protocol). What a chapter calls, explicitly,
+    when it may train (``params.train_missing``); reading never trains. Returns the experiments trained."""
+    from attnlib.lab.run import run_or_load
+
+    trained = []
+    for name in experiments:
+        if load_status(name, params)[1] != "complete":
+            run_or_load(name, **{**params.run_kwargs(), "train_missing": True})
+            trained.append(name)
+    return trained
 
 
 def load_all(experiments, params: Params) -> Runs:
