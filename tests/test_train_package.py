@@ -108,3 +108,17 @@ def test_the_core_packages_keep_modules_and_functions_small():
                     if node.end_lineno - start + 1 > 100:
                         too_long.append(f"{path.name}:{node.name}: {node.end_lineno - start + 1} lines")
     assert too_long == []
+
+
+def test_the_device_policy_imports_without_the_loop():
+    """attnlib.train's names come from their homes on first use: the device policy (what the book and the
+    lab's benchmarks ask for) loads neither the loop nor the models."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, attnlib.train.device, attnlib.train; "
+        "print(sorted(m for m in ('attnlib.train.loop', 'attnlib.models') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
