@@ -94,7 +94,16 @@ def test_bad_arguments_raise_config_error_and_nothing_else(trained):
         load.read("vit", "smoke", seed=-1, results_dir=trained)
 
 
+def _age(folder, seconds: float = 60.0) -> None:
+    """Date every file of `folder` `seconds` back: a folder changed in the last seconds is not cached."""
+    import time
+
+    for f in folder.iterdir():
+        os.utime(f, (time.time() - seconds, time.time() - seconds), follow_symlinks=False)
+
+
 def test_an_unchanged_folder_is_not_read_again_and_a_changed_one_is(copy, monkeypatch):
+    _age(run_dir(copy, "vit", "smoke"))
     first = load.read("vit", "smoke", results_dir=copy)
     calls = []
     real = load._check
@@ -114,6 +123,19 @@ def test_an_unchanged_folder_is_not_read_again_and_a_changed_one_is(copy, monkey
     os.replace(tmp, history)
     changed = load.read("vit", "smoke", results_dir=copy)
     assert len(calls) == 1 and changed.status == "damaged"
+
+
+def test_a_folder_changed_in_the_last_seconds_is_not_cached(copy, monkeypatch):
+    """A file rewritten in place within one clock tick, its size unchanged, keeps its signature: a folder
+    that changed within RACY_SECONDS is read again every time."""
+    folder = run_dir(copy, "vit", "smoke")
+    os.utime(folder / "history.csv")  # now
+    load.read("vit", "smoke", results_dir=copy)
+    calls = []
+    real = load._check
+    monkeypatch.setattr(load, "_check", lambda *a: calls.append(a) or real(*a))
+    load.read("vit", "smoke", results_dir=copy)
+    assert len(calls) == 1
 
 
 def test_read_seeds_and_read_runs(copy):

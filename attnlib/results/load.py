@@ -47,6 +47,7 @@ import json
 import logging
 import os
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -429,6 +430,17 @@ def _signature(path: Path) -> tuple | None:
     return tuple(sorted(out))
 
 
+RACY_SECONDS = 2.0
+
+
+def _racy(signature: tuple) -> bool:
+    """Whether a file of the folder changed in the last RACY_SECONDS: file times advance in clock ticks, so
+    a file rewritten in place within one tick with its size unchanged would keep its signature; such a
+    folder is not cached until it has been still for a while (git's "racy" entries)."""
+    newest = max((entry[-1] for entry in signature), default=0)
+    return time.time_ns() - newest < RACY_SECONDS * 1e9
+
+
 def _read_checked(path: Path, expected: dict) -> tuple[str, str, RunResult | None]:
     key = str(path.absolute())
     wanted = (expected["fingerprint"], json.dumps(expected.get(RESOLVED), sort_keys=True, default=list))
@@ -444,8 +456,8 @@ def _read_checked(path: Path, expected: dict) -> tuple[str, str, RunResult | Non
             run = _parse(path, blobs)
         except Exception as err:  # noqa: BLE001 -- a checksummed file that does not parse (a forged checksum)
             status, detail = "damaged", _unparsed(path, err)
-    if signature is not None and signature == _signature(path):  # unchanged while it was read
-        _READ[key] = (signature, wanted, status, detail, run)
+    if signature is not None and signature == _signature(path) and not _racy(signature):
+        _READ[key] = (signature, wanted, status, detail, run)  # unchanged while it was read
         run = None if run is None else _copy(run)
     return status, detail, run
 
