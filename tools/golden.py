@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -110,12 +111,24 @@ def snapshot() -> dict:
 
 
 FIGURES = ("figures", "glued_figures")
+#: pandas' Styler names each HTML table it writes ``T_<5 hex digits>`` from a fresh uuid4 (its ids and CSS
+#: selectors), different at every run: compared as one placeholder, so that only what a reader sees counts.
+STYLER_ID = re.compile(r"(?<![0-9A-Za-z])T_[0-9a-f]{5}(?![0-9a-f])")
+
+
+def _without_styler_ids(value):
+    if isinstance(value, dict):
+        return {k: _without_styler_ids(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_styler_ids(v) for v in value]
+    return STYLER_ID.sub("T_id", value) if isinstance(value, str) else value
 
 
 def differences(old: dict, new: dict, figures: bool = False) -> list[str]:
     """Where `new` differs from `old`, one line each; figures by hash only with `figures` and the same
-    matplotlib, otherwise by name (glued) and count."""
+    matplotlib, otherwise by name (glued) and count; pandas' random table ids (``STYLER_ID``) never count."""
     by_hash = figures and old.get("matplotlib") == new.get("matplotlib")
+    old, new = _without_styler_ids(old), _without_styler_ids(new)
     out = []
 
     def walk(a, b, where: str):
