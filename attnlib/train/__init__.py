@@ -7,11 +7,9 @@ learning-rate schedule and the optimizer. The names of the former module attnlib
 each imported from its home on first use, so that ``import attnlib.train.device`` does not load the loop.
 """
 
-import importlib
+from attnlib.util import reexport
 
-from attnlib.util import keep_patchable
-
-_HOMES = {
+HOMES = {
     "attnlib.config": ("SCHEDULES", "TrainConfig"),
     "attnlib.env": ("CHECKPOINT_SECONDS_ENV",),
     "attnlib.train.checkpoint": (
@@ -29,20 +27,5 @@ _HOMES = {
     "attnlib.train.schedule": ("Schedule", "make_optimizer"),
     "attnlib.lab.throughput": ("measure_throughput",),  # moved to the lab; the old name stays for its callers
 }  # fmt: skip
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
-__all__ = sorted(n for n in _HOME_OF if not n.startswith("_"))
 
-
-def __getattr__(name: str):
-    if name not in _HOME_OF:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOME_OF[name]), name)
-    globals()[name] = value  # kept: a test's monkeypatch then reaches the home too (util.Package)
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOME_OF})
-
-
-keep_patchable(__name__)  # monkeypatch.setattr(attnlib.train, "evaluate", ...) reaches the loop
+reexport(__name__, HOMES)  # monkeypatch.setattr(attnlib.train, "evaluate", ...) reaches the loop
