@@ -7,6 +7,7 @@ import time
 
 import torch
 from torch import nn
+from torch.utils import benchmark
 
 from attnlib.config import TrainConfig
 from attnlib.train.device import autocast, resolve_device, use_bf16
@@ -21,41 +22,28 @@ def measure_throughput(
 
     On the CPU: per core, i.e. one thread, timed by this process's CPU time, which other processes sharing
     the machine barely disturb (multi-threaded CPU time is not: waiting threads spin).
-    `attnlib.experiments.CPU_PARALLEL_EFFICIENCY`
-    turns it into a multi-core estimate. On CUDA: wall time after synchronising. Updates the model's weights."""
+    `attnlib.experiments.CPU_PARALLEL_EFFICIENCY` turns it into a multi-core estimate. On CUDA: wall time after
+    synchronising. `warmup` untimed calls first (and torch.utils.benchmark's own two), then `steps` timed
+    ones (torch.utils.benchmark.Timer). Updates the model's weights."""
     device = resolve_device(device)
     bf16 = use_bf16(cfg.bf16, device)
     model = model.to(device)
     optimizer = make_optimizer(model, cfg)
     x = torch.randn(cfg.batch_size, 3, 32, 32, device=device)
     y = torch.randint(0, 10, (cfg.batch_size,), device=device)
-    if device.type == "cuda":
-
-        def clock():
-            torch.cuda.synchronize(device)
-            return time.perf_counter()
-    else:
-
-        def clock():
-            return time.process_time()
+    cpu = device.type == "cpu"
+    clock = {"timer": time.process_time} if cpu else {}  # CUDA: the Timer's own clock, synchronised
+    threads = 1 if cpu else torch.get_num_threads()
 
     def rate(fn) -> float:
         for _ in range(warmup):
             fn()
-        t = clock()
-        for _ in range(steps):
-            fn()
-        return steps * cfg.batch_size / (clock() - t)
+        timer = benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads, **clock)
+        return cfg.batch_size / timer.timeit(steps).mean
 
-    threads = torch.get_num_threads()
-    if device.type == "cpu":
-        torch.set_num_threads(1)
-    try:
-        model.train()
-        train_ips = rate(lambda: train_step(model, optimizer, x, y, cfg.label_smoothing, bf16, cfg.grad_clip))
-        model.eval()
-        with torch.no_grad(), autocast(device, bf16):
-            eval_ips = rate(lambda: model(x))
-    finally:
-        torch.set_num_threads(threads)
+    model.train()
+    train_ips = rate(lambda: train_step(model, optimizer, x, y, cfg.label_smoothing, bf16, cfg.grad_clip))
+    model.eval()
+    with torch.no_grad(), autocast(device, bf16):
+        eval_ips = rate(lambda: model(x))
     return train_ips, eval_ips
