@@ -72,7 +72,8 @@
 # %% tags=["hide-input"]
 import attnbook as book
 from attnbook import viz
-from attnlib import experiments, tables
+from attnlib import experiments
+from attnlib.results import tables
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke: the preset summarised below

@@ -60,7 +60,9 @@
 # %% tags=["hide-input"]
 import attnbook as book
 from attnbook import viz
-from attnlib import claims, experiments, tables, theory
+from attnlib import experiments, theory
+from attnlib.analysis import rules
+from attnlib.results import tables
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke
@@ -306,8 +308,8 @@ book.glue_str("repro_quad_peak", book.MISSING if peaks is None else f"{peaks.min
 
 # %% tags=["hide-input"]
 for key, name in (("pos_init_start", "learned_9h_pos_init"), ("pos_init_paper_start", "learned_9h")):
-    book.glue_str(key, f"{claims.initial_peaks(name, params.preset)[0]:.1f}")
-book.glue_str("local_peak", f"{claims.LOCAL_PEAK:g}")
+    book.glue_str(key, f"{rules.initial_peaks(name, params.preset)[0]:.1f}")
+book.glue_str("local_peak", f"{rules.LOCAL_PEAK:g}")
 variant = book.load_all(["learned_9h_pos_init"], params)
 book.glue_str("pos_init_result", book.variant_phrase("learned_9h_pos_init", {**runs, **variant}, params))
 longer = book.measured_runs(["learned_9h", "learned_9h_pos_init"], params)

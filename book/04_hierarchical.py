@@ -58,7 +58,8 @@
 # %% tags=["hide-input"]
 import attnbook as book
 from attnbook import viz
-from attnlib import experiments, tables
+from attnlib import experiments
+from attnlib.results import tables
 
 # %% tags=["parameters"]
 heads = 9  # 9 | 16: heads of the learned-2D models (SAN has none; our ViT runs use 9)

@@ -23,7 +23,8 @@
 # %% tags=["hide-input"]
 import attnbook as book
 from attnbook import viz
-from attnlib import claims, experiments
+from attnlib import experiments
+from attnlib.lab import plan
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke
@@ -196,7 +197,7 @@ book.show_attention(
 # preset and the epochs. {glue:text}`appendix_long`
 
 # %% tags=["hide-input"]
-book.glue_str("appendix_long", book.show_measured_attention(claims.LONG_PLAN, params, query))
+book.glue_str("appendix_long", book.show_measured_attention(plan.LONG_PLAN, params, query))
 
 # %% [markdown]
 # ## C. Training curves
@@ -238,7 +239,7 @@ if missing:
 # gradients; speed is measured here, never asserted in tests.
 
 # %% tags=["hide-input"]
-from attnlib import bench  # noqa: E402
+from attnlib.lab import bench  # noqa: E402
 
 reports = book.bench_reports(params)
 for device, report in reports.items():

@@ -6,7 +6,7 @@ chapter run by papermill from any folder, the tests, ``tools/golden.py``).
 
 The chapters (``book/*.py``, jupytext percent format) stay thin: a ``parameters`` cell, then
 ``params = check_params(...)`` (the one place bad values are caught), then calls into attnlib. The science
-lives in the library (``attnlib.runs``, ``attnlib.tables``, ``attnlib.literature``, ``attnlib.measures``);
+lives in the library (``attnlib.results``, ``attnlib.analysis``, ``attnlib.measures``);
 this package only words and shows it:
 
     params      chapter parameters: checks, defaults, papermill's unknown parameters
@@ -34,8 +34,7 @@ library's names the chapters use beside them (``results_frame``, ``REFERENCES``,
 
 from __future__ import annotations
 
-from attnlib.env import TRAIN_MISSING_ENV
-from attnlib.literature import (
+from attnlib.analysis.literature import (
     NOT_FOUND,
     PAPER,
     RE,
@@ -49,10 +48,11 @@ from attnlib.literature import (
     references_frame,
     short,
 )
+from attnlib.env import TRAIN_MISSING_ENV
 from attnlib.measures import NEAR_UNIFORM, attention_peaks
-from attnlib.runs import Runs
-from attnlib.tables import below_target
-from attnlib.tables import frame as results_frame
+from attnlib.results.load import Runs
+from attnlib.results.tables import below_target
+from attnlib.results.tables import frame as results_frame
 
 from .benchmarks import bench_machine_markdown, bench_reports, peak_shared, profile_layout, throughput_tables
 from .display import (

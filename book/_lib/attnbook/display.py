@@ -15,7 +15,7 @@ from attnbook.tables import (
     sources_markdown,
 )
 from attnlib.measures import NEAR_UNIFORM, attention_peaks
-from attnlib.tables import below_target
+from attnlib.results.tables import below_target
 
 
 def glue_text(name: str, value, spec: str = "{:.1%}", missing: str = MISSING) -> None:

@@ -121,7 +121,7 @@ def _preset_has_own_data(preset: str) -> bool:
 
 
 def _check_device(device) -> str:
-    from attnlib.train import resolve_device
+    from attnlib.train.device import resolve_device
 
     if not isinstance(device, str):
         raise ParameterError("device", device, "auto, cpu, cuda, cuda:N")

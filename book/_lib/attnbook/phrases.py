@@ -9,9 +9,9 @@ import re
 
 from attnbook.params import LONG_PRESET, Params
 from attnbook.runs import seed_accuracies
-from attnlib.literature import RE, reference_value, short
+from attnlib.analysis.literature import RE, reference_value, short
 from attnlib.measures import NEAR_UNIFORM, attention_peaks
-from attnlib.tables import below_target, complete
+from attnlib.results.tables import below_target, complete
 
 MISSING = "not yet trained"
 
@@ -48,7 +48,7 @@ def fmt(value, spec: str = "{:.1%}", missing: str = MISSING) -> str:
     return missing if is_missing(value) else spec.format(value)
 
 
-#: How the book words a verdict of ``attnlib.compare.Welch`` for an HA variant against its model.
+#: How the book words a verdict of ``attnlib.analysis.stats.Welch`` for an HA variant against its model.
 VERDICT_SHORT = {  # for tables; VERDICTS says why
     "higher": "HA ahead",
     "lower": "HA behind",
@@ -81,9 +81,9 @@ def welch_phrase(w) -> str:
 
 def compare_phrase(base: str, variant: str, runs: dict, params: Params) -> str:
     """A sentence fragment comparing ``variant`` with ``base`` from saved results: the difference of their
-    mean test accuracies over every saved seed, its Welch interval and verdict (``attnlib.compare``), and
+    mean test accuracies over every saved seed, its Welch interval and verdict (``attnlib.analysis.stats``), and
     the parameter ratio."""
-    from attnlib import compare
+    from attnlib.analysis import stats as compare
 
     a, b = runs.get(base), runs.get(variant)
     if a is None or b is None:
@@ -107,8 +107,9 @@ def variant_phrase(variant: str, runs: dict, params: Params) -> str:
     test accuracy over the saved seeds of each (with a Welch interval once both have two) and the first
     layer's attention peak (multiple of uniform) of each seed-0 run. Plain text (for ``glue:text``: no
     Markdown)."""
-    from attnlib import compare, experiments
-    from attnlib.claims import layer_profile
+    from attnlib import experiments
+    from attnlib.analysis import stats as compare
+    from attnlib.analysis.rules import layer_profile
 
     base = experiments.get(variant).variant_of
     a, b = runs.get(base), runs.get(variant)
@@ -196,8 +197,8 @@ def _layers(numbers) -> str:
 
 def _time_phrase(variant: str, params: Params) -> str:
     """ " and 0.92× its inference time" from the timing file (``python -m attnlib time``), or ""."""
-    from attnlib.tables import timing_columns
-    from attnlib.timing import load
+    from attnlib.results.tables import timing_columns
+    from attnlib.results.timing import load
 
     row = timing_columns(params.results_dir, params.preset, [variant]).iloc[0]
     if is_missing(row["time_ratio"]):
@@ -303,7 +304,7 @@ def flat_models(runs: dict) -> list[str]:
 def _orders(runs, source: str):
     """(ours, theirs, concordance) of ``runs``: {name: RunResult or None} (seed 0), or a ``seeds_frame``
     (the mean accuracy over the saved seeds of each complete row, what the book names a model by)."""
-    from attnlib import compare
+    from attnlib.analysis import stats as compare
 
     if hasattr(runs, "columns"):
         done = runs[runs["status"] == "complete"]
@@ -374,8 +375,8 @@ def epoch_range(preset: str) -> str:
 
 
 def timing_markdown(params: Params) -> str:
-    """Where Table 3's wall times come from (``attnlib.timing.machine_line``), or how to measure them."""
-    from attnlib import timing
+    """Where Table 3's wall times come from (``attnlib.results.timing.machine_line``), or how to measure them."""
+    from attnlib.results import timing
 
     report = timing.load(params.results_dir, params.preset)
     if report is None:
@@ -438,7 +439,7 @@ def word_list(names) -> str:
 
 def verdict_phrase(frame) -> str:
     """ "Of the 11 claims, 2 are reproduced, 4 not reproduced, 3 inconclusive and 2 not measured" """
-    from attnlib import claims
+    from attnlib.analysis import claims
 
     counts = claims.verdict_counts(frame)
     return f"Of the {len(frame)} claims, {word_list(f'{n} {v}' for v, n in counts.items())}"

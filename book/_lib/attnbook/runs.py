@@ -54,14 +54,14 @@ def load_all(experiments, params: Params) -> Runs:
 
 def seed_accuracies(experiment: str, params: Params, seeds=range(10)) -> list[float]:
     """Test accuracies of every saved run of ``experiment`` at ``params.preset`` among ``seeds`` whose result
-    is complete for the current configuration (``attnlib.tables.seed_accuracies``; never trains): what the
+    is complete for the current configuration (``attnlib.results.tables.seed_accuracies``; never trains): what the
     run-to-run spread is computed from."""
     return list(seed_map(experiment, params, seeds).values())
 
 
 def seed_map(experiment: str, params: Params, seeds=range(10)) -> dict[int, float]:
     """``{seed: test accuracy}`` of the runs of ``seed_accuracies`` (what a paired-by-seed test matches)."""
-    from attnlib.tables import seed_accuracies as saved
+    from attnlib.results.tables import seed_accuracies as saved
 
     found, _ = saved(params.results_dir, params.preset, experiment, data=params.data)
     return {seed: acc for seed, acc in found.items() if seed in seeds}

@@ -20,8 +20,8 @@ from attnbook.phrases import (
     word_list,
 )
 from attnbook.runs import seed_accuracies, seed_map
-from attnlib.literature import PAPER, RE, REFERENCES, reference_value, references, short
-from attnlib.tables import collect, complete
+from attnlib.analysis.literature import PAPER, RE, REFERENCES, reference_value, references, short
+from attnlib.results.tables import collect, complete
 
 NOT_FOUND_CELL = "—"
 
@@ -52,7 +52,7 @@ def results_table(frame, preset: str, *, pairs: bool = False, paper_params: dict
     break; show it with ``show_table(..., wrap_names=True)`` (the model names wrap). A missing result reads
     "not yet trained"; a damaged or stale one says so (``NOT_USED``); an unmeasured wall time "not measured".
 
-    frame: rows of ``attnlib.tables.frame`` (``experiment``, ``status``, ``accuracy``, ``params``,
+    frame: rows of ``attnlib.results.tables.frame`` (``experiment``, ``status``, ``accuracy``, ``params``,
     ``wall_time_ms``...; ``seeds``, ``accuracy_sd``, ``wall_time_measured``, ``time_ratio`` from
     ``table3_frame``). ``pairs=False`` (Table 1): model, heads, accuracy, params, wall time.
     ``pairs=True`` (Table 3): model (the normal model's title), variant (normal / HA), accuracy, params,
@@ -177,7 +177,7 @@ def ha_family(bases, params: Params, seeds=range(10)) -> dict:
     (``compare.holm``) runs over the pairs with a Welch p; a pair is "higher" / "lower" only when it
     survives it (``compare.family_verdict``). The paired-by-seed test matches the seeds both sides hold.
     Never trains."""
-    from attnlib import compare
+    from attnlib.analysis import stats as compare
 
     found = {}
     for base in bases:
@@ -200,7 +200,7 @@ def ha_effects(bases, params: Params, seeds=range(10)):
     [Re] run-log difference where known (never trains)."""
     import pandas as pd
 
-    from attnlib import compare
+    from attnlib.analysis import stats as compare
 
     family = ha_family(bases, params, seeds)
     rows = []
@@ -304,12 +304,12 @@ def welch_labels(bases, params: Params, seeds=range(10)) -> dict[str, str]:
 
 
 def protocol_differences_table():
-    """(table, checked): how our protocol differs from the papers' (``attnlib.literature.protocol_differences``),
+    """(table, checked): how our protocol differs from the papers' (``attnlib.analysis.literature.protocol_differences``),
     one row per difference with "applies to" naming the models (their titles, or "every model") and the
     presets where it holds, and a second table of where each side was read (for a fold-out)."""
     import pandas as pd
 
-    from attnlib.literature import protocol_differences
+    from attnlib.analysis.literature import protocol_differences
 
     def where(d) -> str:
         models = "every model" if "every" in d.models else word_list([title(m) for m in d.models])
@@ -392,7 +392,7 @@ def ha_pairs(frame):
     """One row per model whose HA variant is in ``frame`` with both saved: ``experiment`` (the model),
     ``model`` (its title), ``gain`` (HA − model, accuracy points) and ``size`` (HA parameters / model
     parameters), from the frame's accuracies: the means over seeds of a ``seeds_frame`` (what the book
-    shows), seed 0 of an ``attnlib.tables.frame``."""
+    shows), seed 0 of an ``attnlib.results.tables.frame``."""
     import pandas as pd
 
     from attnlib.experiments import get
@@ -455,7 +455,7 @@ def short_label(experiment: str) -> str:
 
 def glance_points(frame):
     """The points of the introduction's figure (``viz.accuracy_vs_params``): one row per saved result of
-    ours (rows of ``seeds_frame``: the mean over seeds, or of ``attnlib.tables.frame``) and per literature
+    ours (rows of ``seeds_frame``: the mean over seeds, or of ``attnlib.results.tables.frame``) and per literature
     accuracy that has a parameter count of the same source, with ``experiment``, ``group``, ``label``,
     ``source`` ("ours", ``RE`` or ``PAPER``), ``kind``, ``params``, ``accuracy``, ``accuracy_sd`` (the sd over
     seeds, NaN for one seed and the literature), ``seeds`` and ``baseline`` (the normal model of an HA
@@ -637,10 +637,10 @@ def model_tables(preset: str, family: str):
 
 
 def claims_ledger(params: Params, keys=None):
-    """The claims ledger (``attnlib.claims.ledger``) at the chapter's preset, with the evidence of the runs at
+    """The claims ledger (``attnlib.analysis.claims.ledger``) at the chapter's preset, with the evidence of the runs at
     its ``long_preset`` where they are saved (``claims.gather``'s ``prefer``), computed from ``results/``
     (never trains); only the claims of ``keys`` when given, in ledger order."""
-    from attnlib import claims
+    from attnlib.analysis import claims
 
     evidence = claims.gather(params.results_dir, params.preset, data=params.data, prefer=params.long_preset)
     frame = claims.ledger(evidence)
@@ -673,10 +673,11 @@ def measure_endpoints(histories: dict, measures=("peak", "distance")):
 
 def _seeds_asked(params: Params) -> tuple[list[tuple[str, int]], float]:
     """(runs as (experiment, seed), estimated CPU-hours on an idle core) of the budget seeds the HA
-    comparisons still lack by the project's standard (``claims.seeds_asked``)."""
-    from attnlib import claims, experiments
+    comparisons still lack by the project's standard (``attnlib.lab.plan.seeds_asked``)."""
+    from attnlib import experiments
+    from attnlib.lab import plan
 
-    jobs = claims.seeds_asked(params.results_dir, PLAN_PRESETS[0], data=params.data)
+    jobs = plan.seeds_asked(params.results_dir, PLAN_PRESETS[0], data=params.data)
     return jobs, sum(experiments.estimate_seconds(name, PLAN_PRESETS[0]) for name, _ in jobs) / 3600
 
 
@@ -698,22 +699,25 @@ PLAN_PRESETS = ("budget", "long")
 def long_plan(params: Params):
     """(table, sentence): the CPU plan of the ``PLAN_PRESETS``, whatever the chapter's presets (only their
     throughput is measured: no other preset has estimates). The `long` runs the ledger needs
-    (``claims.LONG_PLAN``), one row each: the claims
+    (``plan.LONG_PLAN``), one row each: the claims
     it informs, its saved state (epochs and CPU-hours, wall time times threads, when complete, else "not
     yet"), the machine it trained on and its estimated CPU-hours for its epochs on an idle core. The
     sentence sums the saved hours, the estimates of the runs not saved yet, the budget's further seeds (1
     and up, behind the comparisons over seeds) and the estimates of the seeds those comparisons still ask
-    for, against ``claims.LONG_CPU_HOURS``. Never trains."""
+    for, against ``plan.LONG_CPU_HOURS``. Never trains."""
     import pandas as pd
 
-    from attnlib import claims, experiments, tables
+    from attnlib import experiments
+    from attnlib.analysis import claims
+    from attnlib.lab import plan
+    from attnlib.results import tables
 
     budget_preset, long_preset = PLAN_PRESETS
-    saved = tables.collect(params.results_dir, long_preset, list(claims.LONG_PLAN), data=params.data)
+    saved = tables.collect(params.results_dir, long_preset, list(plan.LONG_PLAN), data=params.data)
     saved = saved.set_index("experiment")
     keys = {c.key: c.title for c in claims.CLAIMS}
     rows, spent, ahead, done = [], 0.0, 0.0, 0
-    for name, informs in claims.LONG_PLAN.items():
+    for name, informs in plan.LONG_PLAN.items():
         complete = saved.at[name, "status"] == "complete"
         done += complete
         hours = saved.at[name, "cpu_seconds"] / 3600 if complete else None  # wall time x CPU threads
@@ -733,7 +737,7 @@ def long_plan(params: Params):
             }
         )
     asked, asked_hours = _seeds_asked(params)
-    budget = claims.LONG_CPU_HOURS
+    budget = plan.LONG_CPU_HOURS
     seeds = [
         tables.collect(params.results_dir, budget_preset, seed=s, data=params.data) for s in range(1, 10)
     ]
@@ -790,10 +794,10 @@ def ledger_table(frame):
 
 def seeds_frame(runs: dict, params: Params):
     """The results of the chapter's ``runs`` as every table, figure and headline of the book names a model
-    (``attnlib.tables.with_seeds`` of their ``frame``): accuracy as the mean over every saved seed of the
+    (``attnlib.results.tables.with_seeds`` of their ``frame``): accuracy as the mean over every saved seed of the
     current configuration (``accuracy_sd``, ``seeds``), never seed 0 alone where more seeds are saved, and the
     wall times measured for all models together by ``python -m attnlib time``. Never trains."""
-    from attnlib import tables
+    from attnlib.results import tables
 
     return tables.with_seeds(tables.frame(runs), params.results_dir, params.preset, data=params.data)
 
