@@ -191,3 +191,25 @@ def probe_file(images: int, init: dict | None, end: dict | None) -> dict[str, np
     uniform = uniform_reference(int(grid[0]), int(grid[1]), scale)
     out.update({f"uniform_{k}": np.asarray(uniform[k], np.float64) for k in PROBE_MEASURES})
     return out
+
+
+# ---------------------------------------------------------------- a run's fixed images and initial model
+def first_test_images(dataset, n: int, device="cpu") -> torch.Tensor:
+    """The first `n` (at least 1) test images of `dataset`, normalised, on `device`: the fixed images of the
+    saved attention maps, the standard probe and the per-epoch measures."""
+    from attnlib.data import Batches
+
+    images, _ = next(Batches(dataset.test, max(1, n), train=False, device=device).epoch(0))
+    return images
+
+
+def initial_model(config: dict) -> torch.nn.Module:
+    """The model of a saved run as its training built it before the first step: the global RNG seeded with
+    the run's seed, then the network of its config.json (every resolved field where recorded), as
+    `train_run` does (`torch.manual_seed(seed)`, then `make`). The global RNG is left as it was."""
+    from attnlib.models import make
+    from attnlib.results.config import RESOLVED
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.get("seed", 0))
+        return make(config["family"], **config.get(RESOLVED, config["model"]))

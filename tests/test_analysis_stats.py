@@ -41,7 +41,10 @@ def test_welch_equals_the_formulas(seed):
 def test_paired_equals_the_formulas(seed):
     rng = np.random.default_rng(100 + seed)
     n = int(rng.integers(2, 7))
-    a, b = dict(enumerate(rng.uniform(0.3, 0.6, n).round(4))), dict(enumerate(rng.uniform(0.3, 0.6, n).round(4)))
+    a, b = (
+        dict(enumerate(rng.uniform(0.3, 0.6, n).round(4))),
+        dict(enumerate(rng.uniform(0.3, 0.6, n).round(4))),
+    )
     d = [(b[s] - a[s]) * 100 for s in range(n)]
     se = statistics.stdev(d) / math.sqrt(n)
     t = statistics.mean(d) / se

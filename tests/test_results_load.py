@@ -142,7 +142,9 @@ def test_read_seeds_and_read_runs(copy):
     import shutil
 
     base = run_dir(copy, "vit", "smoke")
-    shutil.copytree(base, run_dir(copy, "vit", "smoke", 3))  # seed 0's files under seed 3: another fingerprint
+    shutil.copytree(
+        base, run_dir(copy, "vit", "smoke", 3)
+    )  # seed 0's files under seed 3: another fingerprint
     seeds = load.read_seeds("vit", "smoke", results_dir=copy)
     assert list(seeds) == [0, 3] and seeds[0].complete and seeds[3].status == "stale"
     assert load.saved_seeds(copy, "vit", "smoke") == [0, 3]

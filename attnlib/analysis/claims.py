@@ -14,7 +14,6 @@ always come from the same preset, and a value taken from the longer preset names
     >>> frame = claims.ledger(claims.gather("results", "budget"))   # doctest: +SKIP
 """
 
-
 from __future__ import annotations
 
 from pathlib import Path
@@ -390,9 +389,7 @@ def gather(
     return ev
 
 
-
 def verdict_counts(frame) -> dict[str, int]:
     """{verdict: number of claims} in VERDICTS order (zeros left out)."""
     counts = frame["verdict"].value_counts()
     return {v: int(counts[v]) for v in VERDICTS if v in counts}
-

@@ -45,7 +45,6 @@ DIFFERENT_LAYERS = 0.8  # layer similarity σ below this: consecutive layers att
 COMPARABLE_SIZE = 1.25  # "a comparable number of parameters": within 25% of each other
 
 
-
 @dataclass
 class Evidence:
     """What the verdicts are computed from.
@@ -490,4 +489,3 @@ def _last_two_flatter(peaks: list[float], uniform: float | None = None) -> bool:
 
 def _ha_last_not_sparse(ev: Evidence):
     return _fig8(ev, "peak", _last_two_flatter, "× uniform")
-

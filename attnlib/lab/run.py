@@ -25,7 +25,7 @@ from attnlib import experiments
 from attnlib.checks import check, is_synthetic
 from attnlib.env import RECORD_HOST_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
-from attnlib.results.config import RESOLVED, expected_config, portable_path, run_config, run_dir
+from attnlib.results.config import expected_config, portable_path, run_config, run_dir
 from attnlib.results.load import (
     RESULT_FILES,
     DamagedResult,
@@ -41,7 +41,9 @@ from attnlib.snapshots import (
     attention_probe,
     attention_summary,
     device_name,
+    first_test_images,
     inference_wall_time,
+    initial_model,
     probe_file,
 )
 from attnlib.store import check_writable, write_json, write_npz
@@ -83,7 +85,9 @@ class RunLock:
         self._lock = lock
         if self._previous:
             log.warning(
-                "taking over the lock of a run that no longer runs (%s) in %s", self._previous, self.path.parent
+                "taking over the lock of a run that no longer runs (%s) in %s",
+                self._previous,
+                self.path.parent,
             )
         return self
 
@@ -147,7 +151,9 @@ def command_line(argv: list[str] | None = None) -> str:
 def _record_host() -> bool:
     """Whether provenance names the machine's host name: only when asked ($ATTNLIB_RECORD_HOST=1)."""
     value = os.environ.get(RECORD_HOST_ENV, "").strip().lower()
-    check(value in ("", "0", "1", "false", "true", "no", "yes", "off", "on"), RECORD_HOST_ENV, value, "0 or 1")
+    check(
+        value in ("", "0", "1", "false", "true", "no", "yes", "off", "on"), RECORD_HOST_ENV, value, "0 or 1"
+    )
     return value in ("1", "true", "yes", "on")
 
 
@@ -171,18 +177,6 @@ def git_state() -> dict:
         "commit": commit or None,
         "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None,
     }
-
-
-
-def initial_model(config: dict) -> torch.nn.Module:
-    """The model of a saved run as its training built it before the first step: the global RNG seeded with
-    the run's seed, then the network of its config.json (every resolved field where recorded), as
-    `train_run` does (`torch.manual_seed(seed)`, then `make`). The global RNG is left as it was."""
-    from attnlib.models import make
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.get("seed", 0))
-        return make(config["family"], **config.get(RESOLVED, config["model"]))
 
 
 def backfill_probe(
@@ -355,15 +349,6 @@ def _claim(path: Path, lock: RunLock, config: dict, replace: bool, info) -> None
             stray.unlink(missing_ok=True)
 
 
-def first_test_images(dataset, n: int, device="cpu") -> torch.Tensor:
-    """The first `n` (at least 1) test images of `dataset`, normalised, on `device`: the fixed images of the
-    saved attention maps, the standard probe and the per-epoch measures."""
-    from attnlib.data import Batches
-
-    images, _ = next(Batches(dataset.test, max(1, n), train=False, device=device).epoch(0))
-    return images
-
-
 def _write_result(
     path: Path, config: dict, rc, model, fit, dataset, device, info, code: dict, init_probe=None
 ) -> None:
@@ -436,7 +421,12 @@ def _train_missing_default() -> bool:
     value = os.environ.get(TRAIN_MISSING_ENV, "").strip().lower()
     if value in ("", "1", "true", "yes", "on"):
         return True
-    check(value in ("0", "false", "no", "off"), TRAIN_MISSING_ENV, value, "0 or 1 (false / true, no / yes, off / on)")
+    check(
+        value in ("0", "false", "no", "off"),
+        TRAIN_MISSING_ENV,
+        value,
+        "0 or 1 (false / true, no / yes, off / on)",
+    )
     return False
 
 

@@ -31,7 +31,6 @@ def portable_path(text):
     return _ABSOLUTE.sub(lambda m: os.path.relpath(m.group(0), REPOSITORY), text)
 
 
-
 def run_dir(results_dir: str | Path, experiment: str, preset: str, seed: int = 0) -> Path:
     return Path(results_dir) / experiment / (preset if seed == 0 else f"{preset}-seed{seed}")
 
@@ -138,4 +137,3 @@ def expected_config(
     if key not in _EXPECTED:
         _EXPECTED[key] = (run_config(experiment, preset, seed=seed, data=data, epochs=epochs), sources)
     return _EXPECTED[key][0]
-

@@ -93,7 +93,6 @@ class DamagedResult(MissingResult):
     default_status = "damaged"
 
 
-
 @dataclass
 class RunResult:
     """A complete result: metrics (dict), history (DataFrame, one row per epoch), attention (npz arrays),
@@ -237,10 +236,14 @@ def _check(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[
         diffs = [] if resolved is None else resolved_difference(resolved, expected[RESOLVED], config_cls)
         if diffs:
             shown = "; ".join(f"{RESOLVED}.{d}" for d in diffs[:4]) + ("; ..." if len(diffs) > 4 else "")
-            return "stale", (
-                f"{path} holds a result for another configuration ({shown}: a model default changed since "
-                "it was trained)"
-            ), {}
+            return (
+                "stale",
+                (
+                    f"{path} holds a result for another configuration ({shown}: a model default changed since "
+                    "it was trained)"
+                ),
+                {},
+            )
     blobs["metrics.json"] = metrics
     return "complete", "", blobs
 
@@ -301,7 +304,12 @@ def _parse(path: Path, blobs: dict | None) -> RunResult:
 
 # ------------------------------------------------------------------------------------- reading saved runs
 #: The words for each status, as a reader names it.
-LABELS = {"complete": "complete", "missing": "not trained", "damaged": "damaged", "stale": "other configuration"}
+LABELS = {
+    "complete": "complete",
+    "missing": "not trained",
+    "damaged": "damaged",
+    "stale": "other configuration",
+}
 
 
 @dataclass(frozen=True)

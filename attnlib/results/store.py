@@ -109,4 +109,3 @@ def read_json(path: str | Path, limit: int = MAX_JSON_BYTES):
 def sha256(path: str | Path, limit: int = MAX_RESULT_BYTES) -> str:
     """The sha256 of a regular file of at most `limit` bytes (`read_regular`)."""
     return hashlib.sha256(read_regular(path, limit)).hexdigest()
-

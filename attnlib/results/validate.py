@@ -70,7 +70,10 @@ def _git(v) -> bool:
 METRICS_RANGES = {
     "params": (_int(0, MAX_PARAMS), f"an integer in [0, {MAX_PARAMS:.0e}]"),
     "wall_time_ms": (lambda v: _number(v, 0, MAX_WALL_MS), f"a number in [0, {MAX_WALL_MS:.0e}]"),
-    "wall_time_std_ms": (_optional(lambda v: _number(v, 0, MAX_WALL_MS)), f"a number in [0, {MAX_WALL_MS:.0e}]"),
+    "wall_time_std_ms": (
+        _optional(lambda v: _number(v, 0, MAX_WALL_MS)),
+        f"a number in [0, {MAX_WALL_MS:.0e}]",
+    ),
     "wall_time_reps": (_int(1, 10**7), "an integer >= 1"),
     "wall_time_warmup": (_int(0, 10**7), "an integer >= 0"),
     "wall_time_dtype": (_string, "a string"),
@@ -162,7 +165,9 @@ def _content_problem(name: str, data: bytes) -> str:
                     if z[key].dtype.kind not in "biuf":
                         return f"holds {key} of dtype {z[key].dtype}, not numbers"
         except Exception as err:  # noqa: BLE001 -- zip, format or pickle errors alike: not an npz of numbers
-            return f"is not an npz of numeric arrays ({type(err).__name__}: {' '.join(str(err).split())[:120]})"
+            return (
+                f"is not an npz of numeric arrays ({type(err).__name__}: {' '.join(str(err).split())[:120]})"
+            )
     elif name == "config.json":
         try:
             config = json.loads(data)
@@ -232,7 +237,12 @@ def checkpoint_problem(state, model, *, epochs: int, steps: int, optimizer=None)
     for i, row in enumerate(history, 1):
         if not isinstance(row, dict):
             return f"history row {i} is {_shown(row)}, not a row"
-        for key, high in (("train_loss", math.inf), ("test_loss", math.inf), ("train_acc", 1), ("test_acc", 1)):
+        for key, high in (
+            ("train_loss", math.inf),
+            ("test_loss", math.inf),
+            ("train_acc", 1),
+            ("test_acc", 1),
+        ):
             if not _number(row.get(key), 0, high):
                 return f"history row {i}: {key} is {_shown(row.get(key))}, not a finite number in [0, {high}]"
     if not _number(state.get("train_seconds", 0.0), 0, MAX_SECONDS):
@@ -289,7 +299,11 @@ def _optimizer_problem(saved, optimizer) -> str:
         for name, value in entry.items():
             if isinstance(value, torch.Tensor) and value.dim() and value.shape != param.shape:
                 return f"its optimizer's {name} of parameter {index} is {tuple(value.shape)}, not {tuple(param.shape)}"
-            if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            if (
+                isinstance(value, torch.Tensor)
+                and value.is_floating_point()
+                and not bool(torch.isfinite(value).all())
+            ):
                 return f"its optimizer's {name} of parameter {index} is not finite"
     return ""
 
@@ -324,7 +338,8 @@ _TIMING_LOAD = {
     "load_after": (_numbers, "load averages"),
 }
 _TIMING_PROTOCOL = {
-    key: (_int(0 if key == "warmup" else 1, 10**7), "an integer") for key in ("threads", "warmup", "reps", "rounds")
+    key: (_int(0 if key == "warmup" else 1, 10**7), "an integer")
+    for key in ("threads", "warmup", "reps", "rounds")
 }
 _TIMED = {
     "family": (_string, "a string"),
@@ -332,12 +347,17 @@ _TIMED = {
     "params": (_int(0, MAX_PARAMS), "a parameter count"),
     "median_ms": (lambda v: _number(v, 0, MAX_WALL_MS), "milliseconds"),
     # quartiles interpolated from a few passes may fall below 0: finite is what the tables need
-    **{key: (lambda v: _number(v, -MAX_WALL_MS, MAX_WALL_MS), "milliseconds") for key in ("p25_ms", "p75_ms")},
+    **{
+        key: (lambda v: _number(v, -MAX_WALL_MS, MAX_WALL_MS), "milliseconds") for key in ("p25_ms", "p75_ms")
+    },
 }
 _RATIO = {
     "baseline": (_string, "a string"),
     "ratio": (lambda v: _number(v, 0, 10**6), "a ratio"),
-    **{key: (lambda v: _number(v, -(10**6), 10**6), "a ratio") for key in ("round_ratio_p25", "round_ratio_p75")},
+    **{
+        key: (lambda v: _number(v, -(10**6), 10**6), "a ratio")
+        for key in ("round_ratio_p25", "round_ratio_p75")
+    },
 }
 
 
