@@ -13,6 +13,7 @@ this package only words and shows it:
     runs        the results a chapter shows (read, never trained; statuses kept in ``Runs``), ``train_missing``
     phrases     number formats, the marks of missing results, sentences glued into the prose
     tables      the tables chapters show (results as the papers' tables, literature, HA over seeds, ledger)
+    reference   the appendix's reference tables (protocols, model configurations, protocol differences, quirks)
     display     glue, figures, tables, notes and attention maps in a cell's output
     benchmarks  the saved speed benchmarks as the appendix reads them
     sphinx      the Sphinx extension of the book build (``_config.yml``: ``attnbook.sphinx``)
@@ -121,15 +122,25 @@ from .phrases import (
     verdict_summary,
     welch_phrase,
 )
+from .reference import (
+    REFERENCE_COLUMNS,
+    breakable,
+    model_table,
+    model_tables,
+    pack_groups,
+    protocol_differences_table,
+    protocol_tables,
+    re_quirks_table,
+    training_table,
+    transposed,
+)
 from .runs import load, load_all, load_status, seed_accuracies, seed_map, train_missing
 from .sphinx import setup
 from .tables import (
     KIND_MARKS,
     KIND_MEANING,
     NOT_FOUND_CELL,
-    REFERENCE_COLUMNS,
     best_attention,
-    breakable,
     claims_ledger,
     glance_points,
     group,
@@ -141,23 +152,15 @@ from .tables import (
     literature_caption,
     literature_table,
     long_plan,
-    model_table,
-    model_tables,
-    pack_groups,
     paired_cell,
-    protocol_differences_table,
-    protocol_tables,
     rank_flips,
-    re_quirks_table,
     results_table,
     seeds_frame,
     short_label,
     sources_markdown,
     split_title,
     table3_frame,
-    training_table,
     training_time,
-    transposed,
     welch_labels,
 )
 

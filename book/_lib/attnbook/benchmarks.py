@@ -183,7 +183,7 @@ def _headed(frame, headers: dict):
     their block only (the rows come ordered by shapes, then model)."""
     import pandas as pd
 
-    from attnbook.tables import breakable
+    from attnbook.reference import breakable
 
     out = pd.DataFrame({c: frame[c].map(_cell) for c in headers if c in frame.columns})
     if "model" in out.columns:
@@ -223,7 +223,7 @@ def profile_layout(report: dict):
     of their block only."""
     import pandas as pd
 
-    from attnbook.tables import breakable
+    from attnbook.reference import breakable
     from attnlib.lab import bench
 
     shares = bench.profile_table(report)

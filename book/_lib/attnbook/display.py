@@ -7,13 +7,8 @@ from __future__ import annotations
 from attnbook.benchmarks import profile_layout, throughput_tables
 from attnbook.params import Params
 from attnbook.phrases import MISSING, NOT_USED, _times, fmt, ledger_markdown, title, word_list
-from attnbook.tables import (
-    ledger_table,
-    measure_endpoints,
-    model_tables,
-    protocol_tables,
-    sources_markdown,
-)
+from attnbook.reference import model_tables, protocol_tables
+from attnbook.tables import ledger_table, measure_endpoints, sources_markdown
 from attnlib.measures import NEAR_UNIFORM, attention_peaks
 from attnlib.results.tables import below_target
 
