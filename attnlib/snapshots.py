@@ -4,9 +4,6 @@ images (``attention.npz``) and the single-image inference wall time (Table 3's p
 
 from __future__ import annotations
 
-import platform
-from pathlib import Path
-
 import numpy as np
 import torch
 
@@ -18,20 +15,14 @@ QUERY_FRACTIONS = ((0.5, 0.5), (0.25, 0.25), (0.25, 0.75), (0.75, 0.5))  # fixed
 
 
 def device_name(device: torch.device | str) -> str:
-    """A human-readable device name: the GPU's name, or the CPU model from /proc/cpuinfo."""
+    """A human-readable device name: the GPU's name, or the CPU model (`attnlib.train.device.cpu_info`, the one
+    reader of /proc/cpuinfo) with the threads in use."""
+    from attnlib.train.device import cpu_info
+
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-        else:
-            name = platform.processor() or platform.machine()
-    except OSError:
-        name = platform.processor() or platform.machine()
-    return f"{name} ({torch.get_num_threads()} threads)"
+    return f"{cpu_info()[0]} ({torch.get_num_threads()} threads)"
 
 
 @torch.inference_mode()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import io
-import json
 import logging
 import os
 import stat
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attnlib import util
 from attnlib.results.store import (  # noqa: F401 -- re-exported for the callers of attnlib.store
     MAX_JSON_BYTES,
     MAX_JSON_DEPTH,
@@ -60,7 +60,9 @@ def check_writable(folder: str | Path) -> None:
 
 
 def write_json(path: str | Path, obj) -> None:
-    write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n").encode())
+    """`attnlib.util.write_json` (the one JSON writer) with numpy numbers kept numbers, paths as strings and
+    anything else refused (a result's JSON never holds the repr of an object)."""
+    util.write_json(path, obj, default=_json_default)
 
 
 def write_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
