@@ -89,3 +89,16 @@ def test_reading_never_trains_and_training_is_the_chapters_explicit_call(tmp_pat
     assert runs["vit"] is not None and runs.status["vit"] == ("complete", "")
     assert runs["vit"].preset == "smoke" and not runs["vit"].trained
     assert attnbook.train_missing(["vit"], params) == []
+
+
+def test_a_data_folder_is_checked_by_the_librarys_one_check(tmp_path):
+    """attnlib.data.spec.check_data decides; the chapter says it in one line with the reason in brackets."""
+    folder = tmp_path / "cifar"
+    (folder / "train").mkdir(parents=True)
+    with pytest.raises(attnbook.ParameterError, match=r"^data: got '.*cifar'; allowed: .*\(no CIFAR-10 there"):
+        _params(tmp_path, data=str(folder))  # train/ without test/
+    (folder / "test").mkdir()
+    assert _params(tmp_path, data=str(folder)).data == str(folder.resolve())
+    with pytest.raises(attnbook.ParameterError, match=r"^data: got 'synthetic:0:4'; allowed: None"):
+        _params(tmp_path, data="synthetic:0:4")
+    assert _params(tmp_path, data="synthetic:8:4").data == "synthetic:8:4"
