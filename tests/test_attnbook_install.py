@@ -1,0 +1,73 @@
+"""What only the book uses lives beside the chapters (issue 32): book/_lib/attnbook, imported as `attnbook` from
+any working directory (the editable install lists book/_lib as a second source root), the browser check as a
+script in tools/, and the library itself imports none of it (only this session's re-export shims do)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIMS = {"attnlib/book/__init__.py", "attnlib/viz.py", "attnlib/bookcheck.py"}
+
+
+def test_attnbook_imports_from_any_folder(tmp_path):
+    code = "import attnbook, attnbook.viz, attnbook.sphinx; print(attnbook.__file__); print(attnbook.repo_root())"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    where, root = done.stdout.split()
+    assert Path(where) == ROOT / "book" / "_lib" / "attnbook" / "__init__.py"
+    assert Path(root) == ROOT  # results/ and the data resolve against the checkout, whatever the folder
+
+
+def test_the_source_roots_and_the_extension():
+    pyproject = (ROOT / "pyproject.toml").read_text()  # (tomllib is Python 3.11+; the project runs on 3.10)
+    find = pyproject.split("[tool.setuptools.packages.find]")[1].split("\n[")[0]
+    assert 'where = [".", "book/_lib"]' in find and '"attnbook*"' in find
+    assert "attnbook.sphinx" in (ROOT / "_config.yml").read_text()
+
+
+def test_the_old_paths_are_the_same_modules():
+    import attnbook
+    import attnbook.display
+    import attnbook.viz
+    import attnlib.book
+    import attnlib.book.display
+    import attnlib.bookcheck
+    import attnlib.viz
+
+    assert attnlib.book is attnbook and attnlib.book.display is attnbook.display
+    assert attnlib.viz is attnbook.viz
+    assert Path(attnlib.bookcheck.__file__) == ROOT / "tools" / "bookcheck.py"
+
+
+def test_the_library_imports_no_book_code():
+    """Arrows point inward: nothing in attnlib/ but the re-export shims names attnbook or the browser check."""
+    offenders = []
+    for path in sorted((ROOT / "attnlib").rglob("*.py")):
+        name = str(path.relative_to(ROOT))
+        text = path.read_text("utf-8")
+        if name not in SHIMS and (
+            "import attnbook" in text or "from attnbook" in text or "bookcheck import" in text
+        ):
+            offenders.append(name)
+    assert offenders == []
+
+
+def test_bookcheck_runs_as_a_script_from_the_root(tmp_path):
+    """`make check-book` runs `python tools/bookcheck.py`: without a built book it says what to do (exit 2)."""
+    done = subprocess.run(
+        [sys.executable, "tools/bookcheck.py", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and "make book" in done.stderr, done.stderr
+    usage = subprocess.run(
+        [sys.executable, "tools/bookcheck.py", "--help"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: python tools/bookcheck.py")
