@@ -11,10 +11,11 @@ import pytest
 import torch
 from torch import nn
 
-from attnlib import bench, timing
 from attnlib.checks import max_threads
 from attnlib.errors import ConfigError
-from attnlib.tables import table3, timing_columns
+from attnlib.lab import machine, timing
+from attnlib.results.tables import table3, timing_columns
+from attnlib.results.timing import machine_line, wall_times
 
 IDLE, BUSY = (0.1, 0.2, 0.3), (7.5, 7.0, 6.0)
 
@@ -78,14 +79,14 @@ def test_ratio_is_paired_by_round():
 
 
 def test_core_sharing_reads_the_load():
-    assert bench.core_sharing(1, [0.3, 0.2, 0.1], usable=2)["shared"] is False
-    assert bench.core_sharing(1, [1.4, 1, 1], usable=2)["shared"] is False  # the other core is busy
-    assert bench.core_sharing(1, [3.0, 3, 3], usable=2)["shared"] is True  # the load 3–4
-    assert bench.core_sharing(2, [0.8, 0, 0], usable=2)["shared"] is True  # both cores needed
-    after = bench.core_sharing(1, [0.2, 0, 0], [1.1, 1, 1], usable=2)
+    assert machine.core_sharing(1, [0.3, 0.2, 0.1], usable=2)["shared"] is False
+    assert machine.core_sharing(1, [1.4, 1, 1], usable=2)["shared"] is False  # the other core is busy
+    assert machine.core_sharing(1, [3.0, 3, 3], usable=2)["shared"] is True  # the load 3–4
+    assert machine.core_sharing(2, [0.8, 0, 0], usable=2)["shared"] is True  # both cores needed
+    after = machine.core_sharing(1, [0.2, 0, 0], [1.1, 1, 1], usable=2)
     assert after["other_load"] == pytest.approx(0.2) and after["shared"] is False  # own thread subtracted
-    assert bench.core_sharing(1, [0.2, 0, 0], usable=2, running=[2, 3, 2])["shared"] is True
-    assert bench.core_sharing(1, None, usable=2)["shared"] is None
+    assert machine.core_sharing(1, [0.2, 0, 0], usable=2, running=[2, 3, 2])["shared"] is True
+    assert machine.core_sharing(1, None, usable=2)["shared"] is None
 
 
 def test_time_command_writes_the_file_table3_reads(idle, cli, tmp_path):
@@ -129,7 +130,7 @@ def test_a_timing_of_another_configuration_is_not_used(idle, tmp_path):
     assert pd.isna(columns.loc["vit", "wall_time_ms"]) and columns.loc["vit_ha", "wall_time_ms"] > 0
     assert not columns.loc["vit", "wall_time_measured"] and columns.loc["vit_ha", "wall_time_measured"]
     assert pd.isna(columns.loc["vit_ha", "time_ratio"])  # its model's time is not usable
-    assert timing.wall_times(report, "budget") == {}  # another preset
+    assert wall_times(report, "budget") == {}  # another preset
 
 
 def test_busy_machine_is_refused_unless_forced(monkeypatch, cli, tmp_path):
@@ -143,7 +144,7 @@ def test_busy_machine_is_refused_unless_forced(monkeypatch, cli, tmp_path):
     monkeypatch.setattr(os, "getloadavg", lambda: BUSY)
     report, _ = timing.run("smoke", ["vit"], results_dir=tmp_path, force=True, warmup=1, reps=2, rounds=1)
     assert report["load"]["shared"] is True
-    assert "shared with other work" in timing.machine_line(report)
+    assert "shared with other work" in machine_line(report)
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ def cmd_list(args) -> int:
     import pandas as pd
     import torch
 
+    from attnlib.lab import plan
     from attnlib.lab.throughput import measure_throughput
     from attnlib.results.tables import collect
 
@@ -45,7 +46,7 @@ def cmd_list(args) -> int:
             ips = measure_throughput(experiments.build_model(name, args.preset), rc.train, "cpu")
             row["img/s per core"] = f"{ips[0]:.0f} / {ips[1]:.0f}"
         if estimate:
-            est = experiments.estimate_seconds(name, args.preset, throughput=ips)
+            est = plan.estimate_seconds(name, args.preset, throughput=ips)
             row["est. time (1 thread)"] = _minutes(est)
             if not experiments.get(name).variant_of:  # variants are trained where a claim needs them
                 per_run.append(est)
@@ -66,7 +67,7 @@ def cmd_list(args) -> int:
                 f"\nestimated total for the grid: unknown ({per_run.count(None)} runs unmeasured; use --measure)"
             )
         else:
-            total = experiments.grid_seconds(per_run)
+            total = plan.grid_seconds(per_run)
             print(
                 f"\nestimated total for the grid ({len(per_run)} runs, variants not counted): {total / 3600:.2f} h on 2 idle cores as two single-thread runs side "
                 f"by side (train ... --threads 1), from {where}; full CIFAR-10, each run's time as listed"
@@ -224,8 +225,7 @@ def cmd_table(args) -> int:
 def _print_welch(args, df) -> None:
     """Below Table 3: HA against its model over the saved seeds (Welch), and where the wall times come from."""
     from attnlib.analysis import stats
-    from attnlib.lab import timing
-    from attnlib.results import tables
+    from attnlib.results import tables, timing
 
     print("\nHA - model over the saved seeds (accuracy points; Welch's t-test, 95% interval):")
     for e in experiments.EXPERIMENTS.values():
@@ -258,6 +258,7 @@ def _print_welch(args, df) -> None:
 
 def cmd_time(args) -> int:
     from attnlib.lab import timing
+    from attnlib.results.timing import machine_line, table
 
     report, path = timing.run(
         args.preset,
@@ -269,8 +270,8 @@ def cmd_time(args) -> int:
         quick=args.quick,
         force=args.force,
     )
-    print(timing.table(report).to_string(index=False))
-    print(f"\n{timing.machine_line(report)}\n{report['seconds']:.1f} s of timing; written {path}")
+    print(table(report).to_string(index=False))
+    print(f"\n{machine_line(report)}\n{report['seconds']:.1f} s of timing; written {path}")
     return 0
 
 

@@ -19,14 +19,12 @@ protocol is the [Re] report's (a fixed count of single passes, their median and 
 interleave the models, which ``Timer.blocked_autorange`` (one statement until its time is up) cannot do;
 ``attnlib.util.timed_ms`` times each pass.
 
-Table 3 reads ``results/timing/<preset>.json`` (``wall_times``); a model the file lacks, or one measured
+Table 3 reads ``results/timing/<preset>.json`` (``attnlib.results.timing.wall_times``); a model the file lacks, or one measured
 with another configuration than the registry's current one, reads "not measured".
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import statistics
 import time
 from collections.abc import Callable
@@ -39,21 +37,13 @@ from attnlib.checks import check_positive_int
 from attnlib.errors import ConfigError
 from attnlib.lab.machine import MachineBusy, core_sharing, load_average, machine, refuse_if_shared
 from attnlib.lab.machine import running_others as _running_others  # a name of its own: tests patch it
+from attnlib.results.timing import _jsonable, timing_path
 from attnlib.train.device import resolve_device
 from attnlib.util import sync, timed_ms
 
 WARMUP, REPS, ROUNDS = 10, 300, 30  # [Re] protocol (warm-up and timed passes); rounds of interleaving
 QUICK = dict(warmup=2, reps=10, rounds=2)  # --quick: a smoke test of the command, not a measurement
 IMAGE = (1, 3, 32, 32)
-
-
-def timing_path(results_dir: str | Path, preset: str, quick: bool = False) -> Path:
-    """Where ``python -m attnlib time`` writes (a --quick run never replaces a measurement)."""
-    return Path(results_dir) / "timing" / f"{preset}{'-quick' if quick else ''}.json"
-
-
-def _jsonable(model_config: dict) -> dict:
-    return json.loads(json.dumps(model_config, default=list))
 
 
 def interleaved(
@@ -243,79 +233,4 @@ def run(
     return report, path
 
 
-def load(results_dir: str | Path, preset: str) -> dict | None:
-    """The saved timing report of ``preset``, or None when there is none, or it is unreadable or damaged
-    (not what `attnlib.validate.timing_problem` asks: said in one line, and the wall times are then shown as
-    not measured)."""
-    from attnlib.results.store import read_json
-    from attnlib.results.validate import timing_problem
-
-    path = timing_path(results_dir, preset)
-    if not path.exists() and not path.is_symlink():
-        return None
-    try:
-        report = read_json(path)
-        wrong = timing_problem(report)
-    except (OSError, ValueError) as err:
-        wrong = f"unreadable ({type(err).__name__}: {err})"
-    if wrong:
-        logging.getLogger("attnlib").warning("%s is damaged (%s); its wall times are not used", path, wrong)
-        return None
-    return report
-
-
-def wall_times(report: dict | None, preset: str) -> dict[str, dict]:
-    """{experiment: its entry in ``report["models"]``} for the models measured with the configuration the
-    registry gives them now at ``preset`` (an entry of another configuration is left out: not measured)."""
-    if not report or report.get("preset") != preset or report.get("quick"):
-        return {}
-    out = {}
-    for name, m in report.get("models", {}).items():
-        if name not in experiments.EXPERIMENTS:
-            continue
-        rc = experiments.resolve(name, preset)
-        if m.get("family") == rc.family and m.get("model") == _jsonable(rc.model):
-            out[name] = m
-    return out
-
-
-def table(report: dict):
-    """One row per timed model: median (quartiles) in ms, parameters, and the HA/model ratio of the pairs."""
-    import pandas as pd
-
-    rows = []
-    for name, m in report["models"].items():
-        r = report["ratios"].get(name)
-        rows.append(
-            {
-                "experiment": name,
-                "median ms": round(m["median_ms"], 3),
-                "p25–p75 ms": f"{m['p25_ms']:.2f}–{m['p75_ms']:.2f}",
-                "params": m["params"],
-                "HA / model (quartiles over rounds)": ""
-                if r is None
-                else f"{r['ratio']:.2f} ({r['round_ratio_p25']:.2f}–{r['round_ratio_p75']:.2f})",
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def machine_line(report: dict) -> str:
-    """One sentence: which machine, instruction sets, threads and load the timing comes from."""
-    m, load, p = report["machine"], report["load"], report["protocol"]
-    flags = ", ".join(m.get("cpu_flags") or []) or "none of avx2 / avx512 / amx reported"
-    verdict = (
-        "the cores were shared with other work, so read the times as upper bounds and the ratios as rough"
-        if load["shared"]
-        else "the cores were otherwise idle"
-    )
-    return (
-        f"Wall times measured together in one process on {m.get('cpu')} (instruction sets: {flags}; torch "
-        f"{m.get('torch')}, CPU capability {m.get('cpu_capability')}), {p['threads']} thread(s), "
-        f"{p['warmup']} warm-up and {p['reps']} timed single-image passes per model in {p['rounds']} "
-        f"interleaved rounds, {report.get('finished', '')}; 1-minute load average {load['load_before']} "
-        f"before and {load['load_after']} after on {m.get('usable_cores')} cores: {verdict}."
-    )
-
-
-__all__ = ["MachineBusy", "interleaved", "load", "machine_line", "measure", "run", "table", "wall_times"]
+__all__ = ["MachineBusy", "interleaved", "measure", "run"]
