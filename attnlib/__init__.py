@@ -4,7 +4,7 @@ Public names are imported on first use, so `import attnlib` stays cheap:
 
     load_cifar10        attnlib.data        CIFAR-10 (torchvision pickle or ImageFolder copy) as uint8 tensors
     build_model         attnlib.experiments a model of the registry by experiment name and preset
-    run_or_load         attnlib.runs        a saved result, or train it
+    run_or_load         attnlib.lab.run     a saved result, or train it
     attention_from_conv attnlib.theory      the paper's construction: a convolution as multi-head attention
     ConfigError         attnlib.errors      the one exception type for bad user input
 """
@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "load_cifar10": "attnlib.data",
     "build_model": "attnlib.experiments",
-    "run_or_load": "attnlib.runs",
+    "run_or_load": "attnlib.lab.run",
     "attention_from_conv": "attnlib.theory",
     "ConfigError": "attnlib.errors",
 }

@@ -81,12 +81,3 @@ def _json_default(obj):
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
-def __getattr__(name: str):
-    """RunLock and RunLocked moved to `attnlib.lab.run` (issue 32: filelock); kept here for their callers."""
-    if name in ("RunLock", "RunLocked"):
-        from attnlib.lab import run
-
-        return getattr(run, name)
-    raise AttributeError(f"module 'attnlib.store' has no attribute {name!r}")

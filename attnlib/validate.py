@@ -1,10 +1,8 @@
-"""What a saved result may hold: moved to attnlib.results.validate.
-
-Kept for its callers while the package is restructured (issue 32): a `Shim` over the module(s) the code moved to.
-"""
+"""What a saved result may hold: moved to attnlib.results.validate (issue 32). Kept, as that same module, only
+for attnlib.train.loop (checkpoint_problem) until its owner imports the new home."""
 
 import sys
 
-from attnlib.results.shim import Shim
+from attnlib.results import validate as _moved
 
-sys.modules[__name__] = Shim(__name__, __doc__, __file__, ("attnlib.results.validate",))
+sys.modules[__name__] = _moved

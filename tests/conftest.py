@@ -16,7 +16,7 @@ def one_thread():
 @pytest.fixture
 def cli(capsys):
     """`python -m attnlib ARGV` in this process: ``cli(argv)`` -> (exit code, stdout, stderr)."""
-    from attnlib.__main__ import main
+    from attnlib.lab.cli import main
 
     def run(argv) -> tuple[int, str, str]:
         try:
@@ -51,7 +51,7 @@ def mount_namespace(tmp_path_factory):
 def trained(tmp_path_factory):
     """vit and vit_ha trained at the smoke preset in one results folder, once for the whole suite
     (read-only: tests that damage results work on a copy)."""
-    from attnlib.runs import train_run
+    from attnlib.lab.run import train_run
 
     root = tmp_path_factory.mktemp("results")
     for name in ("vit", "vit_ha"):
@@ -75,7 +75,8 @@ def damaged(trained, tmp_path):
     (trained for 2 epochs; the smoke preset says 1)."""
     import shutil
 
-    from attnlib.runs import run_dir, train_run
+    from attnlib.lab.run import train_run
+    from attnlib.results.config import run_dir
 
     root = tmp_path / "results"
     shutil.copytree(trained, root)

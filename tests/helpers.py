@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 from PIL import Image
 
-from attnlib.runs import inspect_run
+from attnlib.results.load import inspect_run
 
 # The paper classifier at its smallest useful size: 2 layers, width 16, 4 heads, 4x4 space-to-depth (8x8
 # tokens on 32x32 images), no dropout (so that runs compare exactly).

@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
-from attnlib import bench
 from attnlib.attention import MultiHeadSelfAttention2d
 from attnlib.attention.ops import dropout_mask
 from attnlib.errors import ConfigError
+from attnlib.lab import bench, kernels, machine
 from attnlib.models import make
 
 SMALL = dict(layers=2, hidden=16, mlp=24, heads=3, max_pos=8, downsample=4)  # 8x8 tokens
@@ -156,19 +156,19 @@ def test_fast_dropout_module_keeps_the_expectation():
 def test_matmul_peak_is_the_fastest_call_over_sizes(monkeypatch):
     """Best of sizes and timed blocks: a block slowed by other work does not lower the peak."""
     blocks = iter([[0.5, 0.25, 0.4], [2.0, 1.0, 3.0]])  # seconds per call of each timed block: n=64, n=128
-    monkeypatch.setattr(bench, "block_times", lambda fn, min_run_time: next(blocks))
-    p = bench.matmul_peak(torch.float32, torch.device("cpu"), (64, 128))
+    monkeypatch.setattr(kernels, "block_times", lambda fn, min_run_time: next(blocks))
+    p = kernels.matmul_peak(torch.float32, torch.device("cpu"), (64, 128))
     by = {64: 2 * 64**3 / 0.25 / 1e9, 128: 2 * 128**3 / 1.0 / 1e9}
     assert p["by_size"] == pytest.approx(by) and p["n"] == 128 and p["gflops"] == pytest.approx(by[128])
 
 
 def test_shared_cores_are_refused_unless_forced(monkeypatch, tmp_path, cli):
-    monkeypatch.setattr(bench.os, "getloadavg", lambda: (6.0, 5.0, 4.0))
+    monkeypatch.setattr(machine.os, "getloadavg", lambda: (6.0, 5.0, 4.0))
     timed = []
-    monkeypatch.setattr(bench, "matmul_peak", lambda *a, **k: timed.append(a) or {"gflops": 1.0})
+    monkeypatch.setattr(kernels, "matmul_peak", lambda *a, **k: timed.append(a) or {"gflops": 1.0})
     out = tmp_path / "b.json"
     for argv in (["--shapes", "budget", "--models", "quadratic_iso_9h"], ["--peak-only"]):
-        with pytest.raises(bench.MachineBusy, match="--force"):
+        with pytest.raises(machine.MachineBusy, match="--force"):
             bench.main([*argv, "--device", "cpu", "--out", str(out)])
     assert not timed and not out.exists()  # refused before measuring anything
     code, _, err = cli(["bench", "--peak-only", "--device", "cpu", "--out", str(out)])
@@ -176,11 +176,11 @@ def test_shared_cores_are_refused_unless_forced(monkeypatch, tmp_path, cli):
 
 
 def test_peak_only_writes_its_report_with_the_load(monkeypatch, tmp_path):
-    monkeypatch.setattr(bench.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    monkeypatch.setattr(machine.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
     out = tmp_path / "peak" / "cpu.json"
     report = bench.main(["--peak-only", "--quick", "--device", "cpu", "--out", str(out)])
     saved = json.loads(out.read_text())
     assert saved["load"]["shared"] is False and saved["load"]["load_before"] == [0.1, 0.1, 0.1]
     assert set(saved["matmul_peak"]) == {"fp32", "bf16"} and saved["machine"]["torch_threads"] == 1
     assert all(p["best"] == p["gflops"] > 0 for p in saved["matmul_peak"].values())
-    assert "matmul peak" in bench.peak_line(report) and "otherwise idle" in bench.peak_line(report)
+    assert "matmul peak" in kernels.peak_line(report) and "otherwise idle" in kernels.peak_line(report)

@@ -22,8 +22,9 @@ import yaml
 from attnlib import book, experiments
 from attnlib.book import display
 from attnlib.book.phrases import escaped
-from attnlib.runs import DamagedResult, MissingResult, run_or_load
-from attnlib.tables import table3
+from attnlib.lab.run import run_or_load
+from attnlib.results.load import DamagedResult, MissingResult
+from attnlib.results.tables import table3
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -437,7 +438,7 @@ def test_attention_peaks_measure_distance_from_uniform():
 
 
 def _saved_hours(preset: str, seed: int) -> tuple[int, float]:
-    from attnlib.tables import collect
+    from attnlib.results.tables import collect
 
     frame = collect(ROOT / "results", preset, seed=seed)
     done = frame[frame["status"] == "complete"]

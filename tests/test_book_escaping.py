@@ -16,8 +16,9 @@ from attnlib import book
 from attnlib.book import display
 from attnlib.book.phrases import escaped, markdown_table, provenance_markdown
 from attnlib.bookcheck import injected_markup
-from attnlib.runs import inspect_run, run_dir
-from attnlib.tables import collect
+from attnlib.results.config import run_dir
+from attnlib.results.load import inspect_run
+from attnlib.results.tables import collect
 
 PAYLOAD = '<b onmouseover="alert(document.domain)">cifar10</b> {eval-rst}`x` **bold** $x$ [l](javascript:x)'
 

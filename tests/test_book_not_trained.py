@@ -14,10 +14,12 @@ import jupytext
 import papermill
 import pytest
 
-from attnlib import book, timing
+from attnlib import book
 from attnlib.book import display
-from attnlib.runs import inspect_run, run_dir
-from attnlib.tables import attention_rows, below_target, collect, table3
+from attnlib.results import timing
+from attnlib.results.config import run_dir
+from attnlib.results.load import inspect_run
+from attnlib.results.tables import attention_rows, below_target, collect, table3
 
 ROOT = Path(__file__).resolve().parent.parent
 

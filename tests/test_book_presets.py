@@ -10,7 +10,7 @@ import pytest
 
 import attnbook
 from attnbook import display
-from attnlib import claims
+from attnlib.analysis import claims
 
 
 def _params(results_dir, **kw):

@@ -10,7 +10,8 @@ import math
 
 import pytest
 
-from attnlib import bench, book, experiments
+from attnlib import book, experiments
+from attnlib.lab import bench
 
 
 def _plain(name: str) -> str:

@@ -10,10 +10,12 @@ import os
 import numpy as np
 import pytest
 
-from attnlib import book, compare, timing
+from attnlib import book
+from attnlib.analysis import stats as compare
 from attnlib.book.phrases import escaped
-from attnlib.runs import train_run
-from attnlib.tables import seed_accuracies
+from attnlib.lab import timing
+from attnlib.lab.run import train_run
+from attnlib.results.tables import seed_accuracies
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import pytest
 import torch
 from test_train import CFG, Tiny, batches, same_weights, strip
 
+from attnlib.results.validate import checkpoint_problem
 from attnlib.train import Checkpoints, TrainingDiverged, fit, make_optimizer
-from attnlib.validate import checkpoint_problem
 
 
 def run(ckpt, on_step=None, checkpoint_every=None, hook=None):
@@ -162,7 +162,8 @@ def test_checkpoint_problem_accepts_what_fit_saves(tmp_path):
 
 
 def test_the_model_of_a_result_with_nan_weights_is_damaged(copy):
-    from attnlib.runs import DamagedResult, run_or_load
+    from attnlib.lab.run import run_or_load
+    from attnlib.results.load import DamagedResult
 
     res = run_or_load("vit", "smoke", results_dir=copy, train_missing=False)
     last = res.path / "checkpoints" / "last.pt"

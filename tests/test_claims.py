@@ -6,8 +6,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlib import claims, experiments
-from attnlib.claims import INCONCLUSIVE, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, UNTESTABLE, Evidence
+from attnlib import experiments
+from attnlib.analysis import claims, rules
+from attnlib.analysis.rules import (
+    INCONCLUSIVE,
+    NOT_MEASURED,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    UNTESTABLE,
+    Evidence,
+)
 
 
 def _run(acc=0.5, history=None, attention=None, centers=None):
@@ -104,9 +112,9 @@ def test_peak_verdicts_follow_the_peaks():
         verdict == INCONCLUSIVE
         and "positional init std 0.2 (learned_9h_pos_init, not the paper's model)" in text
     )
-    start = claims.initial_peaks("learned_9h_pos_init", "budget")[0]
+    start = rules.initial_peaks("learned_9h_pos_init", "budget")[0]
     assert f"first layer 12.00× uniform, {start:.2f}× at initialisation" in text
-    assert 1.5 < start < 5 and claims.initial_peaks("learned_9h", "budget")[0] < 1.1
+    assert 1.5 < start < 5 and rules.initial_peaks("learned_9h", "budget")[0] < 1.1
     ev.runs["resnet18"] = _run(0.5)
     ev.runs["learned_9h_pos_init"].test_accuracy = 0.49  # a variant is not one of the paper's models
     assert "learned_9h_pos_init" not in next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)[0]
@@ -191,7 +199,7 @@ def test_saved_attention_rows_give_the_profile():
     rows[:, 0, :, range(4), queries] = 1.0  # layer 0: each query attends to itself
     rows[:, 1] = 1 / n  # layer 1: uniform
     att = {"rows": rows, "rows_mean": rows.mean(0), "queries": queries, "grid": np.array([4, 4])}
-    prof = claims.layer_profile(_run(attention=att))
+    prof = rules.layer_profile(_run(attention=att))
     assert prof[0]["distance"] == 0 and prof[0]["peak"] == pytest.approx(n)
     assert prof[1]["peak"] == pytest.approx(1) and prof[1]["distance"] > 0
     assert prof[0]["image_dependence"] == prof[1]["image_dependence"] == 0

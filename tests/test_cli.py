@@ -28,7 +28,9 @@ import torch
 from helpers import assert_intact, files, history, image_folder
 
 from attnlib.experiments import PRESETS, names
-from attnlib.runs import inspect_run, load_run, run_config, run_dir, train_run
+from attnlib.lab.run import train_run
+from attnlib.results.config import run_config, run_dir
+from attnlib.results.load import inspect_run, load_run
 from attnlib.train import CHECKPOINT_SECONDS_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,8 +90,8 @@ def test_train_then_tables(cli, tmp_path):
 
 
 def test_locked_run_is_refused(cli, tmp_path):
-    from attnlib.runs import run_dir
-    from attnlib.store import RunLock
+    from attnlib.lab.run import RunLock
+    from attnlib.results.config import run_dir
 
     with RunLock(run_dir(tmp_path, "vit", "smoke")):
         code, _, err = cli(["train", "vit", "--preset", "smoke", "--results-dir", str(tmp_path)])

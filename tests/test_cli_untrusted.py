@@ -15,7 +15,7 @@ from attnlib import book, bookcheck
 from attnlib.book.params import ParameterError
 from attnlib.checks import MAX_SEED, distributed_env, max_threads
 from attnlib.errors import ConfigError
-from attnlib.runs import run_or_load
+from attnlib.lab.run import run_or_load
 
 
 def _refused(cli, argv, tmp_path, *fragments) -> None:
@@ -86,7 +86,7 @@ def test_ctrl_c_while_the_modules_are_imported_is_one_line(tmp_path):
                 return None
 
         sys.meta_path.insert(0, Interrupt())
-        from attnlib.__main__ import main
+        from attnlib.lab.cli import main
         sys.exit(main(["list"]))
         """
     )

@@ -9,7 +9,7 @@ import statistics
 import pytest
 from scipy import stats
 
-from attnlib import compare
+from attnlib.analysis import stats as compare
 
 
 def test_welch_two_seeds_each_matches_the_closed_form_of_two_degrees_of_freedom():

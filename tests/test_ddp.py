@@ -40,7 +40,7 @@ def train_small(rank: int = 0, world_size: int = 1, record=None):
 
 def worker(out_dir: Path) -> None:
     """Runs on every rank under torchrun."""
-    from attnlib.__main__ import main
+    from attnlib.lab.cli import main
     from attnlib.train import init_distributed
 
     torch.set_num_threads(1)

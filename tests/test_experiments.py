@@ -16,11 +16,12 @@ from attnlib.experiments import (
     PRESET_TABLE,
     PRESETS,
     count_parameters,
-    estimate_seconds,
-    grid_seconds,
     resolve,
 )
-from attnlib.runs import inspect_run, load_run, train_run
+from attnlib.lab import plan
+from attnlib.lab.plan import estimate_seconds, grid_seconds
+from attnlib.lab.run import train_run
+from attnlib.results.load import inspect_run, load_run
 
 NAMES = [
     "resnet18",
@@ -77,9 +78,9 @@ def test_history_file_names_only_known_protocols_and_continues_their_reasons():
             if protocol in protocols:
                 assert PRESET_TABLE[preset][protocol].reason.endswith(" " + text)
     assert experiments.history("long", "clip") in PRESET_TABLE["long"]["attention"].reason
-    assert set(experiments.THROUGHPUT["budget"]) == set(EXPERIMENTS)  # a variant: its base's throughput
+    assert set(plan.THROUGHPUT["budget"]) == set(EXPERIMENTS)  # a variant: its base's throughput
     assert all(
-        experiments.THROUGHPUT["budget"][v] == experiments.THROUGHPUT["budget"][b]
+        plan.THROUGHPUT["budget"][v] == plan.THROUGHPUT["budget"][b]
         for v, b in VARIANTS.items()
     )
 
@@ -192,7 +193,7 @@ def test_budget_grid_fits_its_ceiling():
     assert grid_seconds([3.0, 1.0, 1.0]) == 3.0 and grid_seconds([2.0, 2.0, 2.0, 2.0]) == 4.0
     slow = estimate_seconds("vit", "budget", throughput=(100.0, 1000.0))
     epochs = experiments.preset_for("vit", "budget").train.epochs
-    assert slow == pytest.approx(epochs * (500 + 10) + experiments.RUN_OVERHEAD_S)
+    assert slow == pytest.approx(epochs * (500 + 10) + plan.RUN_OVERHEAD_S)
 
 
 def test_budget_configs_serialise_to_dicts():

@@ -3,9 +3,6 @@ line), the one timer and peak-memory method, the machine facts and the load chec
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
 
@@ -100,16 +97,6 @@ def test_san_bench_times_every_stage_and_op(cli):
 
     assert len(table) == 3 * len(SANConfig().widths)  # three operations at every SAN stage
     assert (table.xs("torch", axis=1, level=1) > 0).all().all()
-
-
-@pytest.mark.slow
-def test_the_old_module_paths_still_run():
-    """`python -m attnlib.bench` and `python -m attnlib.san.bench` (kept while the shims are) are the CLI's."""
-    for module, text in (("attnlib.bench", "--peak-only"), ("attnlib.san.bench", "--min-run-time")):
-        done = subprocess.run(
-            [sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=300
-        )
-        assert done.returncode == 0 and text in done.stdout, done.stderr
 
 
 def test_kernels_checks_its_device():

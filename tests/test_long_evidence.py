@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlib import claims, experiments, viz
-from attnlib.runs import train_run
+from attnlib import experiments, viz
+from attnlib.analysis import claims, rules
+from attnlib.lab.run import train_run
 
 matplotlib.use("Agg")
 
@@ -56,22 +57,22 @@ def test_ledger_without_long_runs_is_the_presets_own(smoke_learned, tiny_long):
 def test_a_saved_long_run_becomes_the_evidence(smoke_learned, tiny_long, tmp_path, monkeypatch):
     root = _copy(smoke_learned, tmp_path / "results")
     before = claims.gather(root, "smoke", prefer="long")
-    quick = claims.layer_profile(before.runs["learned_9h"])[0]["peak"]  # from attention.npz
+    quick = rules.layer_profile(before.runs["learned_9h"])[0]["peak"]  # from attention.npz
     run = train_run("learned_9h", "long", results_dir=root, progress=False)
     after = claims.gather(root, "smoke", prefer="long")
     assert after.presets == {"learned_9h": "long"}
     assert after.runs["learned_9h"].path == run.path and after.accuracies["learned_9h"] == [run.test_accuracy]
     longer = float(run.history.iloc[-1]["peak_0"])  # the long run's last logged epoch
-    assert claims.layer_profile(after.runs["learned_9h"])[0]["peak"] == longer != quick
+    assert rules.layer_profile(after.runs["learned_9h"])[0]["peak"] == longer != quick
     row = lambda ev: claims.ledger(ev).set_index("claim").loc["learned_shifts"]  # noqa: E731
     assert row(after)["value"] == f"learned_9h (long): first layer {longer:.2f}× uniform"
     assert row(before)["value"] == f"learned_9h: first layer {quick:.2f}× uniform"
     # the rule's threshold between the two values: the verdict follows the source of the evidence
-    monkeypatch.setattr(claims, "LOCAL_PEAK", (quick + longer) / 2)
-    monkeypatch.setattr(claims, "FLAT_PEAK", 0.0)
+    monkeypatch.setattr(rules, "LOCAL_PEAK", (quick + longer) / 2)
+    monkeypatch.setattr(rules, "FLAT_PEAK", 0.0)
     verdicts = {row(before)["verdict"], row(after)["verdict"]}
-    assert verdicts == {claims.REPRODUCED, claims.INCONCLUSIVE}
-    assert (row(after)["verdict"] == claims.REPRODUCED) == (longer > quick)
+    assert verdicts == {rules.REPRODUCED, rules.INCONCLUSIVE}
+    assert (row(after)["verdict"] == rules.REPRODUCED) == (longer > quick)
     # the claims that do not use learned_9h keep their smoke evidence
     unchanged = claims.ledger(before).set_index("claim").drop(index="learned_shifts")
     pd.testing.assert_frame_equal(
@@ -93,7 +94,7 @@ def test_resnet_is_compared_within_its_preset():
         presets={"resnet18": "long", "learned_9h": "long"},
     )
     value, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
-    assert "learned_9h (long)" in value and verdict == claims.REPRODUCED
+    assert "learned_9h (long)" in value and verdict == rules.REPRODUCED
     ev.presets.pop("learned_9h")  # only quadratic_iso_9h's budget run against a long ResNet: not compared
     assert next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)[1] == claims.NOT_MEASURED
 
@@ -157,8 +158,9 @@ def test_measure_curves_of_a_saved_long_run(tiny_long, tmp_path):
 def test_welch_labels_under_the_ha_points(tmp_path):
     import matplotlib.transforms
 
-    from attnlib import book, compare
-    from attnlib.runs import train_run
+    from attnlib import book
+    from attnlib.analysis import stats as compare
+    from attnlib.lab.run import train_run
 
     for seed in (0, 1):
         train_run("vit", "smoke", results_dir=tmp_path, seed=seed, progress=False)

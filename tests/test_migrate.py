@@ -11,8 +11,10 @@ import pytest
 import torch
 
 from attnlib import experiments
+from attnlib.lab.run import train_run
 from attnlib.migrate import MigrationRefused, migrate_all, migrate_run
-from attnlib.runs import RESOLVED, inspect_run, load_run, run_config, run_dir, train_run
+from attnlib.results.config import RESOLVED, run_config, run_dir
+from attnlib.results.load import inspect_run, load_run
 from attnlib.store import sha256, write_json
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"

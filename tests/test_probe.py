@@ -13,17 +13,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlib import measures
-from attnlib.runs import (
-    backfill_probe,
+from attnlib.lab.run import backfill_probe, train_run
+from attnlib.results.config import run_config, run_dir
+from attnlib.results.load import inspect_run, load_run
+from attnlib.snapshots import (
+    PROBE_FILE,
+    PROBE_MEASURES,
+    attention_probe,
     first_test_images,
     initial_model,
-    inspect_run,
-    load_run,
-    run_config,
-    run_dir,
-    train_run,
+    probe_file,
 )
-from attnlib.snapshots import PROBE_FILE, PROBE_MEASURES, attention_probe, probe_file
 
 
 class KnownMaps(nn.Module):
@@ -223,7 +223,7 @@ def test_every_run_saves_the_probe_at_init_and_at_the_end(smoke_run):
 
 
 def test_a_run_probed_at_init_trains_exactly_as_one_that_is_not(smoke_run, tmp_path, monkeypatch):
-    from attnlib import runs
+    from attnlib.lab import run as runs
 
     monkeypatch.setattr(runs, "attention_probe", lambda *a, **k: None)
     bare = train_run("learned_content_9h", "smoke", results_dir=tmp_path, progress=False)

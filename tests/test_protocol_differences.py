@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from attnlib import data, experiments
-from attnlib.literature import protocol_differences
+from attnlib.analysis.literature import protocol_differences
 
 
 @pytest.fixture(scope="module")

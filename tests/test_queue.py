@@ -9,14 +9,15 @@ import time
 
 import pytest
 
-from attnlib import claims, experiments, queue
-from attnlib.__main__ import EXIT_USAGE, main
+from attnlib import experiments
 from attnlib.errors import ConfigError
-from attnlib.queue import Job, Queue
+from attnlib.lab import plan, queue
+from attnlib.lab.cli import EXIT_USAGE, main
+from attnlib.lab.queue import Job, Queue
 
 
 def test_default_experiments_are_the_ledger_plan_at_long_else_the_grid():
-    assert queue.default_experiments("long") == list(claims.LONG_PLAN)
+    assert queue.default_experiments("long") == list(plan.LONG_PLAN)
     assert queue.default_experiments("budget") == experiments.names()
 
 
@@ -114,7 +115,7 @@ def test_asked_chooses_its_own_experiments_and_seeds(capsys):
 
 def test_asked_queues_the_seeds_the_comparisons_lack(tmp_path, monkeypatch, capsys):
     asked = [("vit", 4), ("vit_ha", 3)]
-    monkeypatch.setattr(claims, "seeds_asked", lambda results_dir, preset, data: asked)
+    monkeypatch.setattr(plan, "seeds_asked", lambda results_dir, preset, data: asked)
     seen = []
 
     def pending(jobs, preset, results_dir, data=None):
@@ -129,9 +130,10 @@ def test_asked_queues_the_seeds_the_comparisons_lack(tmp_path, monkeypatch, caps
 
 def test_seeds_asked_follow_the_standard(monkeypatch):
     """MIN_SEEDS per side, MORE_SEEDS while the interval holds 0; each side's lowest unused seeds."""
-    from attnlib import compare, tables
+    from attnlib.analysis import stats as compare
+    from attnlib.results import tables
 
-    saved = {name: {} for base in claims.HA_PAIRS for name in (base, base + "_ha")}
+    saved = {name: {} for base in plan.HA_PAIRS for name in (base, base + "_ha")}
     saved["vit"] = {0: 0.40, 1: 0.42, 2: 0.44, 3: 0.41}  # inconclusive at 4/4: one more each
     saved["vit_ha"] = {0: 0.41, 1: 0.43, 2: 0.42, 5: 0.45}
     saved["san_pairwise"] = {0: 0.50, 1: 0.51, 2: 0.50}  # clear at 3/3: none
@@ -142,7 +144,7 @@ def test_seeds_asked_follow_the_standard(monkeypatch):
         tables, "seed_accuracies", lambda results_dir, preset, name, data=None: (saved[name], [])
     )
     assert compare.welch(list(saved["vit"].values()), list(saved["vit_ha"].values())).seeds_wanted == 5
-    jobs = claims.seeds_asked("unused")
+    jobs = plan.seeds_asked("unused")
     assert [j for j in jobs if j[0].startswith(("vit", "san"))] == [
         ("san_patchwise", 2),
         ("san_patchwise_ha", 1),

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from attnlib import queue
-from attnlib.queue import Job, Queue
+from attnlib.lab import queue
+from attnlib.lab.queue import Job, Queue
 
 # A run as `train` behaves: on SIGTERM it "saves a checkpoint" (writes a file) and exits 130.
 RUN = textwrap.dedent(
     """
     import os, signal, sys, time
     from pathlib import Path
-    from attnlib.queue import die_with_parent
+    from attnlib.lab.queue import die_with_parent
     out = Path(sys.argv[1])
     def term(*a):
         (out / "checkpoint").write_text(str(os.getpid()))
@@ -36,7 +36,7 @@ RUN = textwrap.dedent(
 QUEUE = textwrap.dedent(
     """
     import sys
-    from attnlib.queue import Job, Queue
+    from attnlib.lab.queue import Job, Queue
     out = sys.argv[1]
     q = Queue([Job("a", 0)], 1, lambda job: [sys.executable, "-c", sys.argv[2], out], out)
     outcomes = q.run()

@@ -295,8 +295,8 @@ def test_san_init_is_pytorch_default_as_the_re_code(family):
 def test_re_figures_of_another_network_are_labelled_as_such():
     """learned_9h (and the quadratic models) are Paper A's official block; the [Re] figures in their rows
     are of the [Re] block's networks: labelled (``Reference.network``), and their counts are not ours."""
+    from attnlib.analysis.literature import RE, references
     from attnlib.experiments import count_parameters
-    from attnlib.literature import RE, references
 
     for name in ("learned_9h", "quadratic_iso_9h", "quadratic_aniso_9h"):
         for ref in references(name, RE, "params"):
@@ -376,8 +376,8 @@ def test_the_init_variant_of_the_learned_content_pair_changes_only_the_init():
 def test_re_parameter_counts_in_the_literature_are_ours_unless_labelled():
     """A [Re] count listed for one of our experiments is that experiment's count at the paper preset, or is
     labelled as the count of another network (``Reference.network``)."""
+    from attnlib.analysis.literature import RE, references
     from attnlib.experiments import EXPERIMENTS, count_parameters
-    from attnlib.literature import RE, references
 
     checked = 0
     for ref in references(source=RE, quantity="params"):

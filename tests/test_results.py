@@ -16,18 +16,11 @@ import pytest
 import torch
 from helpers import leftovers
 
-from attnlib.runs import (
-    DamagedResult,
-    MissingResult,
-    ResultExists,
-    inspect_run,
-    run_config,
-    run_dir,
-    run_or_load,
-    train_run,
-)
-from attnlib.store import RunLock, RunLocked, check_writable, sha256, write_json, write_npz
-from attnlib.tables import table3
+from attnlib.lab.run import ResultExists, RunLock, RunLocked, run_or_load, train_run
+from attnlib.results.config import run_config, run_dir
+from attnlib.results.load import DamagedResult, MissingResult, inspect_run
+from attnlib.results.tables import table3
+from attnlib.store import check_writable, sha256, write_json, write_npz
 from attnlib.util import atomic_write
 
 
@@ -92,7 +85,7 @@ def test_stale_lock_file_is_taken_over(tmp_path, caplog):
 @pytest.mark.slow
 def test_lock_of_a_killed_process_does_not_block(tmp_path, caplog):
     code = (
-        "import sys, time; from attnlib.store import RunLock; RunLock(sys.argv[1]).acquire(); "
+        "import sys, time; from attnlib.lab.run import RunLock; RunLock(sys.argv[1]).acquire(); "
         "print('locked', flush=True); time.sleep(600)"
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
@@ -210,7 +203,7 @@ def test_changed_model_default_makes_a_result_stale(copy, monkeypatch):
     fingerprint: a result trained before a default changed keeps its fingerprint but is stale, the detail
     names the field, and it is kept unless replaced; replacing it trains afresh (the end-of-training
     checkpoint of the old model is not resumed)."""
-    from attnlib.tables import saved
+    from attnlib.results.tables import saved
 
     folder = run_dir(copy, "vit", "smoke")
     config = json.loads((folder / "config.json").read_text())
@@ -360,7 +353,7 @@ def test_model_is_built_from_the_resolved_fields_it_was_trained_with(copy):
 def test_provenance_names_the_commit_training_started_from(tmp_path, monkeypatch):
     """provenance.git is the code the run trained with (read before training); when the tree changed
     before the result was written, provenance.git_at_write says to what."""
-    from attnlib import runs
+    from attnlib.lab import run as runs
 
     states = iter([{"commit": "a" * 40, "dirty": False}, {"commit": "b" * 40, "dirty": True}])
     monkeypatch.setattr(runs, "git_state", lambda: next(states))
@@ -457,11 +450,13 @@ def test_bad_arguments_write_nothing(tmp_path):
 def test_attnlib_results_reexports_each_name_from_its_module():
     """``attnlib.results`` (kept for its callers) holds no code of its own: each name is the object of the
     module whose job it is."""
-    from attnlib import results, runs, snapshots, store, tables
+    from attnlib import results, snapshots, store
+    from attnlib.lab import run
+    from attnlib.results import config, load, tables
 
     # issue 32: attnlib.results is a package; the former facade's names are looked up in their new homes,
-    # which the old module paths (shims) still reach
-    homes = (runs, snapshots, store, tables)
+    # where they are defined
+    homes = (load, config, tables, run, snapshots, store)
     for name in results.__all__:
         value = getattr(results, name)
         assert any(getattr(m, name, None) is value for m in homes), name
@@ -483,8 +478,8 @@ def test_bad_run_arguments_through_the_api_write_nothing(tmp_path):
 def test_cpu_time_is_wall_time_times_threads(trained):
     """A run's CPU time (the budget accounting's unit) is its training wall time times its CPU threads:
     from provenance.threads, else from the device name runs saved before that field carry; none on a GPU."""
+    from attnlib.results.tables import _cpu_seconds, collect
     from attnlib.snapshots import cpu_threads
-    from attnlib.tables import _cpu_seconds, collect
 
     assert cpu_threads({"threads": 2, "device": "AMD EPYC (1 threads)"}) == 2
     assert cpu_threads({"device": "AMD EPYC (1 threads)"}) == 1

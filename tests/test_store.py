@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from attnlib.queue import Job, Queue
-from attnlib.runs import run_dir, train_run
+from attnlib.lab.queue import Job, Queue
+from attnlib.lab.run import RunLock, train_run
+from attnlib.results.config import run_dir
 from attnlib.store import (
     MAX_JSON_DEPTH,
-    RunLock,
     UnsafeFolder,
     check_no_links,
     read_json,
@@ -106,7 +106,7 @@ def test_queue_refuses_a_linked_log_in_one_line(tmp_path, outside):
 
 def test_queue_lane_never_appends_through_a_link_planted_later(tmp_path, outside, monkeypatch):
     logs = tmp_path / "logs"
-    monkeypatch.setattr("attnlib.queue.check_no_links", lambda folder: None)  # the link comes after the check
+    monkeypatch.setattr("attnlib.lab.queue.check_no_links", lambda folder: None)  # the link comes after the check
     logs.mkdir()
     (logs / "vit-seed0.log").symlink_to(outside)
     outcomes = Queue([Job("vit", 0)], 1, lambda job: [sys.executable, "-c", "print('ran')"], logs).run()

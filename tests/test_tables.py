@@ -7,9 +7,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from attnlib import book, tables
-from attnlib.runs import inspect_run, run_config, run_dir, train_run
-from attnlib.tables import collect, table1, table3
+from attnlib import book
+from attnlib.lab.run import train_run
+from attnlib.results import tables
+from attnlib.results.config import run_config, run_dir
+from attnlib.results.load import inspect_run
+from attnlib.results.tables import collect, table1, table3
 
 NAMES = ["vit", "vit_ha", "resnet18"]
 
@@ -128,32 +131,34 @@ def test_damaged_and_stale_results_in_tables(damaged, cli):
 
 
 def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monkeypatch):
-    from attnlib import claims, experiments
+    from attnlib import experiments
+    from attnlib.analysis import claims
+    from attnlib.lab import plan as lab_plan
 
     keys = {c.key for c in claims.CLAIMS}
-    monkeypatch.setattr(claims, "LONG_CPU_HOURS", 100.0)  # room for every run asked (the cases below set less)
-    assert set(claims.LONG_PLAN) <= set(experiments.names(variants=True))
-    assert all(informs and set(informs) <= keys for informs in claims.LONG_PLAN.values())
+    monkeypatch.setattr(lab_plan, "LONG_CPU_HOURS", 100.0)  # room for every run asked (the cases below set less)
+    assert set(lab_plan.LONG_PLAN) <= set(experiments.names(variants=True))
+    assert all(informs and set(informs) <= keys for informs in lab_plan.LONG_PLAN.values())
     params = book.check_params(
         preset="budget", data=None, device="cpu", results_dir=tmp_path, train_missing=False
     )
     plan, sentence = book.long_plan(params)
-    assert plan["run"].tolist() == list(claims.LONG_PLAN) and set(plan["saved"]) == {"not yet"}
+    assert plan["run"].tolist() == list(lab_plan.LONG_PLAN) and set(plan["saved"]) == {"not yet"}
     assert (
         sentence.startswith(f"0 of the {len(plan)} 60-epoch CPU runs")
         and "CPU-hours of training" not in sentence
     )
-    cap = sum(experiments.estimate_seconds(n, "long") for n in claims.LONG_PLAN) / 3600
+    cap = sum(lab_plan.estimate_seconds(n, "long") for n in lab_plan.LONG_PLAN) / 3600
     assert f"the other {len(plan)} would take about {cap:.1f} CPU-hours" in sentence
     assert "further seeds" not in sentence  # none saved here
     pairs = [name for base in claims.HA_PAIRS for name in (base, base + "_ha")]  # 3 seeds each asked
-    asked = 3 * sum(experiments.estimate_seconds(n, "budget") for n in pairs) / 3600
+    asked = 3 * sum(lab_plan.estimate_seconds(n, "budget") for n in pairs) / 3600
     assert (
         f"still ask for {3 * len(pairs)} more budget runs (learned_content_9h seeds 0, 1 and 2, " in sentence
     )
     assert f"; about {asked:.1f} CPU-hours on idle cores)." in sentence
     assert f"come to {cap + asked:.1f} CPU-hours" in sentence
-    assert f"within the {claims.LONG_CPU_HOURS:g} CPU-hours" in sentence
+    assert f"within the {lab_plan.LONG_CPU_HOURS:g} CPU-hours" in sentence
 
     real = tables.collect
     COLS = ["status", "epochs", "train_seconds", "cpu_seconds", "wall_time_device"]
@@ -181,14 +186,14 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
     assert "ended at" not in plan and "cap estimate (h)" not in plan  # no stopping rule: nothing to say
     assert (
         rows.loc["quadratic_aniso_9h", "estimate (h)"]
-        == f"{experiments.estimate_seconds('quadratic_aniso_9h', 'long') / 3600:.1f}"
+        == f"{lab_plan.estimate_seconds('quadratic_aniso_9h', 'long') / 3600:.1f}"
     )
-    n = len(claims.LONG_PLAN)
+    n = len(lab_plan.LONG_PLAN)
     assert sentence.startswith(f"2 of the {n} 60-epoch CPU runs the ledger needs are saved, 3.0 CPU-hours")
     ahead = (
         sum(
-            experiments.estimate_seconds(n, "long")
-            for n in claims.LONG_PLAN
+            lab_plan.estimate_seconds(n, "long")
+            for n in lab_plan.LONG_PLAN
             if n not in ("learned_9h", "resnet18")
         )
         / 3600
@@ -197,10 +202,10 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
     assert "further seeds, behind the comparisons over seeds, took 1.0 CPU-hours (2 runs)" in sentence
     assert f"come to {3.0 + ahead + 1.0 + asked:.1f} CPU-hours" in sentence
     assert "leave no room" not in sentence
-    monkeypatch.setattr(claims, "LONG_CPU_HOURS", 1.0)
+    monkeypatch.setattr(lab_plan, "LONG_CPU_HOURS", 1.0)
     assert "beyond the 1 CPU-hours" in book.long_plan(params)[1]
     # the long runs come first: seeds that would take the total past the budget are not counted on
-    monkeypatch.setattr(claims, "LONG_CPU_HOURS", 3.0 + ahead + 1.0 + asked / 2)
+    monkeypatch.setattr(lab_plan, "LONG_CPU_HOURS", 3.0 + ahead + 1.0 + asked / 2)
     sentence = book.long_plan(params)[1]
     assert (
         "ask for 30 more budget runs (learned_content_9h seeds 0, 1 and 2, learned_content_9h_ha seeds"
@@ -219,30 +224,30 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
         return frame
 
     monkeypatch.setattr(tables, "collect", all_saved)
-    monkeypatch.setattr(claims, "seeds_asked", lambda *a, **kw: [])
+    monkeypatch.setattr(lab_plan, "seeds_asked", lambda *a, **kw: [])
     sentence = book.long_plan(params)[1]
     assert sentence.startswith(f"{n} of the {n} 60-epoch CPU runs the ledger needs are saved, {n}.0 CPU-hours")
     assert sentence.endswith(
-        f"Together these runs took {n}.0 CPU-hours, within the {claims.LONG_CPU_HOURS:g} CPU-hours set for them."
+        f"Together these runs took {n}.0 CPU-hours, within the {lab_plan.LONG_CPU_HOURS:g} CPU-hours set for them."
     )
-    monkeypatch.setattr(claims, "LONG_CPU_HOURS", n - 0.01)  # n.0 would read as equal: two decimals
+    monkeypatch.setattr(lab_plan, "LONG_CPU_HOURS", n - 0.01)  # n.0 would read as equal: two decimals
     assert book.long_plan(params)[1].endswith(
         f"took {n}.00 CPU-hours, beyond the {n - 0.01:g} CPU-hours set for them."
     )
 
 
 def test_seeds_asked_are_estimated_in_the_plan(tmp_path, monkeypatch):
-    from attnlib import claims, experiments
     from attnlib.book.tables import _seeds_asked
+    from attnlib.lab import plan as lab_plan
 
     monkeypatch.setattr(
-        claims, "seeds_asked", lambda results_dir, preset, data=None: [("vit", 4), ("vit_ha", 3)]
+        lab_plan, "seeds_asked", lambda results_dir, preset, data=None: [("vit", 4), ("vit_ha", 3)]
     )
     params = book.check_params(
         preset="budget", data=None, device="cpu", results_dir=tmp_path, train_missing=False
     )
     runs, hours = _seeds_asked(params)
-    expected = experiments.estimate_seconds("vit", "budget") + experiments.estimate_seconds(
+    expected = lab_plan.estimate_seconds("vit", "budget") + lab_plan.estimate_seconds(
         "vit_ha", "budget"
     )
     assert runs == [("vit", 4), ("vit_ha", 3)] and hours == pytest.approx(expected / 3600)

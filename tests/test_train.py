@@ -24,7 +24,8 @@ from torch import nn
 
 from attnlib.data import Batches, synthetic_cifar10
 from attnlib.errors import ConfigError
-from attnlib.runs import run_dir, train_run
+from attnlib.lab.run import train_run
+from attnlib.results.config import run_dir
 from attnlib.train import (
     CHECKPOINT_SECONDS,
     CHECKPOINT_SECONDS_ENV,

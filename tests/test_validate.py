@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from attnlib.runs import DamagedResult, inspect_run, load_run, run_dir, run_or_load
-from attnlib.tables import collect, table3
-from attnlib.validate import files_problem, history_problem, values_problem
+from attnlib.lab.run import run_or_load
+from attnlib.results.config import run_dir
+from attnlib.results.load import DamagedResult, inspect_run, load_run
+from attnlib.results.tables import collect, table3
+from attnlib.results.validate import files_problem, history_problem, values_problem
 
 
 def _edit(folder, change) -> None:
@@ -124,7 +126,7 @@ def test_load_run_reports_a_file_changed_after_the_check_as_damaged(copy, monkey
     """The backstop: a file that parses at the check but not when read (replaced in between) raises
     DamagedResult in one line, not the reader's traceback."""
     folder = run_dir(copy, "vit", "smoke")
-    monkeypatch.setattr("attnlib.runs.inspect_run", lambda *a, **k: ("complete", ""))
+    monkeypatch.setattr("attnlib.results.load.inspect_run", lambda *a, **k: ("complete", ""))
     (folder / "attention.npz").write_bytes(b"garbage, not a zip")
     with pytest.raises(DamagedResult) as err:
         load_run(folder)
@@ -187,7 +189,8 @@ def test_provenance_names_no_absolute_path_and_no_host_unless_asked(trained, tmp
     through portable_path below.)"""
     import socket
 
-    from attnlib.runs import command_line, portable_path, train_run
+    from attnlib.lab.run import command_line, train_run
+    from attnlib.results.config import portable_path
 
     prov = json.loads((run_dir(trained, "vit", "smoke") / "metrics.json").read_text())["provenance"]
     assert "hostname" not in prov

@@ -6,7 +6,7 @@ What it pins, at the chapters' default parameters (the budget preset, `results/`
 - every table and note a chapter shows (Markdown / HTML / plain-text outputs), in order, as text;
 - every figure, in order, as the SHA-256 of its PNG (same machine and matplotlib: the bytes repeat);
 - the output of ``python -m attnlib table1`` and ``table3`` at the budget preset;
-- the fingerprint of every experiment at every preset (``attnlib.runs.run_config``).
+- the fingerprint of every experiment at every preset (``attnlib.results.config.run_config``).
 
     python tools/golden.py write            # (re)write tests/golden/book.json, after a change made on purpose
     python tools/golden.py check            # compare with tests/golden/book.json; exit 1 and list what differs
@@ -87,7 +87,7 @@ def _cli(*args: str) -> str:
 
 def _fingerprints() -> dict:
     from attnlib import experiments
-    from attnlib.runs import run_config
+    from attnlib.results.config import run_config
 
     return {
         f"{name}@{preset}": run_config(name, preset)["fingerprint"]

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attnlib import experiments, literature, measures
+from attnlib import experiments, measures
+from attnlib.analysis import literature
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED, UNTESTABLE = (
     "reproduced",

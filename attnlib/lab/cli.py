@@ -318,9 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(message)s")
         from attnlib.lab.commands import COMMANDS
         from attnlib.lab.machine import MachineBusy
-        from attnlib.lab.run import ResultExists
+        from attnlib.lab.run import ResultExists, RunLocked
         from attnlib.results.load import MissingResult
-        from attnlib.store import RunLocked
         from attnlib.train import Interrupted, TrainingDiverged
     finally:
         if main_thread:  # from here a Ctrl-C is the command's KeyboardInterrupt (caught below)
