@@ -20,7 +20,7 @@ Paths (``PATHS``), each a function of tensors:
 - ``sdpa``: ``F.scaled_dot_product_attention`` with the encoding's bias as its additive ``attn_mask``.
   No probabilities. The GPU default; on the CPU, with training-time dropout or head size 400, it falls back
   to its math path, which upcasts bf16 and copies the per-head values (2x slower than ``explicit``,
-  measured by ``attnlib.bench``).
+  measured by ``attnlib.lab.bench``).
 - ``bilinear`` (input values, keys not given): the content scores through A_h = W_qry^(h)ᵀ W_key^(h)
   without forming q or k; one D × heads·D projection instead of two (see ``bilinear``).
 

@@ -12,7 +12,7 @@ the official index-then-project learned scores, einsum over explicit shifts), no
 paths use.
 
 ``tests/test_attention_paths.py`` checks every fast path of ``attnlib.attention.ops`` against ``attention``
-in float64 (values, probabilities, gradients); ``attnlib.bench`` times ``PlainAttention`` against the library.
+in float64 (values, probabilities, gradients); ``attnlib.lab.bench`` times ``PlainAttention`` against the library.
 """
 
 from __future__ import annotations

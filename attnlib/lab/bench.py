@@ -415,16 +415,8 @@ def profile_table(report: dict):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """Former ``python -m attnlib.bench ARGV`` (shim until the shims go): ``python -m attnlib bench ARGV``
-    without its error handling (ConfigError and MachineBusy propagate); the report."""
+    """``python -m attnlib bench ARGV`` without its error handling (ConfigError and MachineBusy propagate);
+    the report."""
     from attnlib.lab import cli, commands
 
     return commands.bench(cli.build_parser().parse_args(["bench", *(argv or [])]))
-
-
-if __name__ == "__main__":
-    import sys
-
-    from attnlib.lab.cli import main as cli_main
-
-    sys.exit(cli_main(["bench", *sys.argv[1:]]))

@@ -204,19 +204,3 @@ def run(batch=40, device="auto", min_run_time=MIN_RUN_TIME, dtype="float32", bac
     table.columns = pd.MultiIndex.from_tuples(table.columns)
     table.attrs["device"] = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
     return table
-
-
-def main(argv=None):
-    """Former ``python -m attnlib.san.bench ARGV`` (shim until the shims go): ``python -m attnlib san-bench``
-    without its error handling; the table."""
-    from attnlib.lab import cli, commands
-
-    return commands.san_bench(cli.build_parser().parse_args(["san-bench", *(argv or [])]))
-
-
-if __name__ == "__main__":
-    import sys
-
-    from attnlib.lab.cli import main as cli_main
-
-    sys.exit(cli_main(["san-bench", *sys.argv[1:]]))

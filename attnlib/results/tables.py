@@ -81,7 +81,7 @@ def frame(runs: dict):
 def cpu_threads(provenance: dict) -> int | None:
     """The CPU threads a run trained with: its provenance's ``threads``, else the count in its device name
     ("AMD EPYC (1 threads)", as runs saved before ``threads`` was recorded say); None for a GPU run, or
-    where neither says. Reads validated metrics (``runs.inspect_run`` checks ``threads``)."""
+    where neither says. Reads validated metrics (``attnlib.results.load.inspect_run`` checks ``threads``)."""
     if provenance.get("threads") is not None:
         return provenance["threads"]
     found = re.search(r"\((\d+) threads\)$", str(provenance.get("device", "")))

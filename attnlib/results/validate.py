@@ -66,7 +66,7 @@ def _git(v) -> bool:
     )
 
 
-# metrics.json's numbers beyond their types (attnlib.runs checks the types): absurd values are damage
+# metrics.json's numbers beyond their types (attnlib.results.load checks the types): absurd values are damage
 METRICS_RANGES = {
     "params": (_int(0, MAX_PARAMS), f"an integer in [0, {MAX_PARAMS:.0e}]"),
     "wall_time_ms": (lambda v: _number(v, 0, MAX_WALL_MS), f"a number in [0, {MAX_WALL_MS:.0e}]"),
@@ -81,7 +81,7 @@ METRICS_RANGES = {
     "fingerprint": (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{1,64}", v) is not None, "hex"),
 }
 
-# every field `attnlib.runs` writes in provenance (a field absent from older results is not required)
+# every field `attnlib.lab.run` writes in provenance (a field absent from older results is not required)
 PROVENANCE = {
     "experiment": (_string, "a string"),
     "preset": (_string, "a string"),
@@ -362,7 +362,7 @@ _RATIO = {
 
 
 def timing_problem(report) -> str:
-    """'' when a timing report (`attnlib.timing`, results/timing/PRESET.json) holds what Table 3 and the
+    """'' when a timing report (`attnlib.lab.timing`, results/timing/PRESET.json) holds what Table 3 and the
     chapters read, with its types and ranges; else what is wrong."""
     wrong = _object(report, _TIMING)
     if wrong:
