@@ -447,22 +447,6 @@ def test_bad_arguments_write_nothing(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_attnlib_results_reexports_each_name_from_its_module():
-    """``attnlib.results`` (kept for its callers) holds no code of its own: each name is the object of the
-    module whose job it is."""
-    from attnlib import results, snapshots, store
-    from attnlib.lab import run
-    from attnlib.results import config, load, tables
-
-    # issue 32: attnlib.results is a package; the former facade's names are looked up in their new homes,
-    # where they are defined
-    homes = (load, config, tables, run, snapshots, store)
-    for name in results.__all__:
-        value = getattr(results, name)
-        assert any(getattr(m, name, None) is value for m in homes), name
-        assert getattr(value, "__module__", "attnlib.runs") != "attnlib.results", name
-
-
 # --------------------------------------------------- reliability (issue 9): bad run arguments through the API
 def test_bad_run_arguments_through_the_api_write_nothing(tmp_path):
     from attnlib.errors import ConfigError
