@@ -1,7 +1,7 @@
 """Files on disk: a folder that must be writable, JSON / npz files written atomically. The atomic write itself
-is `attnlib.util.atomic_write` (temporary file, fsync, rename). The lock of a run folder moved to
-`attnlib.lab.run` (RunLock, on filelock) and the readers (read_regular, read_json, sha256, check_no_links, open_nofollow) moved to `attnlib.results.store` (issue 32) and
-are re-exported here for their callers.
+is `attnlib.util.atomic_write` (temporary file, fsync, rename). The lock of a run folder is `attnlib.lab.run`'s
+(RunLock, on filelock); the readers (read_regular, read_json, sha256, check_no_links, open_nofollow) are
+`attnlib.results.store`'s (issue 32).
 """
 
 from __future__ import annotations
@@ -16,17 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from attnlib import util
-from attnlib.results.store import (  # noqa: F401 -- re-exported for the callers of attnlib.store
-    MAX_JSON_BYTES,
-    MAX_JSON_DEPTH,
-    MAX_RESULT_BYTES,
-    UnsafeFolder,
-    check_no_links,
-    open_nofollow,
-    read_json,
-    read_regular,
-    sha256,
-)
 from attnlib.util import write_bytes
 
 log = logging.getLogger("attnlib")

@@ -15,7 +15,8 @@ from attnlib.lab.run import train_run
 from attnlib.migrate import MigrationRefused, migrate_all, migrate_run
 from attnlib.results.config import RESOLVED, run_config, run_dir
 from attnlib.results.load import inspect_run, load_run
-from attnlib.store import sha256, write_json
+from attnlib.results.store import sha256
+from attnlib.store import write_json
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 

@@ -19,8 +19,9 @@ from helpers import leftovers
 from attnlib.lab.run import ResultExists, RunLock, RunLocked, run_or_load, train_run
 from attnlib.results.config import run_config, run_dir
 from attnlib.results.load import DamagedResult, MissingResult, inspect_run
+from attnlib.results.store import sha256
 from attnlib.results.tables import table3
-from attnlib.store import check_writable, sha256, write_json, write_npz
+from attnlib.store import check_writable, write_json, write_npz
 from attnlib.util import atomic_write
 
 

@@ -15,15 +15,15 @@ import pytest
 from attnlib.lab.queue import Job, Queue
 from attnlib.lab.run import RunLock, train_run
 from attnlib.results.config import run_dir
-from attnlib.store import (
+from attnlib.results.store import (
     MAX_JSON_DEPTH,
     UnsafeFolder,
     check_no_links,
     read_json,
     read_regular,
     sha256,
-    write_json,
 )
+from attnlib.store import write_json
 from attnlib.util import atomic_write, temp_name
 
 

@@ -3,7 +3,7 @@ every value a reader uses is checked here before `attnlib.results.load.inspect_r
 
 - `files_problem`: metrics.json's "files" names only plain files of the run folder (no path, no link, no
   FIFO or device), covers every file the result needs (RESULT_FILES, and each of OPTIONAL_FILES present in
-  the folder), and each matches its sha256 (read bounded: `attnlib.store.read_regular`).
+  the folder), and each matches its sha256 (read bounded: `attnlib.results.store.read_regular`).
 - `history_problem`: metrics.json's test accuracy (and test loss) is the last row of the checksummed
   history.csv, and its row count the provenance's epochs_trained.
 - `values_problem`: ranges of metrics.json's numbers and the type and range of every provenance field.
