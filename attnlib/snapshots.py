@@ -7,8 +7,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnlib.results.tables import cpu_threads  # noqa: F401 -- moved (issue 32), kept for its callers
-from attnlib.results.validate import PROBE_FILE  # noqa: F401 -- the name's one home; kept for its callers
 from attnlib.util import sync, timed_ms
 
 QUERY_FRACTIONS = ((0.5, 0.5), (0.25, 0.25), (0.25, 0.75), (0.75, 0.5))  # fixed query pixels (row, col)

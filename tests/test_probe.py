@@ -16,8 +16,8 @@ from attnlib import measures
 from attnlib.lab.run import backfill_probe, train_run
 from attnlib.results.config import run_config, run_dir
 from attnlib.results.load import inspect_run, load_run
+from attnlib.results.validate import PROBE_FILE
 from attnlib.snapshots import (
-    PROBE_FILE,
     PROBE_MEASURES,
     attention_probe,
     first_test_images,

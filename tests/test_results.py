@@ -463,8 +463,7 @@ def test_bad_run_arguments_through_the_api_write_nothing(tmp_path):
 def test_cpu_time_is_wall_time_times_threads(trained):
     """A run's CPU time (the budget accounting's unit) is its training wall time times its CPU threads:
     from provenance.threads, else from the device name runs saved before that field carry; none on a GPU."""
-    from attnlib.results.tables import _cpu_seconds, collect
-    from attnlib.snapshots import cpu_threads
+    from attnlib.results.tables import _cpu_seconds, collect, cpu_threads
 
     assert cpu_threads({"threads": 2, "device": "AMD EPYC (1 threads)"}) == 2
     assert cpu_threads({"device": "AMD EPYC (1 threads)"}) == 1

@@ -36,8 +36,8 @@ from attnlib.results.load import (
     read,
 )
 from attnlib.results.store import MAX_JSON_BYTES, _unsafe, check_no_links, read_regular, sha256
+from attnlib.results.validate import PROBE_FILE
 from attnlib.snapshots import (
-    PROBE_FILE,
     attention_probe,
     attention_summary,
     device_name,
