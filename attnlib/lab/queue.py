@@ -1,6 +1,6 @@
 """Many trainings on one CPU machine: `python -m attnlib queue` runs experiments × seeds as N lanes of
 single-thread `python -m attnlib train` processes side by side (the fastest way on a few cores: no threads
-waiting for each other, see `experiments.grid_seconds`).
+waiting for each other, see `attnlib.lab.plan.grid_seconds`).
 
 Each lane takes the next job of the list when its last one ends, so the list's order is the order of
 priority. A job whose result is already complete is skipped; one cut off earlier resumes from its
