@@ -3,13 +3,16 @@ attnlib.errors.ConfigError naming the parameter, the value and what is allowed."
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Callable
 
 from attnlib.errors import ConfigError
 
 SYNTHETIC = "synthetic"
 SYNTHETIC_SIZES = (512, 256)  # (N_TRAIN, N_TEST) of a bare "synthetic" (attnlib.data.synthetic_cifar10)
 MAX_SYNTHETIC = 200_000  # images per split of a synthetic set: 0.6 GB of uint8, 4x CIFAR-10's training set
+MAX_SECONDS = 10**8  # three years of training: the most seconds a run or checkpoint may record
 MAX_SEED = 2**32 - 1  # what every generator a run seeds accepts (numpy's legacy seeding: 32 bits)
 
 
@@ -95,3 +98,20 @@ def synthetic_sizes(
     if not (1 <= n_train <= MAX_SYNTHETIC and 1 <= n_test <= MAX_SYNTHETIC):
         raise ConfigError(parameter, spec, f"'synthetic:N_TRAIN:N_TEST' with sizes in [1, {MAX_SYNTHETIC}]")
     return n_train, n_test
+
+
+# Predicates of untrusted values (saved results, checkpoints): True/False, never raising.
+def is_number(v, low: float = -math.inf, high: float = math.inf) -> bool:
+    """A finite int or float (not a bool) in [low, high]."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and low <= v <= high
+
+
+def in_range(low: int, high: int) -> Callable[[object], bool]:
+    """A predicate: an int (not a bool) in [low, high]."""
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def shown(v) -> str:
+    """A value as a message shows it: its repr, cut to 80 characters."""
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -509,22 +509,3 @@ def count_parameters(name: str, preset: str = "paper") -> int:
     except (NotImplementedError, RuntimeError):
         model = build_model(name, preset)
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
-_PLANNING = (
-    "THROUGHPUT",
-    "CPU_PARALLEL_EFFICIENCY",
-    "REFERENCE_CORES",
-    "RUN_OVERHEAD_S",
-    "estimate_seconds",
-    "grid_seconds",
-)
-
-
-def __getattr__(name: str):
-    """The planning names moved to `attnlib.lab.plan` (issue 32), found there on first use by their callers."""
-    if name in _PLANNING:
-        from attnlib.lab import plan
-
-        return getattr(plan, name)
-    raise AttributeError(f"module 'attnlib.experiments' has no attribute {name!r}")

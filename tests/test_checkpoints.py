@@ -1,4 +1,4 @@
-"""Checkpoints are validated before use (attnlib.validate.checkpoint_problem through attnlib.train.fit): a
+"""Checkpoints are validated before use (attnlib.train.checkpoint.checkpoint_problem through attnlib.train.fit): a
 bad last.pt falls back to previous.pt, then to a fresh start, each in one line, and the run still ends
 with the uninterrupted history and weights; a resumed complete run is re-evaluated, not trusted from its
 history; divergence is detected on every update including the last, and the kept checkpoint is the last
@@ -12,8 +12,8 @@ import pytest
 import torch
 from test_train import CFG, Tiny, batches, same_weights, strip
 
-from attnlib.results.validate import checkpoint_problem
 from attnlib.train import Checkpoints, TrainingDiverged, fit, make_optimizer
+from attnlib.train.checkpoint import checkpoint_problem
 
 
 def run(ckpt, on_step=None, checkpoint_every=None, hook=None):

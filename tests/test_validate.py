@@ -1,4 +1,4 @@
-"""attnlib.validate through attnlib.runs.inspect_run / load_run and the tables: a results folder is untrusted
+"""attnlib.results.validate through attnlib.results.load (inspect_run / load_run) and the tables: a results folder is untrusted
 input. "files" names only plain files of the run folder and covers the result; reads are bounded and never
 block; metrics.json agrees with the checksummed history.csv; every provenance field has its type and range;
 a result that fails is *damaged*, shown as such, never as a number."""

@@ -1,5 +1,5 @@
 """Training and inference throughput of `fit`'s step on random batches (images/s), the number behind the
-registry's CPU-hour estimates (`attnlib.experiments.estimate_seconds`)."""
+registry's CPU-hour estimates (`attnlib.lab.plan.estimate_seconds`)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def measure_throughput(
 
     On the CPU: per core, i.e. one thread, timed by this process's CPU time, which other processes sharing
     the machine barely disturb (multi-threaded CPU time is not: waiting threads spin).
-    `attnlib.experiments.CPU_PARALLEL_EFFICIENCY` turns it into a multi-core estimate. On CUDA: wall time after
+    `attnlib.lab.plan.CPU_PARALLEL_EFFICIENCY` turns it into a multi-core estimate. On CUDA: wall time after
     synchronising. `warmup` untimed calls first (and torch.utils.benchmark's own two), then `steps` timed
     ones (torch.utils.benchmark.Timer). Updates the model's weights."""
     device = resolve_device(device)

@@ -13,7 +13,7 @@ HOMES = {
     "attnlib.config": ("SCHEDULES", "TrainConfig"),
     "attnlib.env": ("CHECKPOINT_SECONDS_ENV",),
     "attnlib.train.checkpoint": (
-        "CHECKPOINT_FORMAT", "CHECKPOINT_SECONDS", "Checkpoints", "checkpoint_interval", "_rng_state",
+        "CHECKPOINT_FORMAT", "CHECKPOINT_SECONDS", "Checkpoints", "checkpoint_interval", "checkpoint_problem", "_rng_state",
         "_set_rng_state",
     ),
     "attnlib.train.device": ("autocast", "cpu_info", "fast_bf16", "resolve_device", "use_bf16"),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from attnlib.checks import check
+from attnlib.checks import MAX_SECONDS, check, in_range, is_number, shown
 from attnlib.env import CHECKPOINT_SECONDS_ENV
 from attnlib.errors import ConfigError
 from attnlib.models import config_record, resolved_difference
@@ -74,7 +74,7 @@ class Checkpoints:
         self, map_location="cpu", check: Callable[[dict], str] | None = None
     ) -> tuple[dict | None, str | None]:
         """(state, description) of the newest usable checkpoint, or (None, None). ``check(state)`` says what
-        is wrong with a checkpoint of this configuration ('' if nothing: `attnlib.validate.checkpoint_problem`);
+        is wrong with a checkpoint of this configuration ('' if nothing: `checkpoint_problem` below);
         one that fails is reported in one line and the older one tried, then a fresh start."""
         for path in (self.last, self.previous):
             if not path.exists():
@@ -151,3 +151,92 @@ def _set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["cpu"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def checkpoint_problem(state, model, *, epochs: int, steps: int, optimizer=None) -> str:
+    """'' when a checkpoint (`attnlib.train.Checkpoints`) can be resumed by `model` (and `optimizer`) in a run
+    of `epochs` epochs of `steps` steps: where it stands (epoch, step) in range, one history row per epoch
+    trained with finite losses and accuracies in [0, 1], the model's every weight with its shape and finite,
+    the optimizer's groups and buffers matching, the running sums of a mid-epoch checkpoint numbers. Else
+    what is wrong (the checkpoint is then skipped for an older one, then a fresh start)."""
+    if not isinstance(state, dict):
+        return f"it holds a {type(state).__name__}, not a checkpoint"
+    epoch, step = state.get("epoch"), state.get("step")
+    if not in_range(0, epochs)(epoch):
+        return f"epoch is {shown(epoch)}, not an integer in [0, {epochs}]"
+    if not in_range(0, max(steps - 1, 0))(step) or (epoch == epochs and step):
+        return f"step is {shown(step)}, not an integer in [0, {steps}) (0 at the end of training)"
+    history = state.get("history")
+    if not isinstance(history, list) or len(history) != epoch:
+        n = len(history) if isinstance(history, list) else shown(history)
+        return f"its history holds {n} rows, not one per epoch trained ({epoch})"
+    for i, row in enumerate(history, 1):
+        if not isinstance(row, dict):
+            return f"history row {i} is {shown(row)}, not a row"
+        for key, high in (
+            ("train_loss", math.inf),
+            ("test_loss", math.inf),
+            ("train_acc", 1),
+            ("test_acc", 1),
+        ):
+            if not is_number(row.get(key), 0, high):
+                return f"history row {i}: {key} is {shown(row.get(key))}, not a finite number in [0, {high}]"
+    if not is_number(state.get("train_seconds", 0.0), 0, MAX_SECONDS):
+        return f"train_seconds is {shown(state.get('train_seconds'))}, not a number of seconds"
+    weights, expected = state.get("model"), model.state_dict()
+    if not isinstance(weights, dict) or set(weights) != set(expected):
+        keys = set(weights) if isinstance(weights, dict) else set()
+        odd = sorted(map(str, keys ^ set(expected)))[:3]
+        return f"its weights are not this model's (keys differ: {', '.join(odd) or shown(weights)})"
+    for key, ours in expected.items():
+        w = weights[key]
+        if not isinstance(w, torch.Tensor) or w.shape != ours.shape:
+            shape = tuple(w.shape) if isinstance(w, torch.Tensor) else type(w).__name__
+            return f"weight {key} is {shape}, not {tuple(ours.shape)}"
+        if w.is_floating_point() and not bool(torch.isfinite(w).all()):
+            return f"weight {key} is not finite (the run diverged before it was saved)"
+    if optimizer is not None:
+        wrong = _optimizer_problem(state.get("optimizer"), optimizer)
+        if wrong:
+            return wrong
+    scheduler = state.get("scheduler")
+    if not isinstance(scheduler, dict) or not in_range(0, epochs * steps + 1)(scheduler.get("last_epoch")):
+        return "its scheduler state is not a count of steps in range"
+    for rank in state.get("ranks") or [] if step else []:
+        partial = rank.get("partial") if isinstance(rank, dict) else None
+        sums = partial.get("stats") if isinstance(partial, dict) else None
+        if not (isinstance(sums, list) and len(sums) in (3, 4) and all(is_number(s) for s in sums[:3])):
+            return "the running sums of its epoch are not 3 or 4 numbers"
+        if not is_number(partial.get("seconds"), 0, MAX_SECONDS):
+            return "the seconds of its epoch are not a number"
+    return ""
+
+
+def _optimizer_problem(saved, optimizer) -> str:
+    groups = saved.get("param_groups") if isinstance(saved, dict) else None
+    buffers = saved.get("state") if isinstance(saved, dict) else None
+    ours = [p for g in optimizer.param_groups for p in g["params"]]
+    if (
+        not isinstance(groups, list)
+        or not isinstance(buffers, dict)
+        or len(groups) != len(optimizer.param_groups)
+        or any(not isinstance(g, dict) or not isinstance(g.get("params"), list) for g in groups)
+    ):
+        return "its optimizer state is not this optimizer's"
+    ids = [i for g in groups for i in g["params"]]
+    if [len(g["params"]) for g in groups] != [len(g["params"]) for g in optimizer.param_groups]:
+        return "its optimizer holds other parameter groups"
+    for index, entry in buffers.items():
+        if index not in ids or not isinstance(entry, dict):
+            return f"its optimizer state names parameter {shown(index)}, not one of its groups"
+        param = ours[ids.index(index)]
+        for name, value in entry.items():
+            if isinstance(value, torch.Tensor) and value.dim() and value.shape != param.shape:
+                return f"its optimizer's {name} of parameter {index} is {tuple(value.shape)}, not {tuple(param.shape)}"
+            if (
+                isinstance(value, torch.Tensor)
+                and value.is_floating_point()
+                and not bool(torch.isfinite(value).all())
+            ):
+                return f"its optimizer's {name} of parameter {index} is not finite"
+    return ""

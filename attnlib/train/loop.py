@@ -34,11 +34,16 @@ from torch import nn
 from attnlib.config import TrainConfig
 from attnlib.errors import ConfigError
 from attnlib.models import logged_state
-from attnlib.train.checkpoint import Checkpoints, _rng_state, _set_rng_state, checkpoint_interval
+from attnlib.train.checkpoint import (
+    Checkpoints,
+    _rng_state,
+    _set_rng_state,
+    checkpoint_interval,
+    checkpoint_problem,
+)
 from attnlib.train.device import autocast, resolve_device, use_bf16
 from attnlib.train.distributed import DistInfo, _all_reduce, _StopRequest, current_dist
 from attnlib.train.schedule import Schedule, make_optimizer
-from attnlib.validate import checkpoint_problem
 
 log = logging.getLogger("attnlib")
 

@@ -22,6 +22,7 @@ from attnbook.phrases import (
 )
 from attnbook.runs import seed_accuracies, seed_map
 from attnlib.analysis.literature import PAPER, RE, REFERENCES, reference_value, references, short
+from attnlib.lab import plan
 from attnlib.results.tables import collect, complete
 
 NOT_FOUND_CELL = "—"
@@ -487,11 +488,8 @@ def measure_endpoints(histories: dict, measures=("peak", "distance")):
 def _seeds_asked(params: Params) -> tuple[list[tuple[str, int]], float]:
     """(runs as (experiment, seed), estimated CPU-hours on an idle core) of the budget seeds the HA
     comparisons still lack by the project's standard (``attnlib.lab.plan.seeds_asked``)."""
-    from attnlib import experiments
-    from attnlib.lab import plan
-
     jobs = plan.seeds_asked(params.results_dir, PLAN_PRESETS[0], data=params.data)
-    return jobs, sum(experiments.estimate_seconds(name, PLAN_PRESETS[0]) for name, _ in jobs) / 3600
+    return jobs, sum(plan.estimate_seconds(name, PLAN_PRESETS[0]) for name, _ in jobs) / 3600
 
 
 def seed_runs_phrase(jobs) -> str:
@@ -522,7 +520,6 @@ def long_plan(params: Params):
 
     from attnlib import experiments
     from attnlib.analysis import claims
-    from attnlib.lab import plan
     from attnlib.results import tables
 
     budget_preset, long_preset = PLAN_PRESETS
@@ -534,7 +531,7 @@ def long_plan(params: Params):
         complete = saved.at[name, "status"] == "complete"
         done += complete
         hours = saved.at[name, "cpu_seconds"] / 3600 if complete else None  # wall time x CPU threads
-        estimate = experiments.estimate_seconds(name, long_preset) / 3600
+        estimate = plan.estimate_seconds(name, long_preset) / 3600
         if complete:
             spent += hours
         else:
