@@ -143,7 +143,8 @@ book.show_table(
     caption="Table 1, size: trainable parameters and GFLOPs of one forward pass on one 32×32 image at the "
     "paper's settings, counted (attnlib.models.cost), beside the paper's printed figures and the counts derived "
     "from the official code (‡).",
-    compact=True,
+    wrap_names=True,
+    right=("params (counted)", "GFLOPs (counted)", "params, official code ‡"),
 )
 
 # %% tags=["hide-input"]
