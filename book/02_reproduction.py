@@ -135,7 +135,9 @@ if missing:
 # convolutions; softmax, norms and other elementwise work not counted; the official code counts
 # multiply-adds with `thop`, half as many). No printed #params or #FLOPs of Table 1 was found in the
 # stored sources, so those columns say "not found"; the parameter counts derived from the official code
-# (‡, not printed anywhere) check that our networks are theirs.
+# (‡, not printed anywhere) check that our networks are theirs. Our models with content are the [Re] code's
+# networks (its count of the 9-head one, 28,478,682, research notes B.2), not the official code's
+# `--use_attention_data` network that the ‡ figure counts, so those two differ on purpose.
 
 # %% tags=["hide-input"]
 book.show_table(
