@@ -12,6 +12,7 @@ same averaged over heads as the flat columns that a training history logs each e
     peak            π_h   = E_{b,q} N · max_k p_{bhqk}                         (1: uniform attention)
     image dependence ι_h  = E_{b,q} ½ Σ_k |p_{bhqk} − E_b' p_{b'hqk}|           (0: the same map for every image)
     layer similarity σ_l  = E_{b,q} (1 − ½ Σ_k |p̄^l_{bqk} − p̄^{l−1}_{bqk}|), p̄ = mean over heads
+    offset share    s_h   = max_δ E_{b,q} p_{bh,q,q+δ}                           (1: one fixed shift; 1/N: uniform)
 """
 
 from __future__ import annotations
@@ -77,6 +78,22 @@ def image_dependence(p: torch.Tensor, mean: torch.Tensor | None = None) -> torch
             return torch.full((p.shape[1],), float("nan"), dtype=p.dtype)
         mean = p.mean(0)
     return 0.5 * (p - torch.as_tensor(mean).to(p)).abs().sum(-1).mean((0, 2))
+
+
+def offset_share(p: torch.Tensor) -> torch.Tensor:
+    """(h,) a head's positional signature: max over relative offsets δ of E_{b,q} p_{bhq,q+δ}, the share of its
+    attention mass at one fixed shift over every query and image (0 where q + δ is off the grid). 1 for a head
+    that attends to one shift (for δ ≠ 0 the share of queries with q + δ on the grid), 1/N for uniform
+    attention. p of shape (B, h, N, N) on a square grid (`token_grid`)."""
+    p = _check(p)
+    height, width = token_grid(p.shape[-1])
+    ys, xs = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
+    ys, xs = ys.reshape(-1), xs.reshape(-1)
+    index = (ys[None, :] - ys[:, None] + height - 1) * (2 * width - 1) + (xs[None, :] - xs[:, None] + width - 1)
+    mean = p.mean(0).reshape(p.shape[1], -1)  # (h, N·N): over images
+    sums = torch.zeros(p.shape[1], (2 * height - 1) * (2 * width - 1), dtype=p.dtype, device=p.device)
+    sums.index_add_(1, index.reshape(-1).to(p.device), mean)
+    return sums.amax(-1) / p.shape[-1]
 
 
 def layer_similarity(p: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:

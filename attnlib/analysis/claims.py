@@ -19,10 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnlib import experiments
+from attnlib.analysis import controls
 from attnlib.analysis.literature import PAPER, RE
 from attnlib.analysis.rules import (
     COMPARABLE_SIZE,
-    DIFFERENT_LAYERS,
     FAR_FROM_RESNET,
     FIFTH,
     FIG8_CONTROL,
@@ -48,7 +48,6 @@ from attnlib.analysis.rules import (
     _ha_fifth,
     _ha_gain,
     _ha_last_not_sparse,
-    _ha_layers_differ,
     _ha_local_then_far,
     _learned_fixed_shifts,
     _quadratic_local_then_far,
@@ -83,6 +82,21 @@ CLAIMS: tuple[Claim, ...] = (
         "mean displacement of the centres Δ from their initial values at the end of training, per layer",
         f"reproduced when every layer moved ≥ {MOVED_TOKENS} key positions, not reproduced when none did",
         _centres_leave_init,
+    ),
+    Claim(
+        "centres_grid",
+        "Quadratic centres settle on a grid",
+        PAPER,
+        "§4, centres during training (paraphrase)",
+        "The heads' centres move away from their random initialisation and end up on a grid around the query "
+        "pixel (a K×K neighbourhood, one head per offset).",
+        "mean distance (key positions) of each layer's centres Δ from the offsets of a K×K grid around the query "
+        "(K² heads; K odd: the centred grid, K even: the best of the four grids half a position off), heads "
+        "matched one-to-one to offsets (Hungarian assignment), at the end and at initialisation (centres.npz)",
+        f"a model passes when some layer ends below {controls.GRID_NEAR:g} key positions from the grid and was "
+        "not that close at initialisation (the paper shows one layer); reproduced when every quadratic model "
+        "passes, not reproduced when none does, inconclusive otherwise",
+        controls.centres_on_grid,
     ),
     Claim(
         "centres_depth",
@@ -120,6 +134,32 @@ CLAIMS: tuple[Claim, ...] = (
         f"reproduced when some layer reaches ≥ {IMAGE_DEPENDENT} in every model with content, "
         f"not reproduced below {IMAGE_DEPENDENT / 2:g} in all",
         _content_depends_on_image,
+    ),
+    Claim(
+        "content_shift_heads",
+        "With content, some heads still attend to a fixed shift",
+        PAPER,
+        "§4, learned encoding with content (paraphrase)",
+        "With content-based attention some heads still attend to a fixed shift; others use the content.",
+        "per head, the largest share of its attention mass at one relative offset over every query and the saved "
+        "test images (attention.npz's offset means; 1: a fixed shift, 1/N: uniform), at the end and at "
+        "initialisation (a fresh model of the same configuration, seed 0, on 8 random images)",
+        f"a model passes when some head reaches a share ≥ {controls.SHIFT_SHARE:g} that it did not have at "
+        "initialisation; reproduced when every model with content passes, not reproduced when none does, "
+        "inconclusive otherwise",
+        controls.fixed_shift_heads,
+    ),
+    Claim(
+        "quadratic_vs_learned",
+        "Quadratic as well as or better than learned",
+        PAPER,
+        "§3, after Lemma 2 (paraphrase)",
+        "The quadratic encoding performs as well as or better than the learned one.",
+        f"quadratic − learned test accuracy over seeds (points), each 9-head quadratic model against "
+        f"{controls.LEARNED_BASE}: Welch 95% interval and Holm-adjusted p across the pairs",
+        "reproduced when every pair is higher after Holm's adjustment, not reproduced when some pair is lower "
+        "after it, inconclusive otherwise (an interval holding 0 cannot show 'as well as')",
+        controls.quadratic_vs_learned,
     ),
     Claim(
         "near_resnet",
@@ -162,9 +202,14 @@ CLAIMS: tuple[Claim, ...] = (
         RE,
         "§5, HA attention maps",
         "“every layer learns to attend to a different pattern”",
-        "similarity σ of consecutive layers' head-averaged maps (1: identical)",
-        f"reproduced when every HA model stays below σ = {DIFFERENT_LAYERS:g}; not reproduced when none does",
-        _ha_layers_differ,
+        "similarity σ of consecutive layers (1: identical) over the saved query pixels of the first test images, "
+        "head-averaged and per head (each head against the most alike head of the layer before, mean over "
+        "heads), of each HA model and of its own normal model (the control)",
+        "a pair passes when HA's most alike step is no more alike than its normal model's, within "
+        f"{controls.SIGMA_MARGIN:g}, on both measures, fails when more alike on both, and is inconclusive when "
+        f"they disagree or both models' maps are near uniform (peaks < {FLAT_PEAK:g}×); reproduced when every "
+        "pair passes, not reproduced when every pair fails, inconclusive otherwise",
+        controls.layers_differ,
     ),
     Claim(
         "ha_depth",
@@ -201,13 +246,19 @@ CLAIMS: tuple[Claim, ...] = (
 EVIDENCE: dict[str, tuple[tuple[str, ...], str]] = {
     "theorem": ((), "live"),
     "centres_move": (QUADRATIC, "maps"),
+    "centres_grid": (QUADRATIC, "maps"),
     "centres_depth": (QUADRATIC, "maps"),
     "learned_shifts": (LEARNED_POSITIONAL, "maps"),
     "content_maps": (LEARNED_CONTENT, "maps"),
+    "content_shift_heads": (LEARNED_CONTENT, "maps"),
+    "quadratic_vs_learned": ((controls.LEARNED_BASE, *controls.QUADRATIC_PAIRS), "seeds"),
     "near_resnet": (("resnet18", *QUADRATIC, *LEARNED_POSITIONAL, *LEARNED_CONTENT), "means"),
     "ha_gain": (tuple(n for b in HA_PAIRS for n in (b, b + "_ha")), "seeds"),
     "ha_params": ((), "counted"),
-    "ha_layers_differ": (tuple(b + "_ha" for b in HA_PAIRS), "maps"),
+    "ha_layers_differ": (
+        tuple(n for b in HA_PAIRS if not b.startswith("san_") for n in (b, b + "_ha")),  # SAN: no token maps
+        "maps",
+    ),
     "ha_depth": ((FIG8_MODEL, FIG8_CONTROL), "maps"),
     "ha_not_sparse": ((FIG8_MODEL, FIG8_CONTROL), "maps"),
 }

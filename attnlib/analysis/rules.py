@@ -42,7 +42,6 @@ IMAGE_DEPENDENT = 0.1  # total-variation distance between an image's map and the
 NEAR_RESNET, FAR_FROM_RESNET = 2.0, 5.0  # accuracy points behind ResNet18
 HA_GAIN = 5.0  # [Re]: "at least 5% gain in each case", read as 5 accuracy points
 FIFTH = 0.25  # "almost 1/5th of the parameters": a ratio of at most 1/4
-DIFFERENT_LAYERS = 0.8  # layer similarity σ below this: consecutive layers attend differently
 COMPARABLE_SIZE = 1.25  # "a comparable number of parameters": within 25% of each other
 
 
@@ -441,17 +440,6 @@ def _ha_fifth(ev: Evidence):
         return "parameter counts not computed", NOT_MEASURED
     text = "; ".join(f"{b}: {r:.2f}" for b, r in ratios.items())
     return text, REPRODUCED if all(r <= FIFTH for r in ratios.values()) else NOT_REPRODUCED
-
-
-def _ha_layers_differ(ev: Evidence):
-    profiles = _profiles(ev, [b + "_ha" for b in HA_PAIRS])
-    sims = {n: [p["similarity"] for p in prof if "similarity" in p] for n, prof in profiles.items()}
-    sims = {n: s for n, s in sims.items() if s}
-    if not sims:
-        return "no HA token attention saved", NOT_MEASURED
-    text = "; ".join(f"{ev.name(n)}: σ {_fmt_layers(s)}" for n, s in sims.items())
-    below = [max(s) < DIFFERENT_LAYERS for s in sims.values()]
-    return text, REPRODUCED if all(below) else NOT_REPRODUCED if not any(below) else INCONCLUSIVE
 
 
 def _secondary(ev: Evidence, key: str, unit: str, spec="{:.1f}") -> str:

@@ -294,3 +294,43 @@ def below_target(table, preset: str) -> list[tuple[str, float]]:
     low = attention_rows(table)
     low = low[low["accuracy"] < experiments.BUDGET_TARGET]
     return list(zip(low["experiment"], low["accuracy"], strict=True))
+
+
+#: Table 1's cost columns as `table1_cost` gives them.
+COST_COLUMNS = ("experiment", "model", "params", "flops", "printed_params", "printed_flops", "derived_params")
+
+
+def table1_cost(names=None, preset: str = "paper"):
+    """Table 1 of Cordonnier et al. at `preset` (default the paper's settings): per model of `names` (default
+    `table1_names`) its trainable parameters and the FLOPs of one forward pass on one 32×32 image, counted
+    live (`attnlib.models.cost.model_cost`: torch.utils.flop_counter, 2 per multiply-add), beside the paper's
+    printed figures where the research notes hold one (`printed_params`, `printed_flops`: "not found" where
+    none was read; never an estimate) and the parameters derived from the official code (`derived_params`,
+    not printed anywhere; None where not derived). Reads no saved run."""
+    import pandas as pd
+
+    from attnlib.analysis import literature
+    from attnlib.models.cost import model_cost
+
+    def printed(name: str, quantity: str):
+        found = [r for r in literature.references(name, literature.PAPER, quantity) if r.kind == "printed"]
+        return found[0].value if found else "not found"
+
+    def derived(name: str):
+        found = [r for r in literature.references(name, literature.PAPER, "params") if r.kind == "derived"]
+        return int(found[0].value) if found else None
+
+    rows = []
+    for name in names or table1_names():
+        cost = model_cost(name, preset)
+        rows.append(
+            {
+                "experiment": name,
+                "model": experiments.get(name).title,
+                **cost,
+                "printed_params": printed(name, "params"),
+                "printed_flops": printed(name, "flops"),
+                "derived_params": derived(name),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(COST_COLUMNS))

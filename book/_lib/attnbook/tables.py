@@ -615,3 +615,30 @@ def seeds_frame(runs: dict, params: Params):
 def table3_frame(runs: dict, params: Params):
     """Table 3 of the chapter's ``runs``: ``seeds_frame``."""
     return seeds_frame(runs, params)
+
+
+def cost_table(names, preset: str = "paper"):
+    """Table 1's size columns at `preset` (default the paper's settings), as strings: each model's trainable
+    parameters and FLOPs of one forward pass on one 32×32 image, counted live
+    (``attnlib.results.tables.table1_cost``), beside the paper's printed #params and #FLOPs ("not found" where
+    the research notes hold none) and the parameters derived from the official code (‡, not printed)."""
+    import pandas as pd
+
+    from attnlib.results.tables import table1_cost
+
+    def printed(value) -> str:
+        return value if isinstance(value, str) else f"{value:,.0f}"
+
+    cost = table1_cost(names, preset)
+    return pd.DataFrame(
+        {
+            "model": cost["model"],
+            "params (counted)": [f"{p:,}" for p in cost["params"]],
+            "GFLOPs (counted)": [f"{f / 1e9:.2f}" for f in cost["flops"]],
+            "#params (printed)": [printed(v) for v in cost["printed_params"]],
+            "#FLOPs (printed)": [printed(v) for v in cost["printed_flops"]],
+            "params, official code ‡": [
+                NOT_FOUND_CELL if pd.isna(v) else f"{int(v):,}" for v in cost["derived_params"]
+            ],
+        }
+    )

@@ -1,0 +1,253 @@
+"""The tests of the claims that issue 29 §2–3 added to the ledger, each judged against a control: the quadratic
+centres on a grid (against initialisation), quadratic against learned (over seeds, Holm across the pairs),
+HA's layers against its own normal model's (σ head-averaged and per head), and the fixed-shift heads of the
+content models (a per-head positional signature, against uniform attention and initialisation). Thresholds
+are here, beside the rules; `attnlib.analysis.claims` lists the claims.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from attnlib import measures
+from attnlib.analysis.rules import (
+    FLAT_PEAK,
+    HA_PAIRS,
+    INCONCLUSIVE,
+    LEARNED_CONTENT,
+    NOT_MEASURED,
+    NOT_REPRODUCED,
+    QUADRATIC,
+    REPRODUCED,
+    Evidence,
+    _fmt_layers,
+)
+
+GRID_NEAR = 0.25  # mean distance (key positions) of a layer's centres from their matched grid offsets: on it
+QUADRATIC_PAIRS = ("quadratic_iso_9h", "quadratic_aniso_9h")  # each against LEARNED_BASE, same heads
+LEARNED_BASE = "learned_9h"
+SIGMA_MARGIN = 0.02  # σ of HA above its normal model's by more than this: HA's layers attend more alike
+SHIFT_SHARE = 0.5  # a head with at least half its attention mass at one relative offset: a fixed-shift head
+
+
+def _verdict(passes: list[bool | None]) -> str:
+    """reproduced when every model passes, not reproduced when every one fails, inconclusive otherwise."""
+    if all(p is True for p in passes):
+        return REPRODUCED
+    return NOT_REPRODUCED if all(p is False for p in passes) else INCONCLUSIVE
+
+
+# ------------------------------------------------------------------------------- centres on a grid
+def grid_blocks(heads: int) -> list[np.ndarray] | None:
+    """The K×K blocks of integer offsets (row, column) around the query that K² heads can take, one head per
+    offset (Paper A's Δ_K): for odd K the centred block {−⌊K/2⌋ … ⌊K/2⌋}², for even K the four blocks whose
+    centre lies half a position from the query; None when `heads` is not a square."""
+    k = math.isqrt(heads)
+    if k * k != heads:
+        return None
+    starts = [-(k // 2)] if k % 2 else [-(k // 2), -(k // 2) + 1]
+    return [
+        np.array([(r, c) for r in range(a, a + k) for c in range(b, b + k)], np.float64)
+        for a, b in itertools.product(starts, starts)
+    ]
+
+
+def grid_distance(centres) -> float | None:
+    """Mean distance (key positions) of h centres (h, 2) from the offsets of a K×K grid around the query,
+    heads matched one-to-one to offsets (Hungarian assignment of the distances), the best of `grid_blocks`;
+    0 for centres exactly on the grid. None when h is not a square."""
+    from scipy.optimize import linear_sum_assignment
+
+    centres = np.asarray(centres, np.float64)
+    blocks = grid_blocks(centres.shape[0])
+    if blocks is None:
+        return None
+    best = math.inf
+    for block in blocks:
+        cost = np.linalg.norm(centres[:, None, :] - block[None, :, :], axis=-1)
+        rows, cols = linear_sum_assignment(cost)
+        best = min(best, float(cost[rows, cols].mean()))
+    return best
+
+
+def centre_grid(run) -> tuple[list[float], list[float]] | None:
+    """(end, init): `grid_distance` of each layer's centres after the last epoch and at initialisation, from
+    a saved run's centres log; None without one (or with a head count that is not a square)."""
+    centres = measures.logged_centres(run)
+    if centres is None or grid_blocks(centres.shape[2]) is None:
+        return None
+    return [grid_distance(c) for c in centres[-1]], [grid_distance(c) for c in centres[0]]
+
+
+def _grid_passes(end: list[float], init: list[float]) -> bool:
+    """Some layer ends on the grid (below GRID_NEAR) that was not on it at initialisation."""
+    return any(e < GRID_NEAR <= i for e, i in zip(end, init, strict=True))
+
+
+def centres_on_grid(ev: Evidence):
+    parts, passes = [], []
+    for name in QUADRATIC:
+        found = centre_grid(ev.runs.get(name))
+        if found is None:
+            continue
+        end, init = found
+        passes.append(_grid_passes(end, init))
+        parts.append(f"{ev.name(name)}: {_fmt_layers(end)} per layer (at initialisation {_fmt_layers(init)})")
+    if not passes:
+        return "no quadratic centres log saved", NOT_MEASURED
+    return "; ".join(parts) + " key positions", _verdict(passes)
+
+
+# ------------------------------------------------------------------- quadratic against learned
+def quadratic_vs_learned(ev: Evidence):
+    """Each quadratic 9-head model against the learned 9-head model over the saved seeds of one preset:
+    Welch's interval of quadratic − learned and Holm's adjustment across the pairs; a pair counts as "higher"
+    / "lower" only when it survives the adjustment (`stats.family_verdict`)."""
+    from attnlib import experiments
+    from attnlib.analysis import stats
+
+    base = ev.accuracies.get(LEARNED_BASE) or []
+    pairs = [n for n in QUADRATIC_PAIRS if ev.accuracies.get(n) and base]
+    pairs = [
+        n for n in pairs if ev.seed_presets.get(n, ev.preset) == ev.seed_presets.get(LEARNED_BASE, ev.preset)
+    ]
+    if not pairs:
+        return f"{LEARNED_BASE} or the quadratic models not saved at one preset", NOT_MEASURED
+    tests = {n: stats.welch(base, ev.accuracies[n]) for n in pairs}
+    adjusted = dict(zip(pairs, stats.holm([w.p for w in tests.values()]), strict=True))
+    parts, passes = [], []
+    for name, w in tests.items():
+        said = stats.family_verdict(w, adjusted[name])
+        passes.append(True if said == "higher" else False if said == "lower" else None)
+        holm = "" if adjusted[name] is None else f", Holm p {adjusted[name]:.3f}"
+        parts.append(
+            f"{ev.seeds_name(name)} − {LEARNED_BASE}: {w.difference} points (n = {w.n[1]}/{w.n[0]}{holm})"
+        )
+    preset = ev.seed_presets.get(LEARNED_BASE, ev.preset)
+    names = (*pairs, LEARNED_BASE) if preset in experiments.PRESETS else ()
+    epochs = {n: experiments.preset_for(n, preset).train.epochs for n in names}
+    if len(set(epochs.values())) > 1:
+        parts.append("epochs " + ", ".join(f"{n} {e}" for n, e in epochs.items()) + " (the preset's budget)")
+    verdict = NOT_REPRODUCED if False in passes else REPRODUCED if all(passes) else INCONCLUSIVE
+    return "; ".join(parts), verdict
+
+
+# -------------------------------------------------------------- HA's layers against its normal model
+def step_similarity(run) -> tuple[list[float], list[float], float] | None:
+    """(σ head-averaged, σ per head, top peak) of a saved run's token attention over its saved query pixels
+    of the first test images (attention.npz): per step l ≥ 1, `measures.layer_similarity` of layers l and
+    l − 1, and the mean over heads h of layer l of the similarity E(1 − TV) of head h with the most alike
+    head of layer l − 1 (1: the pattern was already there); top peak: the largest layer peak (× uniform)."""
+    import torch
+
+    att = None if run is None else run.attention
+    if not att or "rows" not in att:
+        return None
+    rows = torch.as_tensor(np.asarray(att["rows"], np.float64))  # (images, L, heads, Q, N)
+    if rows.shape[1] < 2:
+        return None
+    averaged, per_head = [], []
+    for layer in range(1, rows.shape[1]):
+        now, before = rows[:, layer], rows[:, layer - 1]
+        averaged.append(float(measures.layer_similarity(now, before)))
+        tv = 0.5 * (now[:, :, None] - before[:, None, :]).abs().sum(-1).mean((0, 3))  # (h, h')
+        per_head.append(float((1 - tv).amax(-1).mean()))
+    top = max(float(measures.peak(rows[:, i]).max()) for i in range(rows.shape[1]))
+    return averaged, per_head, top
+
+
+def _against_control(ha: list[float], control: list[float]) -> bool:
+    """True when HA's most alike step is no more alike than its normal model's (within SIGMA_MARGIN), False
+    when it is more alike by more than that."""
+    return max(ha) <= max(control) + SIGMA_MARGIN
+
+
+def layers_differ(ev: Evidence):
+    """Every HA model with token maps against its own normal model: both sides' σ per step, head-averaged
+    and per head; a pair passes when HA is within SIGMA_MARGIN of its model or below on both, fails when
+    above on both, and is inconclusive when the two disagree or both models' maps are near uniform (every
+    layer peaks below FLAT_PEAK × uniform: σ ≈ 1 whatever the pattern)."""
+    parts, passes = [], []
+    for base in HA_PAIRS:
+        ha, normal = step_similarity(ev.runs.get(base + "_ha")), step_similarity(ev.runs.get(base))
+        if ha is None or normal is None:
+            continue
+        flat = max(ha[2], normal[2]) < FLAT_PEAK
+        both = [_against_control(ha[i], normal[i]) for i in (0, 1)]
+        passes.append(None if flat or both[0] != both[1] else both[0])
+        parts.append(
+            f"{ev.name(base + '_ha')}: σ {_fmt_layers(ha[0])}, per head {_fmt_layers(ha[1])}; its model "
+            f"{ev.name(base)}: σ {_fmt_layers(normal[0])}, per head {_fmt_layers(normal[1])}"
+            + (f" (both near uniform: peaks ≤ {max(ha[2], normal[2]):.2f}×)" if flat else "")
+        )
+    if not passes:
+        return "no HA model and its normal model both saved with token attention", NOT_MEASURED
+    return "; ".join(parts), _verdict(passes)
+
+
+# ------------------------------------------------------------------------ fixed-shift heads
+def shift_shares(run) -> np.ndarray | None:
+    """(L, h) the positional signature of each head of a saved run: the largest share of its attention mass
+    at one relative offset, over every query and the saved test images (the maximum of attention.npz's
+    `offset_mean`; 1 for a head that attends to one fixed shift, 1/N for uniform attention)."""
+    att = None if run is None else run.attention
+    if not att or "offset_mean" not in att:
+        return None
+    return np.asarray(att["offset_mean"], np.float64).max(axis=(-2, -1))
+
+
+# initial_shares' answers: {(name, preset, ids of the registry objects behind them): (shares, those objects)}
+_INITIAL: dict[tuple, tuple[np.ndarray, tuple]] = {}
+
+
+def initial_shares(name: str, preset: str) -> np.ndarray:
+    """(L, h) `measures.offset_share` of a freshly built model of `name` at `preset` (seed 0) on 8 random
+    images: where its heads start. Deterministic, computed once per process per registry entry."""
+    import torch
+
+    from attnlib import experiments
+
+    sources = (experiments.EXPERIMENTS.get(name), experiments.PRESET_TABLE.get(preset))
+    key = (name, preset, *map(id, sources))
+    if key not in _INITIAL:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(0)
+            model = experiments.build_model(name, preset).eval()
+            maps = model(torch.randn(8, 3, 32, 32), return_attention=True)[1]
+        shares = np.stack([measures.offset_share(m).numpy() for m in maps if m.dim() == 4])
+        _INITIAL[key] = (shares, sources)
+    return _INITIAL[key][0].copy()
+
+
+def _shift_line(ev: Evidence, name: str, shares: np.ndarray, init: np.ndarray | None) -> str:
+    layer, head = np.unravel_index(int(shares.argmax()), shares.shape)
+    count = int((shares >= SHIFT_SHARE).sum())
+    text = (
+        f"{ev.name(name)}: {count} of {shares.size} heads ≥ {SHIFT_SHARE:g} (best {shares.max():.2f}, layer "
+    )
+    text += f"{layer + 1} head {head + 1}"
+    return text + (")" if init is None else f"; at initialisation best {init.max():.2f})")
+
+
+def fixed_shift_heads(ev: Evidence):
+    """Paper A's content model still has heads at a fixed shift: a model passes when some head puts at least
+    SHIFT_SHARE of its mass at one relative offset over queries and images and did not at initialisation;
+    uniform attention's share (1/N) is named beside them."""
+    parts, passes, uniform = [], [], None
+    for name in LEARNED_CONTENT:
+        shares = shift_shares(ev.runs.get(name))
+        if shares is None:
+            continue
+        init = initial_shares(name, ev.preset_of(name))
+        start = init if init.shape == shares.shape else np.full(shares.shape, init.max())  # per head if alike
+        passes.append(bool(((shares >= SHIFT_SHARE) & (start < SHIFT_SHARE)).any()))
+        parts.append(_shift_line(ev, name, shares, init))
+        grid = np.asarray(ev.runs[name].attention["grid"])
+        uniform = 1 / int(np.prod(grid))
+    if not passes:
+        missing = " and ".join(LEARNED_CONTENT)
+        return f"no learned-with-content run saved for today's configuration ({missing})", NOT_MEASURED
+    return "; ".join(parts) + f"; uniform {uniform:.3f}", _verdict(passes)
