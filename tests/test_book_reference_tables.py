@@ -146,3 +146,28 @@ def test_bench_setup_stays_in_the_rows_where_it_varies_within_a_shapes():
     _, more, setup = book.throughput_tables(report)
     assert setup is None
     assert more[("", "batch")].tolist()[:2] == ["100", "50"] and ("", "layers_timed") in more.columns
+
+
+def test_show_table_sets_numbers_right_and_writes_no_nan(monkeypatch):
+    """Issue 31: a missing value reads "—" (never "nan"), a float two decimals (never "0.620000"), and the
+    columns of numbers (formatted or not, with their marks) are right-aligned with their headers."""
+    import IPython.display
+    import pandas as pd
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj.data))
+    frame = pd.DataFrame(
+        {
+            "model": ["SAN pairwise", "ViT, HA"],
+            "size (MiB)": [0.62, 5.62],
+            "trainable parameters": ["161,372", book.MISSING],
+            "field": [float("nan"), "learned"],
+        }
+    )
+    assert book.display.number_columns(frame) == ["size (MiB)", "trainable parameters"]
+    book.show_table(frame, caption="T")
+    page = shown[0]
+    assert ">0.62<" in page and "0.620000" not in page and ">nan<" not in page and ">—<" in page
+    style = page.split("</style>")[0]  # two columns right-aligned: their cells and their headers
+    assert all(f in style for f in ("level0.col1", "level0.col2", "_row0_col1", "_row1_col2")), style
+    assert "col0" not in style and "col3" not in style and "text-align: right" in style

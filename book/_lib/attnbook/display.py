@@ -179,7 +179,7 @@ def number_columns(frame) -> list:
     found = []
     for column in frame.columns:
         cells = [v for v in frame[column].tolist() if not (v is None or (isinstance(v, float) and v != v))]
-        if isinstance(column, tuple) and column[0] == "" or not cells:
+        if not cells:
             continue
         texts = [v if isinstance(v, str) else None for v in cells]
         numbers = [
