@@ -45,7 +45,8 @@ $(BOOK_STAMP): $(STAMP) $(BOOK_INPUTS)
 	$(MAKE) book
 
 # Every page of the built book in headless Chromium, network off (tools/bookcheck.py): fails on
-# unrendered TeX, a remote request, a JavaScript error or a figure wider than the page; screenshots in
+# unrendered TeX, a remote request, a JavaScript error, a figure wider than the page, one figure shown twice
+# on a page or a model's code id in a sentence; screenshots in
 # _build/screenshots/. Needs Debian's `chromium` (apt-get install chromium).
 check-book: setup chromium $(BOOK_STAMP)
 	$(PY) tools/bookcheck.py _build/html

@@ -109,7 +109,7 @@ book.glue_text("repro_total", len(frame), "{:d}")
 book.show_table(
     book.results_table(frame, params.preset),
     caption=f"Table 1. Our models at preset {params.preset}: test accuracy (mean ± sd over the n saved seeds), "
-    "trainable parameters in millions and inference wall time per image.",
+    "trainable parameters and inference wall time per image (the median, as in Table 3).",
     wrap_names=True,
 )
 book.note(book.timing_markdown(params))

@@ -167,11 +167,11 @@ else:
 names = ["san_pairwise", "san_pairwise_ha", "san_patchwise", "san_patchwise_ha", "vit", "vit_ha"]
 presets = list(dict.fromkeys(["paper", params.preset]))
 sizes = pd.DataFrame(
-    {f"params at {p}": [experiments.count_parameters(n, p) for n in names] for p in presets},
+    {f"parameters at preset {p}": [experiments.count_parameters(n, p) for n in names] for p in presets},
     index=[book.title(n) for n in names],
 )
 book.show_table(
-    sizes.map(lambda v: f"{v / 1e6:.2f} M").reset_index(names="model"),
+    sizes.map(lambda v: f"{v:,}").reset_index(names="model"),  # whole counts: HA's small ones differ too
     caption="Trainable parameters of SAN, ViT and their HA variants, counted from the registry.",
 )
 ratio = sizes.iloc[1::2].to_numpy() / sizes.iloc[0::2].to_numpy()

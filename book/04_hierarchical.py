@@ -141,8 +141,8 @@ book.show_folded_table(quirk_models, "Where each difference was measured, and th
 book.show_table(
     book.results_table(frame, params.preset, pairs=True, paper_params=paper_params),
     caption=f"Table 3. Each model and its HA variant at preset {params.preset}: test accuracy as mean ± sd "
-    "over the n saved seeds, trainable parameters in millions (as trained, and at the paper's settings) and "
-    "inference wall time per image.",
+    "over the n saved seeds, trainable parameters (as trained, and at the paper's settings) and "
+    "inference wall time per image (the median, as in Table 1).",
     wrap_names=True,
 )
 book.note(book.timing_markdown(params))

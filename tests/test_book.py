@@ -490,7 +490,9 @@ def test_appendix_b_follows_the_report():
     ]
     text = (BOOK / "05_appendix.py").read_text()
     found = re.findall(
-        r"### (B\.\d+) [^\n]*\n\n# %% tags=\[\"hide-input\"\]\nbook\.show_attention\(runs\[\"(\w+)\"\]", text
+        r"### (B\.\d+) [^\n]*\n\n# %% tags=\[\"hide-input\"\]\n"
+        r"book\.show_attention\((?:\s*#[^\n]*)?\s*runs\[\"(\w+)\"\]",
+        text,
     )
     assert found == [(f"B.{i}", name) for i, name in enumerate(report_order, 1)]
     assert len(re.findall(r"### B\.\d+ ", text)) == 10  # extra figures get other labels
@@ -570,10 +572,10 @@ def test_results_and_literature_tables_read_like_the_report():
         ("", "model"),
         ("", "heads"),
         ("test accuracy (%)", "budget"),
-        ("params (M)", "budget"),
-        ("wall time", "ms"),
-    ]
-    assert table.iloc[0].tolist() == ["SA quadratic (isotropic)", "9", "49.0", "0.24", "1.80"]
+        ("trainable parameters", "budget"),
+        ("wall time, median", "ms"),
+    ]  # one wall-time statistic in both tables, named in the header
+    assert table.iloc[0].tolist() == ["SA quadratic (isotropic)", "9", "49.0", "235,574", "1.80"]
     assert table.iloc[2, :2].tolist() == ["SA learned 2D + content, HA", "9"]
     assert table.iloc[2, 2] == book.NOT_USED["stale"] and table.iloc[3].tolist()[1:3] == ["—", book.MISSING]
     pairs = book.results_table(
@@ -583,29 +585,29 @@ def test_results_and_literature_tables_read_like_the_report():
         ("", "model"),
         ("", "variant"),
         ("test accuracy (%)", "budget"),
-        ("params (M)", "budget"),
-        ("params (M)", "paper"),
-        ("wall time", "ms"),
+        ("trainable parameters", "budget"),
+        ("trainable parameters", "paper"),
+        ("wall time, median", "ms"),
     ]
     assert pairs.iloc[2, :2].tolist() == ["SA learned 2D + content, 9 heads", "HA"]
-    assert pairs.iloc[0, 2:].tolist() == ["49.0", "0.24", "2.00", "1.80"]
-    assert pairs["params (M)", "paper"].eq("2.00").all()
+    assert pairs.iloc[0, 2:].tolist() == ["49.0", "235,574", "2,000,000", "1.80"]  # whole counts
+    assert pairs["trainable parameters", "paper"].eq("2,000,000").all()
     assert pairs.iloc[2, 2] == book.NOT_USED["stale"] and pairs.iloc[3, 3] == book.MISSING
     shown = book.results_table(_seeds_frame(), "smoke", pairs=True)  # Table 3 with seeds
     assert shown.columns.tolist()[2:] == [
         ("test accuracy (%), smoke", "mean ± sd (n)"),
-        ("params (M)", "smoke"),
-        ("wall time", "ms"),
-        ("wall time", "HA / model"),
+        ("trainable parameters", "smoke"),
+        ("wall time, median", "ms"),
+        ("wall time, median", "HA / model"),
     ]
     assert shown.iloc[:, 2:].values.tolist() == [
-        ["43.4 (1)", "0.67", "2.89", ""],
-        ["47.9\u00a0±\u00a00.1 (2)", "0.17", "2.36", "1.02×"],  # a number does not break across lines
+        ["43.4 (1)", "665,418", "2.89", ""],
+        ["47.9\u00a0±\u00a00.1 (2)", "172,362", "2.36", "1.02×"],  # a number does not break across lines
         [book.MISSING, book.MISSING, book.NOT_MEASURED, ""],
     ]
     names = ["resnet18", "quadratic_iso_9h", "quadratic_aniso_9h", "san_pairwise", "learned_content_9h_ha"]
     literature = book.literature_table(names)  # laid out as Table 1: units in the grouped headers
-    accuracy, params = "test accuracy (%)", "params (M)"
+    accuracy, params = "test accuracy (%)", "trainable parameters"
     assert literature.columns.tolist()[:2] == [("", "model"), ("", "heads")]
     assert {c[0] for c in literature.columns[2:]} == {accuracy, params}
     by_model = literature.set_index(("", "model"))
@@ -613,7 +615,7 @@ def test_results_and_literature_tables_read_like_the_report():
     iso = by_model.loc["SA quadratic (isotropic)"]
     assert iso[accuracy, "[Re]"] == "—" and iso[accuracy, "Cordonnier et al."] == "93.8*"
     aniso = by_model.loc["SA quadratic (non-isotropic)"]
-    assert aniso[accuracy, "[Re]"] == "93.7†" and aniso[params, "[Re]"] == "11.12‡"  # the one logged run
+    assert aniso[accuracy, "[Re]"] == "93.7†" and aniso[params, "[Re]"] == "11,124,606‡"  # the one logged run
     unit = re.compile(r"%|\d\s*M$")
     assert not any(unit.search(str(v)) for v in literature.to_numpy().ravel())
     only_re = book.literature_table(names, paper=False)
@@ -640,7 +642,7 @@ def test_results_table_cells_hold_no_units():
         assert numbers.map(lambda v: bool(unit.search(v))).sum().sum() == 0, numbers
         assert numbers.map(lambda v: v[:1].isdigit()).any().all()  # every column shows numbers
         assert {c[0] for c in numbers.columns} <= {
-            "test accuracy (%)", "test accuracy (%), smoke", "params (M)", "wall time"
+            "test accuracy (%)", "test accuracy (%), smoke", "trainable parameters", "wall time, median"
         }  # fmt: skip
 
 
@@ -741,11 +743,12 @@ def test_damaged_and_stale_results_in_the_book(damaged, monkeypatch):
     table = book.results_table(frame.reset_index(), "smoke", pairs=True)
     cells = table.set_index(table["", "model"] + "/" + table["", "variant"])
     assert cells.loc["ViT/HA", ("test accuracy (%)", "smoke")] == book.NOT_USED["damaged"]
-    assert cells.loc["ViT/normal", ("params (M)", "smoke")] == book.NOT_USED["stale"]
-    assert cells.loc["ResNet18/normal", ("wall time", "ms")] == book.MISSING
+    assert cells.loc["ViT/normal", ("trainable parameters", "smoke")] == book.NOT_USED["stale"]
+    assert cells.loc["ResNet18/normal", ("wall time, median", "ms")] == book.MISSING
     prose = book.provenance_markdown(frame.reset_index())
-    assert "`vit_ha` is damaged" in prose and "`vit` was trained with another configuration" in prose
-    assert escaped("train.epochs: 2 saved, 1 now") in prose  # the detail shown as typed (test_phrases)
+    assert f"{escaped(book.title('vit_ha'))} is damaged" in prose  # display names, the details as code
+    assert "ViT was trained with another configuration (``" in prose
+    assert "train.epochs: 2 saved, 1 now" in prose  # the detail shown as typed, in a code span
     notes = []
     monkeypatch.setattr(display, "note", lambda text, kind="note": notes.append(text))
     book.note_missing("Table 3", "smoke", names, runs.status)

@@ -15,7 +15,11 @@ from attnlib.lab import bench
 
 
 def _plain(name: str) -> str:
-    return name.replace("<wbr>", "")
+    """A header or cell as the code id it stands for: breaks removed, a display name read back."""
+    from attnlib.experiments import EXPERIMENTS
+
+    name = name.replace("<wbr>", "")
+    return {e.title: n for n, e in EXPERIMENTS.items()}.get(name, name)
 
 
 def test_pack_groups_keeps_groups_whole_unless_too_big():
@@ -55,15 +59,18 @@ def test_protocol_tables_keep_every_setting(preset):
 def test_model_tables_keep_every_field(family):
     full = book.model_table("budget", family)
     chunks = book.model_tables("budget", family)
+    by_title = {book.title(n): n for n in full.index}  # the headers are display names, never code ids
     seen = []
     for groups, table in chunks:
-        names = [_plain(c) for c in table.columns[1:]]
+        names = [by_title[c] for c in table.columns[1:]]
         assert 1 <= len(names) <= book.REFERENCE_COLUMNS
         assert {book.group(n) for n in names} == set(groups)
         shown = table.set_index("field")
         assert list(shown.index) == list(full.columns)
         for column, name in zip(table.columns[1:], names, strict=True):
-            assert [shown.loc[f, column] for f in full.columns] == [str(v) for v in full.loc[name]]
+            assert [shown.loc[f, column] for f in full.columns] == [
+                "—" if v is None or v != v else str(v) for v in full.loc[name]
+            ]  # a field the model does not have: "—", never "nan"
         seen += names
     assert seen == list(full.index)
     if family == "paper":  # twelve models: a table per kind of attention, the six with content in two
@@ -139,3 +146,28 @@ def test_bench_setup_stays_in_the_rows_where_it_varies_within_a_shapes():
     _, more, setup = book.throughput_tables(report)
     assert setup is None
     assert more[("", "batch")].tolist()[:2] == ["100", "50"] and ("", "layers_timed") in more.columns
+
+
+def test_show_table_sets_numbers_right_and_writes_no_nan(monkeypatch):
+    """Issue 31: a missing value reads "—" (never "nan"), a float two decimals (never "0.620000"), and the
+    columns of numbers (formatted or not, with their marks) are right-aligned with their headers."""
+    import IPython.display
+    import pandas as pd
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj.data))
+    frame = pd.DataFrame(
+        {
+            "model": ["SAN pairwise", "ViT, HA"],
+            "size (MiB)": [0.62, 5.62],
+            "trainable parameters": ["161,372", book.MISSING],
+            "field": [float("nan"), "learned"],
+        }
+    )
+    assert book.display.number_columns(frame) == ["size (MiB)", "trainable parameters"]
+    book.show_table(frame, caption="T")
+    page = shown[0]
+    assert ">0.62<" in page and "0.620000" not in page and ">nan<" not in page and ">—<" in page
+    style = page.split("</style>")[0]  # two columns right-aligned: their cells and their headers
+    assert all(f in style for f in ("level0.col1", "level0.col2", "_row0_col1", "_row1_col2")), style
+    assert "col0" not in style and "col3" not in style and "text-align: right" in style

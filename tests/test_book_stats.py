@@ -101,16 +101,16 @@ def test_table3_frame_shows_seed_means_and_measured_wall_times(params, seeds, mo
     assert cells.loc["vit", accuracy] == f"{mean:.1f}\u00a0±\u00a0{sd:.1f} (2)"  # %, mean ± sd (n seeds)
     assert cells.loc["san_pairwise", accuracy] == f"{100 * frame.loc['san_pairwise', 'accuracy']:.1f} (1)"
     assert cells.loc["san_pairwise_ha", accuracy] == book.MISSING
-    assert (cells["wall time", "ms"] == book.NOT_MEASURED).all()  # no timing file yet
+    assert (cells["wall time, median", "ms"] == book.NOT_MEASURED).all()  # no timing file yet
     assert "python -m attnlib time --preset smoke" in book.timing_markdown(params)
 
     monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))  # an idle machine, as the check sees it
     monkeypatch.setattr(timing, "_running_others", lambda: 0)
     report, _ = timing.run("smoke", ["vit", "vit_ha"], results_dir=seeds, warmup=1, reps=2, rounds=1)
     cells = _table3_cells(book.table3_frame(runs, params))
-    assert cells.loc["vit", ("wall time", "ms")] == f"{report['models']['vit']['median_ms']:.2f}"
-    assert cells.loc["vit_ha", ("wall time", "HA / model")] == f"{report['ratios']['vit_ha']['ratio']:.2f}×"
-    assert cells.loc["san_pairwise_ha", ("wall time", "ms")] == book.NOT_MEASURED  # trained or not
+    assert cells.loc["vit", ("wall time, median", "ms")] == f"{report['models']['vit']['median_ms']:.2f}"
+    assert cells.loc["vit_ha", ("wall time, median", "HA / model")] == f"{report['ratios']['vit_ha']['ratio']:.2f}×"
+    assert cells.loc["san_pairwise_ha", ("wall time, median", "ms")] == book.NOT_MEASURED  # trained or not
     assert book.timing_markdown(params).startswith("Wall times measured together in one process on ")
     ratio = report["ratios"]["vit_ha"]["ratio"]
     assert f"and {ratio:.2f}× its inference time (95% Welch" in book.compare_phrase(

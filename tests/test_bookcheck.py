@@ -1,7 +1,7 @@
 """The real-browser check of the book (attnlib.bookcheck): what counts as remote, which pages it opens, and,
 where Chromium is installed, that it catches each kind of fault on small pages made for it (a remote
 script, TeX or Markdown left unrendered, a JavaScript error, a figure wider than the page, a table wider than its
-column) and passes a clean page."""
+column, one figure shown twice, a code id in a sentence) and passes a clean page."""
 
 from __future__ import annotations
 
@@ -76,6 +76,50 @@ def test_injected_markup_in_the_article_is_found_and_text_is_not():
     assert bookcheck.injected_markup("<article><section><p>&lt;script&gt;</p></section></article>") == []
 
 
+#: Two 1 × 1 GIFs that differ in one byte (the colour table), as data URIs.
+_GIF = "data:image/gif;base64,R0lGODlhAQABAIAAAP///wAAACwAAAAAAQABAAACAkQBADs="
+_OTHER_GIF = "data:image/gif;base64,R0lGODlhAQABAIAAAAAAAP///ywAAAAAAQABAAACAkQBADs="
+
+
+def test_two_byte_identical_figures_on_one_page_are_found(tmp_path):
+    page = (
+        '<html><body><img src="_static/logo.png"><img src="_static/logo.png">'  # the theme's, not the article's
+        f'<article class="bd-article"><section><p>Fig. 1</p><img alt="one" src="{_GIF}">'
+        f'<img alt="other" src="{_OTHER_GIF}"><section><img alt="again" src="{_GIF}"></section>'
+        '<img src="_images/a.png"><img src="_images/b.png"><img src="_images/c.png"></section></article>'
+        "</body></html>"
+    )
+    (tmp_path / "_images").mkdir()
+    (tmp_path / "_images" / "a.png").write_bytes(b"\x89PNG one")
+    (tmp_path / "_images" / "b.png").write_bytes(b"\x89PNG two")
+    (tmp_path / "_images" / "c.png").write_bytes(b"\x89PNG one")  # another name, the same bytes
+    found = bookcheck.repeated_figures(page, tmp_path)
+    assert len(found) == 2, found
+    assert found[0].startswith("figure 3 repeats figure 1: data:image/gif")
+    assert found[1] == "figure 6 repeats figure 4: _images/c.png"
+    single = f'<article><section><img src="{_GIF}"><img src="{_OTHER_GIF}"></section></article>'
+    assert bookcheck.repeated_figures(single, tmp_path) == []
+
+
+def test_a_code_id_in_a_sentence_is_found_and_code_tables_and_maths_are_not():
+    ids = ["learned_9h", "learned_9h_pos_init", "vit", "vit_ha"]
+    page = (
+        "<html><body><nav>learned_9h in the sidebar</nav><article class='bd-article'><section>"
+        "<p>At preset budget learned_9h_pos_init reached 50.4% against ViT, HA and the vit baseline.</p>"
+        "<p>Train it with <code>python -m attnlib train learned_9h</code>; "
+        "<span class='math'>\\(vit_ha\\)</span>; see results/vit_ha/budget-seed1 in <pre>vit</pre>.</p>"
+        "<table><tr><td>learned_9h</td></tr></table>"
+        "<figure><figcaption>Maps of learned_9h.</figcaption></figure></section></article></body></html>"
+    )
+    found = bookcheck.code_ids_in_text(page, ids)
+    names = [f.split(":")[0] for f in found]  # a path in prose counts too: a path is code
+    assert names == ["learned_9h_pos_init", "vit", "vit_ha", "learned_9h"], found
+    assert "reached 50.4%" in found[0]
+    clean = "<article><section><p>SA learned 2D, 9 heads, and ViT, HA</p></section></article>"
+    assert bookcheck.code_ids_in_text(clean, ids) == []
+    assert "vit_ha" in bookcheck.experiment_ids()
+
+
 PAGES = {
     "injected.html": '<html><body><article class="bd-article"><section><p>data: <b onmouseover="alert(1)">'
     "cifar10</b></p></section></article></body></html>",
@@ -90,6 +134,8 @@ PAGES = {
     "error.html": "<html><body><p>text</p><script>undefinedFunction();</script></body></html>",
     "markdown.html": "<html><body><p>0 of the 6 `converge` runs</p><table><caption>**Wall time** of"
     "</caption><tr><td>1</td></tr></table><p>a <code>`quoted`</code> span is fine</p></body></html>",
+    "repeated.html": f'<html><body><article><section><img alt="a" src="{_GIF}"><p>later</p>'
+    f'<img alt="b" src="{_GIF}"><p>The run of learned_9h_pos_init.</p></section></article></body></html>',
     "wide.html": '<html><body><main style="width: 600px"><canvas width="2400" height="50"></canvas>'
     "</main></body></html>",
     # a table too wide for its scrolling box (as the theme wraps cell outputs), beside one that fits
@@ -135,4 +181,7 @@ def test_the_browser_catches_each_fault(tmp_path):
     assert len(wide_tables) == 2, reports["widetable.html"].problems
     assert "Table 3. Too wide" in wide_tables[0] and "Protocols" in wide_tables[1], wide_tables
     assert not any("table wider" in p for p in reports["wide.html"].problems)
+    repeated = reports["repeated.html"].problems
+    assert any("the same figure twice on one page: figure 2 repeats figure 1" in p for p in repeated), repeated
+    assert any("a code id in a sentence" in p and "learned_9h_pos_init" in p for p in repeated), repeated
     assert sorted(p.name for p in shots.glob("*.png")) == sorted(n.replace(".html", ".png") for n in PAGES)

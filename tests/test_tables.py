@@ -143,7 +143,8 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
         preset="budget", data=None, device="cpu", results_dir=tmp_path, train_missing=False
     )
     plan, sentence = book.long_plan(params)
-    assert plan["run"].tolist() == list(lab_plan.LONG_PLAN) and set(plan["saved"]) == {"not yet"}
+    assert plan["run"].tolist() == [book.title(n) for n in lab_plan.LONG_PLAN]  # display names
+    assert set(plan["saved"]) == {"not yet"}
     assert (
         sentence.startswith(f"0 of the {len(plan)} 60-epoch CPU runs")
         and "CPU-hours of training" not in sentence
@@ -177,7 +178,7 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
 
     monkeypatch.setattr(tables, "collect", two_saved)
     plan, sentence = book.long_plan(params)
-    rows = plan.set_index("run")
+    rows = plan.set_index("run").rename(index={book.title(n): n for n in lab_plan.LONG_PLAN})
     assert rows.loc["learned_9h", "saved"] == rows.loc["resnet18", "saved"] == "23 epochs, 1.5 CPU-hours"
     assert (
         rows.loc["resnet18", "trained on"] == "CPU (2 threads)"

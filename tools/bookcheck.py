@@ -13,9 +13,14 @@ in Debian's ``chromium``, driven by Playwright, and fails when a page
 - holds markup no chapter wrote in its article: an event-handler attribute (``on*=``) or a script, iframe,
   object or embed element (a string from a results file shown as HTML; ``injected_markup``),
 - has a figure (``img``, ``svg``, ``canvas``, ``video``) wider than its text column or the window,
-- or has a table wider than the box that holds it (its ``scrollWidth`` over the parent's ``clientWidth``:
+- has a table wider than the box that holds it (its ``scrollWidth`` over the parent's ``clientWidth``:
   the theme lets it scroll sideways) or than its text column, whatever its class; tables in closed
-  fold-outs are not seen.
+  fold-outs are not seen,
+- shows one figure twice: two images of its article with the same bytes (``repeated_figures``; a later
+  section refers back to the first in words instead),
+- or names a model by its code id in a sentence: an experiment name of the registry
+  (``learned_content_9h_ha``) in the article's running text, outside code elements, tables and formulas
+  (``code_ids_in_text``; a reader gets the display name, "SA learned 2D + content, 9 heads, HA").
 
 It saves one full-page screenshot per page under ``_build/screenshots/``. Chromium is found as
 ``$ATTNLIB_CHROMIUM``, ``chromium``, ``chromium-browser`` or ``google-chrome`` on the PATH; where none
@@ -26,6 +31,8 @@ never used (it needs the network).
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import os
 import re
 import shutil
@@ -34,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from attnlib.env import CHROMIUM_ENV
 
@@ -254,6 +261,128 @@ def injected_markup(html: str) -> list[str]:
     return parser.found
 
 
+class _ArticleImages(HTMLParser):
+    """The ``src`` of every <img> inside the sections of the page's <article> (the chapters' content), in order."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.depth, self.sections, self.found = 0, 0, []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "article":
+            self.depth += 1
+        elif tag == "section" and self.depth:
+            self.sections += 1
+        elif tag == "img" and self.sections:
+            src = dict(attrs).get("src")
+            if src:
+                self.found.append(src)
+
+    def handle_endtag(self, tag):
+        if tag == "article" and self.depth:
+            self.depth -= 1
+        if tag == "section" and self.sections:
+            self.sections -= 1
+
+
+def _image_bytes(src: str, folder: Path) -> bytes | None:
+    """The bytes an <img src> shows: a ``data:`` URI decoded, a local file read (relative to the page's
+    ``folder``); None for a remote or missing file (reported elsewhere)."""
+    if src.startswith("data:"):
+        head, _, data = src.partition(",")
+        try:
+            return base64.b64decode(data) if head.endswith(";base64") else unquote(data).encode()
+        except ValueError:
+            return src.encode()
+    if is_remote(src):
+        return None
+    path = folder / unquote(urlsplit(src).path)
+    return path.read_bytes() if path.is_file() else None
+
+
+def repeated_figures(html: str, folder: Path) -> list[str]:
+    """The figures of the page's article that repeat an earlier one byte for byte, each as a line ("figure 3
+    repeats figure 1: _images/ab12.png"), counting the article's images from 1 in order. ``folder``: where the
+    page lies (its relative ``src`` are read from there). A figure shown twice is one a reader sees twice;
+    a later section refers back to it in words instead."""
+    parser = _ArticleImages()
+    parser.feed(html)
+    seen, found = {}, []
+    for number, src in enumerate(parser.found, start=1):
+        data = _image_bytes(src, folder)
+        if data is None:
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        if digest in seen:
+            found.append(f"figure {number} repeats figure {seen[digest]}: {src[:60]}")
+        else:
+            seen[digest] = number
+    return found
+
+
+#: Elements whose text is not running text: code, formulas, tables (their cells name models as the
+#: registry does only where a code id is the point), scripts.
+_NOT_PROSE = {"code", "pre", "kbd", "samp", "table", "script", "style", "textarea", "math", "svg"}
+_NOT_PROSE_CLASSES = {"math", "highlight", "headerlink"}
+
+
+class _ArticleProse(HTMLParser):
+    """The running text of the sections of the page's <article>: text outside code, tables and formulas."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.depth, self.sections, self.stack, self.pieces = 0, 0, [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "article":
+            self.depth += 1
+        if tag == "section" and self.depth:
+            self.sections += 1
+        if tag in ("img", "br", "hr", "wbr", "input", "meta", "link", "col", "source"):
+            return  # void elements hold no text
+        classes = set((dict(attrs).get("class") or "").split())
+        self.stack.append((tag, tag in _NOT_PROSE or bool(classes & _NOT_PROSE_CLASSES)))
+
+    def handle_endtag(self, tag):
+        if tag == "article" and self.depth:
+            self.depth -= 1
+        if tag == "section" and self.sections:
+            self.sections -= 1
+        for i in range(len(self.stack) - 1, -1, -1):  # tolerate unclosed tags: pop back to the match
+            if self.stack[i][0] == tag:
+                del self.stack[i:]
+                break
+
+    def handle_data(self, data):
+        if self.sections and not any(skip for _, skip in self.stack):
+            self.pieces.append(data)
+
+
+def code_ids_in_text(html: str, ids) -> list[str]:
+    """Where the page's article names a model by its code id in running text (outside code elements,
+    tables and formulas): each as a line with the words around it. ``ids``: the experiment names of the
+    registry (``attnlib.experiments.EXPERIMENTS``); matched whole and case-sensitively, so "ViT" is not "vit"
+    and ``learned_9h`` is not found inside ``learned_9h_pos_init``."""
+    names = sorted(ids, key=len, reverse=True)
+    if not names:
+        return []
+    parser = _ArticleProse()
+    parser.feed(html)
+    text = " ".join(" ".join(parser.pieces).split())
+    pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
+    found = []
+    for m in pattern.finditer(text):
+        found.append(f"{m[1]}: …{text[max(0, m.start() - 40) : m.end() + 30]}…")
+    return found
+
+
+def experiment_ids() -> list[str]:
+    """The registry's experiment names (the code ids a sentence must not show)."""
+    from attnlib.experiments import EXPERIMENTS
+
+    return list(EXPERIMENTS)
+
+
 def redirect_target(file: Path) -> str | None:
     """The page an HTML file redirects to at once (``<meta http-equiv="refresh" content="0; url=...">``,
     as Jupyter Book's ``index.html``), or None."""
@@ -324,7 +453,12 @@ def _check_page(browser, file: Path, root: Path, screenshots: Path | None, timeo
             report.problems.append(f"unrendered TeX in the text: …{tex}…")
         for markdown in found["markdown"]:
             report.problems.append(f"unrendered Markdown in the text: …{markdown}…")
-        for markup in sorted(set(found["injected"]) | set(injected_markup(file.read_text(errors="replace")))):
+        source = file.read_text(errors="replace")
+        for repeat in repeated_figures(source, file.parent):
+            report.problems.append(f"the same figure twice on one page: {repeat}")
+        for where in code_ids_in_text(source, experiment_ids()):
+            report.problems.append(f"a code id in a sentence (write the display name): {where}")
+        for markup in sorted(set(found["injected"]) | set(injected_markup(source))):
             report.problems.append(f"markup no chapter wrote (a results file's string shown as HTML?): {markup}")
         for wide in found["wide"]:
             report.problems.append(f"figure wider than the page: {wide}")

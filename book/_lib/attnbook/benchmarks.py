@@ -183,14 +183,14 @@ def _headed(frame, headers: dict):
     their block only (the rows come ordered by shapes, then model)."""
     import pandas as pd
 
-    from attnbook.reference import breakable
+    from attnbook.reference import shown_model
 
     out = pd.DataFrame({c: frame[c].map(_cell) for c in headers if c in frame.columns})
     if "model" in out.columns:
         block = frame[["shapes", "model"]].apply(tuple, axis=1)
         first = block.ne(block.shift())
         out["shapes"] = out["shapes"].where(first, "")
-        out["model"] = out["model"].map(breakable).where(first, "")
+        out["model"] = out["model"].map(shown_model).where(first, "")
     out.columns = pd.MultiIndex.from_tuples([headers[c] for c in out.columns])
     return out
 
@@ -223,7 +223,7 @@ def profile_layout(report: dict):
     of their block only."""
     import pandas as pd
 
-    from attnbook.reference import breakable
+    from attnbook.reference import shown_model
     from attnlib.lab import bench
 
     shares = bench.profile_table(report)
@@ -237,7 +237,7 @@ def profile_layout(report: dict):
         for i, op in enumerate(ops):
             row = {
                 ("", "shapes"): shapes if i == 0 else "",
-                ("", "model"): breakable(model) if i == 0 else "",
+                ("", "model"): shown_model(model) if i == 0 else "",
                 ("", "op"): "op time (ms)" if op == "total_ms" else op,
             }
             for dtype, impl in columns:

@@ -4,9 +4,21 @@ result, a model below its target) and the attention maps of a saved run. Needs I
 
 from __future__ import annotations
 
+import re
+
 from attnbook.benchmarks import profile_layout, throughput_tables
 from attnbook.params import Params
-from attnbook.phrases import MISSING, NOT_USED, _times, fmt, ledger_markdown, title, word_list
+from attnbook.phrases import (
+    MISSING,
+    NOT_MEASURED,
+    NOT_USED,
+    _times,
+    display_names,
+    fmt,
+    ledger_markdown,
+    title,
+    word_list,
+)
 from attnbook.reference import model_tables, protocol_tables
 from attnbook.tables import ledger_table, measure_endpoints, sources_markdown
 from attnlib.measures import NEAR_UNIFORM, attention_peaks
@@ -21,10 +33,12 @@ def glue_text(name: str, value, spec: str = "{:.1%}", missing: str = MISSING) ->
 
 
 def glue_str(name: str, text: str) -> None:
-    """Glue a piece of text (a phrase computed from results) for ``{glue:text}`name```."""
+    """Glue a piece of text (a phrase computed from results) for ``{glue:text}`name```; the registry's
+    experiment ids in it are written as their display names (``display_names``: prose names models as a
+    reader does)."""
     from myst_nb import glue
 
-    glue(name, text, display=False)
+    glue(name, display_names(text), display=False)
 
 
 def png(figure):
@@ -89,22 +103,25 @@ def note_below_target(frame, preset: str) -> None:
         )
 
 
-def show(figure, name: str | None = None, caption: str | None = None) -> None:
-    """Display a matplotlib figure in the cell output as a PNG, and close it.
+def show(figure, name: str | None = None, caption: str | None = None, also: tuple = ()) -> None:
+    """Display a matplotlib figure (or a PNG already made by ``png``) in the cell output as a PNG, and close it.
 
     With ``name`` (e.g. ``"fig-alpha"``) the figure is numbered, with ``caption`` (MyST Markdown) under it,
     and the prose refers to it as ``{numref}`fig-alpha```: the PNG is glued under ``name`` and shown by a
     ``glue:figure`` directive in the cell's Markdown output. Names are labels of the whole book: unique.
+    ``also``: further labels of the same figure (MyST targets before it), so that a figure that stands for
+    two (a missing run's one placeholder) is shown once and both references resolve to it.
     """
-    from IPython.display import Markdown, display
+    from IPython.display import Image, Markdown, display
 
     if name is None:
-        display(png(figure))
+        display(figure if isinstance(figure, Image) else png(figure))
         return
     from myst_nb import glue
 
-    glue(name, png(figure), display=False)
-    display(Markdown(f"```{{glue:figure}} {name}\n:name: {name}\n\n{caption or ''}\n```"))
+    glue(name, figure if isinstance(figure, Image) else png(figure), display=False)
+    targets = "".join(f"({label})=\n" for label in also)
+    display(Markdown(f"{targets}```{{glue:figure}} {name}\n:name: {name}\n\n{caption or ''}\n```"))
 
 
 def show_table(
@@ -113,8 +130,9 @@ def show_table(
     """Display a table without its row index (and with a caption). ``compact``: a table of short cells
     (names and numbers), kept on one line each (CSS class ``results`` of ``book/_static/attnlib.css``);
     ``wrap_names``: its first column (long model names) may wrap, so that a table of many columns fits the
-    page (CSS class ``wrap-names``); ``right``: the columns of numbers, right-aligned. Every table must fit
-    the text column: `make check-book` fails on one
+    page (CSS class ``wrap-names``); ``right``: further columns to right-align (the columns of numbers,
+    ``number_columns``, always are, with their headers). A missing value reads "—" (never "nan"), a float
+    two decimals (never pandas' six). Every table must fit the text column: `make check-book` fails on one
     that scrolls sideways (``protocol_tables``, ``model_tables`` and ``throughput_tables`` lay out the
     appendix's reference tables to fit)."""
     import html
@@ -122,17 +140,56 @@ def show_table(
     from IPython.display import HTML, display
 
     # cells, headers and caption as text: a string from a results file never reaches the page as markup
-    styler = frame.style.format(escape="html").format_index(escape="html", axis=1).hide(axis="index")
+    styler = (
+        frame.style.format(escape="html", na_rep="—", precision=2)
+        .format_index(escape="html", axis=1)
+        .hide(axis="index")
+    )
     if compact:
         styler = styler.set_table_attributes('class="results"')
     elif wrap_names:
         styler = styler.set_table_attributes('class="wrap-names"')
+    right = [c for c in frame.columns if c in set(right) or c in set(number_columns(frame))]
     if right:
-        styler = styler.set_properties(subset=list(right), **{"text-align": "right"})
+        styler = styler.set_properties(subset=right, **{"text-align": "right"})
+        positions = [i for i, c in enumerate(frame.columns) if c in set(right)]
+        levels = frame.columns.nlevels
+        styler = styler.set_table_styles(
+            [
+                {"selector": f"th.col_heading.level{levels - 1}.col{i}", "props": "text-align: right;"}
+                for i in positions
+            ],
+            overwrite=False,
+        )
     if caption:
         styler = styler.set_caption(html.escape(caption))
     # the one tag the library's own headers write, a soft line break (no attributes: nothing to inject)
     display(HTML(styler.to_html().replace("&lt;wbr&gt;", "<wbr>")))
+
+
+#: A cell that reads as a number: "47.9", "-0.4", "+4.2 [+3.7, +4.6]", "12,086,844‡", "1.02×", "0.62".
+_NUMBER = re.compile(r"^[+\-−]?(\d[\d,]*(\.\d+)?|\.\d+)")
+
+
+def number_columns(frame) -> list:
+    """The columns of ``frame`` whose every shown cell is a number (``_NUMBER``; numbers as numbers or as
+    formatted text) or a mark standing for one ("—", "not yet trained", "not measured", the ``NOT_USED``
+    marks, empty): right-aligned by ``show_table``, as a paper sets figures."""
+    marks = {"", "—", MISSING, NOT_MEASURED, *NOT_USED.values()}
+    found = []
+    for column in frame.columns:
+        cells = [v for v in frame[column].tolist() if not (v is None or (isinstance(v, float) and v != v))]
+        if not cells:
+            continue
+        texts = [v if isinstance(v, str) else None for v in cells]
+        numbers = [
+            not isinstance(v, bool) and (isinstance(v, int | float) or bool(_NUMBER.match(t.strip())))
+            for v, t in zip(cells, texts, strict=True)
+            if t is None or t.strip() not in marks
+        ]
+        if numbers and all(numbers):
+            found.append(column)
+    return found
 
 
 def show_protocols(preset: str) -> None:
@@ -204,13 +261,18 @@ def show_attention(
     name: str | None = None,
     status: dict | None = None,
     named: bool = False,
+    shown_as: str | None = None,
+    where: str = "",
 ) -> None:
     """The saved attention maps of one run as two numbered figures, ``{name}-one`` (a fixed query pixel,
     first saved test image) and ``{name}-mean`` (the same query pixel, averaged over the saved test images);
     ``name`` defaults to ``fig-<experiment>`` (``-q<query>`` added for another query); ``named``: the
     captions name the preset and the epochs (for a run of another preset than the chapter's). A missing run still
     gets both figure numbers, with a placeholder saying it is not yet trained, so references resolve
-    (``status``, the ``Runs.status`` of ``load_all``, says whether its saved result is damaged or stale).
+    (``status``, the ``Runs.status`` of ``load_all``, says whether its saved result is damaged or stale);
+    the placeholder is one figure labelled both ways (a figure is never shown twice). ``shown_as``: the label
+    these maps were already shown under (another chapter's ``show_attention(..., name=shown_as)``, at query 0):
+    at query 0 a sentence refers back to them (``where``: "chapter 2") instead of drawing them again.
 
     Token models (paper models, ViT): layers × heads grids over the key grid. SAN: each layer's K×K
     window around the query pixel, and the weights averaged over pixels and images per weight group.
@@ -220,10 +282,21 @@ def show_attention(
 
     label = name or f"fig-{experiment}" + (f"-q{query}" if query else "")
     model = title(experiment)
+    if shown_as is not None and not query:
+        note(
+            f"The attention maps of {model} at this query pixel are {{numref}}`{shown_as}-one` (one test image) "
+            f"and {{numref}}`{shown_as}-mean` (mean over test images){' in ' + where if where else ''}; "
+            "they are not repeated here."
+        )
+        return
     if run is None:
         note_missing(f"Attention maps of {model}", params.preset, [experiment], status)
-        for part in ("one", "mean"):
-            show(viz.placeholder(f"{model}: {MISSING}"), f"{label}-{part}", f"{model}: {MISSING}.")
+        show(
+            viz.placeholder(f"{model}: {MISSING}"),
+            f"{label}-one",
+            f"{model}: {MISSING} (no map of one test image, nor of the mean over test images).",
+            also=(f"{label}-mean",),
+        )
         return
     model += _at(params.preset, run, named)
     images = run.config.get("attention_mean_images", "the saved")
@@ -237,16 +310,25 @@ def show_attention(
             f"One row per {unit}, one column per head, the mean over heads last; one colour scale for every "
             f"panel, its bar marking uniform attention 1/{grid[0] * grid[1]}."
         )
-        for image, part, what in (
-            (0, "one", "one test image"),
-            (None, "mean", f"mean over {images} test images"),
-        ):
-            figure = viz.token_attention(att, query=query, image=image, layer_label=unit.split(" ")[0])
+        drawn = {
+            part: png(viz.token_attention(att, query=query, image=image, layer_label=unit.split(" ")[0]))
+            for image, part in ((0, "one"), (None, "mean"))
+        }
+        if drawn["one"].data == drawn["mean"].data:  # no content term: the same maps for every image
             show(
-                figure,
-                f"{label}-{part}",
-                f"{model}: attention of query pixel {pixel} (outlined), {what}. {layout}",
+                drawn["one"],
+                f"{label}-one",
+                f"{model}: attention of query pixel {pixel} (outlined), the same for every test image (the "
+                f"model has no content term), so this figure is also their mean. {layout}",
+                also=(f"{label}-mean",),
             )
+        else:
+            for part, what in (("one", "one test image"), ("mean", f"mean over {images} test images")):
+                show(
+                    drawn[part],
+                    f"{label}-{part}",
+                    f"{model}: attention of query pixel {pixel} (outlined), {what}. {layout}",
+                )
         peaks = attention_peaks(run)
         listed = ", ".join(f"{_times(p)}×" for p in peaks)
         flat = (

@@ -28,6 +28,22 @@ def title(experiment: str) -> str:
     return get(experiment).title
 
 
+def display_names(text: str) -> str:
+    """``text`` with every experiment id of the registry written as its display name ("learned_9h (long)" ->
+    "SA learned 2D, 9 heads (long)"): sentences name models as a reader does (`make check-book` fails on a
+    code id in running text). An id inside a path (after or before a slash) is left as it is."""
+    from attnlib.experiments import EXPERIMENTS
+
+    global _IDS
+    if _IDS is None:
+        names = sorted(EXPERIMENTS, key=len, reverse=True)
+        _IDS = re.compile(r"(?<![\w/-])(" + "|".join(map(re.escape, names)) + r")(?![\w/-])")
+    return _IDS.sub(lambda m: title(m[1]), text)
+
+
+_IDS = None
+
+
 def is_missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
@@ -387,7 +403,8 @@ def timing_markdown(params: Params) -> str:
         )
     stale = [n for n in report.get("models", {}) if n not in timing.wall_times(report, params.preset)]
     note_stale = (
-        f" Measured with another configuration than the current one, hence not shown: {escaped(', '.join(stale))}."
+        f" Measured with another configuration than the current one, hence not shown: "
+        f"{escaped('; '.join(title(n) for n in stale))}."
         if stale
         else ""
     )
@@ -421,7 +438,8 @@ def _unused_markdown(frame) -> str:
         return ""
     what = {"damaged": "is damaged", "stale": "was trained with another configuration"}
     items = [
-        f"`{r['experiment']}` {what[r['status']]} ({escaped(r.get('detail', ''))})" for _, r in rows.iterrows()
+        f"{escaped(title(r['experiment']))} {what[r['status']]} (``{_code(r.get('detail', ''))}``)"
+        for _, r in rows.iterrows()
     ]
     return (
         " **Not used:** "
@@ -429,6 +447,11 @@ def _unused_markdown(frame) -> str:
         + ". Retrain with `python -m attnlib train EXPERIMENT --preset PRESET` (or run this chapter with "
         "`train_missing=True`)."
     )
+
+
+def _code(text) -> str:
+    """``text`` (a results file's message, a path) for a double-backtick code span: as typed, on one line."""
+    return " ".join(str(text or "").replace("`", "'").split())
 
 
 def word_list(names) -> str:
@@ -449,8 +472,8 @@ def ledger_markdown(frame) -> str:
     """Each claim of the ledger as a paragraph: its words and source, the measure, our value, the verdict
     and the rule that gives it."""
     return "\n".join(
-        f"- **{r.title}** ({short(r.source)}, {r.where}): {r.words} *Measured by* {r.measure}. "
-        f"*Ours:* {r.value}. *Verdict:* {getattr(r, 'label', r.verdict)}; the rule: {r.rule}."
+        f"- **{r.title}** ({short(r.source)}, {r.where}): {r.words} *Measured by* {display_names(r.measure)}. "
+        f"*Ours:* {display_names(r.value)}. *Verdict:* {getattr(r, 'label', r.verdict)}; the rule: {r.rule}."
         for r in frame.itertuples()
     )
 

@@ -138,6 +138,14 @@ def breakable(name) -> str:
     return str(name).replace("_", "_<wbr>")
 
 
+def shown_model(name) -> str:
+    """How a reference table names a model: an experiment of the registry by its display name (its title,
+    "SA learned 2D + content, 9 heads"), anything else as ``breakable``."""
+    from attnlib.experiments import EXPERIMENTS
+
+    return EXPERIMENTS[name].title if name in EXPERIMENTS else breakable(name)
+
+
 def pack_groups(groups: dict[str, list], most: int = REFERENCE_COLUMNS) -> list[tuple[list[str], list]]:
     """``groups`` ({name: members}) packed in order into chunks of at most ``most`` members: a group joins the
     chunk before it when it fits there whole, and only a group of more than ``most`` members is split.
@@ -154,13 +162,21 @@ def pack_groups(groups: dict[str, list], most: int = REFERENCE_COLUMNS) -> list[
     return chunks
 
 
-def transposed(frame, rows, field: str = "field"):
+def transposed(frame, rows, field: str = "field", header=breakable):
     """The ``rows`` (index labels) of ``frame`` laid out one row per field (its columns, named in a first
-    column ``field``) and one column per row label (the header may wrap after underscores: ``breakable``);
-    every cell as text, as ``str`` writes it ("0.1", "False", "(2, 2, 2, 2)")."""
-    table = frame.loc[list(rows)].T.astype(object).map(str)
-    table.columns = [breakable(c) for c in table.columns]
+    column ``field``) and one column per row label, headed by ``header(label)`` (default: the label, which may
+    wrap after underscores: ``breakable``); every cell as text, as ``str`` writes it ("0.1", "False",
+    "(2, 2, 2, 2)"), and "—" where a row has no such field (None or NaN, never "nan")."""
+    table = frame.loc[list(rows)].T.astype(object).map(_cell)
+    table.columns = [header(c) for c in table.columns]
     return table.rename_axis(None).reset_index(names=field)
+
+
+def _cell(value) -> str:
+    """A reference table's cell: ``str(value)``, "—" for a field the model does not have (None, NaN)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "—"
+    return str(value)
 
 
 def protocol_tables(preset: str):
@@ -188,10 +204,18 @@ def model_tables(preset: str, family: str):
     """``model_table(preset, family)`` laid out to fit the text column: a list of (groups, table), each table
     one row per field of the model config and one column per experiment (at most ``REFERENCE_COLUMNS``),
     the experiments of a large family grouped as in the introduction's figure (``group``: "SA quadratic",
-    "SA learned 2D"...), so that each model's whole configuration reads down one column."""
+    "SA learned 2D"...), so that each model's whole configuration reads down one column, headed by its
+    display name; a field a model does not have reads "—"."""
     table = model_table(preset, family)
     groups: dict[str, list[str]] = {}
     for name in table.index:
         groups.setdefault(group(name), []).append(name)
     chunks = pack_groups(groups)
-    return [(names, transposed(table, members)) for names, members in chunks]
+    return [(names, transposed(table, members, header=_title)) for names, members in chunks]
+
+
+def _title(experiment: str) -> str:
+    """A model table's column header: the experiment's display name (the registry's title)."""
+    from attnlib.experiments import get
+
+    return get(experiment).title

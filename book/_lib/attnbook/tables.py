@@ -7,6 +7,7 @@ the claims ledger and the CPU plan. The appendix's reference tables (protocols, 
 from __future__ import annotations
 
 import math
+import re
 
 from attnbook.params import Params
 from attnbook.phrases import (
@@ -46,10 +47,17 @@ def split_title(experiment: str) -> tuple[str, str]:
     return model + (", HA" if "HA" in parts else ""), heads
 
 
+#: The grouped headers of the parameter counts and of the wall time (one statistic everywhere: the median
+#: single-image forward pass of ``python -m attnlib time``), in Tables 1 and 3 and their companions.
+PARAMS = "trainable parameters"
+WALL_TIME = "wall time, median"
+
+
 def results_table(frame, preset: str, *, pairs: bool = False, paper_params: dict | None = None):
     """Our results laid out as the report's tables, as strings ready to show, narrow enough for the text
-    column: the units are in grouped headers ("test accuracy (%)"; "params (M)", as trained at ``preset``
-    and at the paper's settings; "wall time": ms and the HA / model ratio), so the cells hold only numbers,
+    column: the units are in grouped headers ("test accuracy (%)"; ``PARAMS``, as trained at ``preset``
+    and at the paper's settings, whole counts with thousands separators; ``WALL_TIME``: the median in ms and
+    the HA / model ratio), so the cells hold only numbers,
     "47.8", or "47.9 ± 0.1 (2)" (mean ± sd (n seeds)) for rows with seed statistics, whose spaces do not
     break; show it with ``show_table(..., wrap_names=True)`` (the model names wrap). A missing result reads
     "not yet trained"; a damaged or stale one says so (``NOT_USED``); an unmeasured wall time "not measured".
@@ -77,15 +85,15 @@ def results_table(frame, preset: str, *, pairs: bool = False, paper_params: dict
             row = {("", "model"): model, ("", "heads"): heads}
         row[accuracy] = _accuracy_cell(r, done, absent)
         params = r.get("params") if done else None
-        row["params (M)", preset] = absent if is_missing(params) else f"{params / 1e6:.2f}"
+        row[PARAMS, preset] = absent if is_missing(params) else f"{int(params):,}"
         if paper_params is not None:
-            row["params (M)", "paper"] = f"{paper_params[r['experiment']] / 1e6:.2f}"
+            row[PARAMS, "paper"] = f"{int(paper_params[r['experiment']]):,}"
         if "wall_time_measured" in r:  # measured together (``table3_frame``), trained or not
-            row["wall time", "ms"] = fmt(r["wall_time_ms"], "{:.2f}", NOT_MEASURED)
+            row[WALL_TIME, "ms"] = fmt(r["wall_time_ms"], "{:.2f}", NOT_MEASURED)
             if "time_ratio" in r:
-                row["wall time", "HA / model"] = fmt(r["time_ratio"], "{:.2f}×", "")
+                row[WALL_TIME, "HA / model"] = fmt(r["time_ratio"], "{:.2f}×", "")
         else:
-            row["wall time", "ms"] = fmt(r.get("wall_time_ms") if done else None, "{:.2f}", absent)
+            row[WALL_TIME, "ms"] = fmt(r.get("wall_time_ms") if done else None, "{:.2f}", absent)
         rows.append(row)
     table = pd.DataFrame(rows)
     table.columns = pd.MultiIndex.from_tuples(table.columns)
@@ -110,20 +118,20 @@ def _literature_cell(experiment: str, source: str, quantity: str) -> str:
     if not found:
         return NOT_FOUND_CELL
     r = found[0]
-    value = f"{r.value * 100:.1f}" if quantity == "test_accuracy" else f"{r.value / 1e6:.2f}"
+    value = f"{r.value * 100:.1f}" if quantity == "test_accuracy" else f"{int(r.value):,}"
     return value + KIND_MARKS[r.kind]
 
 
 def literature_table(experiments, *, pairs: bool = False, paper: bool = True):
     """The published and [Re] figures of ``experiments``, a companion to ``results_table`` and laid out as
     it is: one row per experiment with at least one figure, one column per (quantity, source) with at least
-    one figure, the units in the grouped headers ("test accuracy (%)", "params (M)") and numbers in the
+    one figure, the units in the grouped headers ("test accuracy (%)", ``PARAMS``) and numbers in the
     cells, each with the mark of its kind (``KIND_MARKS``); "—" where none was found."""
     import pandas as pd
 
     from attnlib.experiments import get
 
-    accuracy, params = "test accuracy (%)", "params (M)"
+    accuracy, params = "test accuracy (%)", PARAMS
     columns = [((accuracy, "[Re]"), RE, "test_accuracy")]
     if paper:
         columns += [((accuracy, "Cordonnier et al."), PAPER, "test_accuracy")]
@@ -169,8 +177,13 @@ def sources_markdown(experiments) -> str:
         if r.experiment in experiments:
             value = f"{r.value:.2%}" if r.quantity == "test_accuracy" else f"{int(r.value):,} parameters"
             note = f"; {r.note}" if r.note else ""
-            lines.append(f"- `{r.experiment}`, {r.source}, {r.kind}: {value}. Source: {r.where}{note}.")
+            line = f"{title(r.experiment)}, {r.source}, {r.kind}: {value}. Source: {r.where}{note}."
+            lines.append("- " + _MODULE.sub(r"`\1`", line))  # a module path is code: `attnlib.models.vit`
     return "\n".join(lines)
+
+
+#: A dotted module path of the library outside a code span ("attnlib.models.vit").
+_MODULE = re.compile(r"(?<![`\w.])(attnlib(?:\.\w+)+)(?![`\w])")
 
 
 def ha_family(bases, params: Params, seeds=range(10)) -> dict:
@@ -539,7 +552,7 @@ def long_plan(params: Params):
         cell = f"{saved.at[name, 'epochs']:.0f} epochs, {hours:.1f} CPU-hours" if complete else "not yet"
         rows.append(
             {
-                "run": name,
+                "run": title(name),  # the display name, as every table names a model
                 "claims it informs": "; ".join(keys[k] for k in informs),
                 "saved": cell,
                 "trained on": saved.at[name, "wall_time_device"] if complete else "",
