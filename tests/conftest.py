@@ -1,7 +1,13 @@
 """Suite-wide settings: tiny tensors on a 2-core machine run fastest, and bitwise repeatably, on one thread."""
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
+
+# The scripts of tools/ (the browser check of the built book) are imported by name, as `make check-book` runs them.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,6 +1,7 @@
 """What only the book uses lives beside the chapters (issue 32): book/_lib/attnbook, imported as `attnbook` from
 any working directory (the editable install lists book/_lib as a second source root), the browser check as a
-script in tools/, and the library itself imports none of it (only this session's re-export shims do)."""
+script in tools/, and the library itself imports none of it (the old paths attnlib.book / attnlib.viz /
+attnlib.bookcheck are gone)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIMS = {"attnlib/book/__init__.py", "attnlib/viz.py", "attnlib/bookcheck.py"}
 
 
 def test_attnbook_imports_from_any_folder(tmp_path):
@@ -30,29 +30,19 @@ def test_the_source_roots_and_the_extension():
     assert "attnbook.sphinx" in (ROOT / "_config.yml").read_text()
 
 
-def test_the_old_paths_are_the_same_modules():
-    import attnbook
-    import attnbook.display
-    import attnbook.viz
-    import attnlib.book
-    import attnlib.book.display
-    import attnlib.bookcheck
-    import attnlib.viz
-
-    assert attnlib.book is attnbook and attnlib.book.display is attnbook.display
-    assert attnlib.viz is attnbook.viz
-    assert Path(attnlib.bookcheck.__file__) == ROOT / "tools" / "bookcheck.py"
+def test_the_old_paths_are_gone():
+    for old in ("attnlib.book", "attnlib.viz", "attnlib.bookcheck"):
+        done = subprocess.run([sys.executable, "-c", f"import {old}"], capture_output=True, text=True, timeout=300)
+        assert done.returncode != 0 and "ModuleNotFoundError" in done.stderr, old
 
 
 def test_the_library_imports_no_book_code():
-    """Arrows point inward: nothing in attnlib/ but the re-export shims names attnbook or the browser check."""
+    """Arrows point inward: nothing in attnlib/ names attnbook or the browser check."""
     offenders = []
     for path in sorted((ROOT / "attnlib").rglob("*.py")):
         name = str(path.relative_to(ROOT))
         text = path.read_text("utf-8")
-        if name not in SHIMS and (
-            "import attnbook" in text or "from attnbook" in text or "bookcheck import" in text
-        ):
+        if "import attnbook" in text or "from attnbook" in text or "bookcheck import" in text:
             offenders.append(name)
     assert offenders == []
 

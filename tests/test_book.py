@@ -19,9 +19,10 @@ import pytest
 import torch
 import yaml
 
-from attnlib import book, experiments
-from attnlib.book import display
-from attnlib.book.phrases import escaped
+import attnbook as book
+from attnbook import display
+from attnbook.phrases import escaped
+from attnlib import experiments
 from attnlib.lab.run import run_or_load
 from attnlib.results.load import DamagedResult, MissingResult
 from attnlib.results.tables import table3
@@ -145,7 +146,7 @@ def test_unknown_parameters_from_the_cells_run():
     injected names that the parameters cell does not assign are unknown."""
     parameters = 'preset = "budget"  # paper | budget\nseed: int = 0\nresults_dir = None\n'
     injected = '# Parameters\nheads = 7\npreset = "smoke"\n'
-    history = ["", "from attnlib import book", parameters, injected, "params = book.check_params()"]
+    history = ["", "import attnbook as book", parameters, injected, "params = book.check_params()"]
     assert book.unknown_parameters(history) == (["heads"], ["preset", "seed", "results_dir"])
     assert book.unknown_parameters(history[:3]) == ([], [])  # not run by papermill: nothing to check
     injected_known = "# Parameters\nseed = 3\n"
@@ -193,7 +194,7 @@ def test_viz_figures_are_labelled():
     matplotlib.use("Agg")
     import numpy as np
 
-    from attnlib import viz
+    from attnbook import viz
 
     rng = np.random.default_rng(0)
     rows = rng.dirichlet(np.ones(16), size=(2, 3))  # (layers, heads, N = 4 x 4)
@@ -506,7 +507,7 @@ def test_panels_share_one_colour_scale_with_a_bar():
     matplotlib.use("Agg")
     import numpy as np
 
-    from attnlib import viz
+    from attnbook import viz
 
     rows = np.full((2, 3, 16), 1 / 16)
     rows[0, 0] = np.eye(16)[5]  # one sharp head; the others uniform
@@ -682,7 +683,7 @@ def test_results_at_a_glance():
     import pandas as pd
     from matplotlib.path import Path
 
-    from attnlib import viz
+    from attnbook import viz
 
     frame = pd.DataFrame(
         [

@@ -1,7 +1,7 @@
-"""The book escapes what it shows (attnlib.book.phrases.escaped, display.show_table): a results folder
+"""The book escapes what it shows (attnbook.phrases.escaped, display.show_table): a results folder
 holding the reviewer's payload — provenance strings that are HTML with an event handler, MyST roles and
 Markdown — reaches the page as text. The Markdown is rendered by markdown-it (MyST's parser) and the HTML
-checked by attnlib.bookcheck.injected_markup, which finds the payload when it is not escaped."""
+checked by tools/bookcheck.py's injected_markup, which finds the payload when it is not escaped."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import json
 import IPython.display
 import pandas as pd
 import pytest
+from bookcheck import injected_markup
 from markdown_it import MarkdownIt
 
-from attnlib import book
-from attnlib.book import display
-from attnlib.book.phrases import escaped, markdown_table, provenance_markdown
-from attnlib.bookcheck import injected_markup
+import attnbook as book
+from attnbook import display
+from attnbook.phrases import escaped, markdown_table, provenance_markdown
 from attnlib.results.config import run_dir
 from attnlib.results.load import inspect_run
 from attnlib.results.tables import collect

@@ -1,14 +1,14 @@
 """The book build fails where the missing mark "not yet trained" stands inside a sentence (a number or verdict
 the prose needs is not there), and passes it in a table cell, a figure caption, code or quoted as a term
-(attnlib.book.sphinx: missing_in_sentences, run on every page by the build's Sphinx extension)."""
+(attnbook.sphinx: missing_in_sentences, run on every page by the build's Sphinx extension)."""
 
 from __future__ import annotations
 
 import pytest
 from docutils.core import publish_doctree
 
-from attnlib.book import MISSING
-from attnlib.book.sphinx import MISSING_MARK, missing_in_sentences
+from attnbook import MISSING
+from attnbook.sphinx import MISSING_MARK, missing_in_sentences
 
 ALLOWED = f"""
 +----------+------------------+
@@ -64,7 +64,7 @@ def test_the_build_fails_on_it(tmp_path):
     def build(name: str, body: str) -> subprocess.CompletedProcess:
         src = tmp_path / name
         src.mkdir()
-        (src / "conf.py").write_text("extensions = ['attnlib.book']\n")
+        (src / "conf.py").write_text("extensions = ['attnbook.sphinx']\n")
         (src / "index.rst").write_text("Title\n=====\n\n" + body)
         command = [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", str(src), str(src / "_build")]
         return subprocess.run(command, capture_output=True, text=True, timeout=120)

@@ -14,8 +14,8 @@ import jupytext
 import papermill
 import pytest
 
-from attnlib import book
-from attnlib.book import display
+import attnbook as book
+from attnbook import display
 from attnlib.results import timing
 from attnlib.results.config import run_dir
 from attnlib.results.load import inspect_run

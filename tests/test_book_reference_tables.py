@@ -10,7 +10,8 @@ import math
 
 import pytest
 
-from attnlib import book, experiments
+import attnbook as book
+from attnlib import experiments
 from attnlib.lab import bench
 
 

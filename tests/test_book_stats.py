@@ -10,9 +10,9 @@ import os
 import numpy as np
 import pytest
 
-from attnlib import book
+import attnbook as book
+from attnbook.phrases import escaped
 from attnlib.analysis import stats as compare
-from attnlib.book.phrases import escaped
 from attnlib.lab import timing
 from attnlib.lab.run import train_run
 from attnlib.results.tables import seed_accuracies
@@ -177,7 +177,7 @@ def test_models_are_named_by_their_seed_means(params, seeds):
     import matplotlib
 
     matplotlib.use("Agg")
-    from attnlib import viz
+    from attnbook import viz
 
     runs = book.load_all(["vit", "vit_ha", "san_pairwise"], params)
     frame = book.seeds_frame(runs, params).set_index("experiment")
@@ -206,7 +206,7 @@ def test_verdict_boxes_of_neighbouring_points_do_not_overlap():
     import pandas as pd
 
     matplotlib.use("Agg")
-    from attnlib import viz
+    from attnbook import viz
 
     rows = [  # (experiment, params, accuracy, baseline)
         ("vit", 6e5, 0.44, None),

@@ -1,13 +1,12 @@
-"""The real-browser check of the book (attnlib.bookcheck): what counts as remote, which pages it opens, and,
+"""The real-browser check of the book (tools/bookcheck.py): what counts as remote, which pages it opens, and,
 where Chromium is installed, that it catches each kind of fault on small pages made for it (a remote
 script, TeX or Markdown left unrendered, a JavaScript error, a figure wider than the page, a table wider than its
 column, one figure shown twice, a code id in a sentence) and passes a clean page."""
 
 from __future__ import annotations
 
+import bookcheck
 import pytest
-
-from attnlib import bookcheck
 
 needs_chromium = pytest.mark.skipif(
     bookcheck.find_chromium() is None, reason=f"Chromium not installed: {bookcheck.INSTALL_HINT}"

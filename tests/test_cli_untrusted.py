@@ -9,10 +9,11 @@ import subprocess
 import sys
 import textwrap
 
+import bookcheck
 import pytest
 
-from attnlib import book, bookcheck
-from attnlib.book.params import ParameterError
+import attnbook as book
+from attnbook.params import ParameterError
 from attnlib.checks import MAX_SEED, distributed_env, max_threads
 from attnlib.errors import ConfigError
 from attnlib.lab.run import run_or_load

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlib import experiments, viz
+from attnbook import viz
+from attnlib import experiments
 from attnlib.analysis import claims, rules
 from attnlib.lab.run import train_run
 
@@ -157,7 +158,7 @@ def test_measure_curves_of_a_saved_long_run(tiny_long, tmp_path):
 def test_welch_labels_under_the_ha_points(tmp_path):
     import matplotlib.transforms
 
-    from attnlib import book
+    import attnbook as book
     from attnlib.analysis import stats as compare
     from attnlib.lab.run import train_run
 
@@ -190,12 +191,12 @@ def test_welch_labels_under_the_ha_points(tmp_path):
 def test_chapter_figure_or_one_note(tiny_long, tmp_path, monkeypatch):
     """Without long runs the chapter shows one note naming the command, no figure; with one, the
     figures whose runs are saved (a model beside its HA variant), and nothing for the others."""
-    from attnlib import book
-    from attnlib.book import display
+    import attnbook as book
+    from attnbook import display
 
     shown, notes = [], []
     monkeypatch.setattr(
-        display, "show", lambda fig, name=None, caption=None: shown.append((fig, name, caption))
+        display, "show", lambda fig, name=None, caption=None, also=(): shown.append((fig, name, caption))
     )
     monkeypatch.setattr(display, "note", lambda text, kind="note": notes.append(text))
     params = book.check_params(preset="smoke", results_dir=str(tmp_path), train_missing=False)
@@ -212,7 +213,7 @@ def test_chapter_figure_or_one_note(tiny_long, tmp_path, monkeypatch):
 
 
 def test_ha_effects_split_keeps_every_column():
-    from attnlib import book
+    import attnbook as book
 
     effects = pd.DataFrame(
         [
@@ -288,7 +289,7 @@ def test_a_comparison_over_seeds_stays_where_the_seeds_are(monkeypatch):
 
 
 def test_measure_endpoints_give_each_layers_first_and_last_epoch():
-    from attnlib.book.tables import measure_endpoints
+    from attnbook.tables import measure_endpoints
 
     table = measure_endpoints({"a": _history(5, 3), "b": _history(4, 2, offset=0.25)})
     assert table[["model", "measure"]].values.tolist() == [
@@ -304,7 +305,7 @@ def test_measure_endpoints_give_each_layers_first_and_last_epoch():
 
 
 def test_measured_peaks_phrase_names_the_flat_layers_and_where_the_others_ended():
-    from attnlib.book import measured_peaks_phrase
+    from attnbook import measured_peaks_phrase
 
     run = lambda history: type("R", (), {"history": history, "test_accuracy": 0.5})()  # noqa: E731
     sharp = _history(5, 3)  # peaks 2, 3, 4 in every epoch
@@ -323,7 +324,7 @@ def test_measured_peaks_phrase_names_the_flat_layers_and_where_the_others_ended(
 
 
 def test_measured_centres_phrase_gives_each_layers_displacement_and_spread():
-    from attnlib.book import measured_centres_phrase
+    from attnbook import measured_centres_phrase
 
     start = np.array([[[0.0, 0.0], [2.0, 0.0]], [[0.0, 0.0], [0.0, 4.0]]])  # 2 layers, 2 heads
     step = np.array([[[1.0, 0.0], [1.0, 0.0]], [[0.0, 0.0], [0.0, 2.0]]])
@@ -347,11 +348,11 @@ def test_appendix_draws_the_maps_of_each_saved_long_run(tiny_long, tmp_path, mon
     """Each saved long run with attention maps gets its two figures, labelled and captioned with the
     preset and its epochs; a run without maps (ResNet18) or not saved gets none; at the long preset itself
     nothing is drawn twice."""
-    from attnlib import book
-    from attnlib.book import display
+    import attnbook as book
+    from attnbook import display
 
     shown = []
-    monkeypatch.setattr(display, "show", lambda fig, name=None, caption=None: shown.append((name, caption)))
+    monkeypatch.setattr(display, "show", lambda fig, name=None, caption=None, also=(): shown.append((name, caption)))
     monkeypatch.setattr(display, "note", lambda text, kind="note": None)
     params = book.check_params(preset="smoke", results_dir=str(tmp_path), train_missing=False)
     names = ["learned_9h", "resnet18", "vit"]
@@ -359,8 +360,11 @@ def test_appendix_draws_the_maps_of_each_saved_long_run(tiny_long, tmp_path, mon
     for name in ("learned_9h", "resnet18"):
         train_run(name, "long", results_dir=tmp_path, progress=False)
     assert book.show_measured_attention(names, params) == "Saved so far: learned_9h."
-    assert [n for n, _ in shown] == ["fig-learned_9h-long-one", "fig-learned_9h-long-mean"]
+    # learned_9h has no content term: its maps are the same for every image, so one figure stands for the
+    # image and for the mean (shown once, labelled both ways: `also`)
+    assert [n for n, _ in shown] == ["fig-learned_9h-long-one"]
+    assert "also their mean" in shown[0][1]
     assert all(c.startswith(f"{book.title('learned_9h')} (long preset, 2 epochs): ") for _, c in shown)
     at_long = dataclasses.replace(params, preset="long")
     assert book.show_measured_attention(names, at_long).startswith("At the long preset")
-    assert len(shown) == 2
+    assert len(shown) == 1

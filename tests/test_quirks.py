@@ -96,9 +96,9 @@ def test_get_names_the_quirks():
 
 def test_the_book_table_marks_what_does_not_apply_and_right_aligns_the_numbers(monkeypatch):
     import IPython.display
+    from bookcheck import injected_markup
 
-    from attnlib import book
-    from attnlib.bookcheck import injected_markup
+    import attnbook as book
 
     def fake(q, preset):
         if q.kind == "init":

@@ -393,7 +393,7 @@ def test_verdict_summary_never_carries_the_missing_mark():
     the missing mark, which the book build refuses inside a sentence."""
     import pandas as pd
 
-    from attnlib import book
+    import attnbook as book
 
     effects = pd.DataFrame(
         {"model": ["A", "B", "C"], "verdict": [book.MISSING, "inconclusive", book.MISSING]}

@@ -165,7 +165,7 @@ def test_other_configuration_is_kept_unless_replace(copy):
 def test_book_retrains_a_result_of_another_configuration(copy):
     """The book's documented rule (book.load_status): a chapter allowed to train retrains a result of an
     older configuration, so its parameters pass replace=True."""
-    from attnlib import book
+    import attnbook as book
 
     params = book.check_params(preset="smoke", data=None, device="cpu", results_dir=copy, train_missing=True)
     assert params.run_kwargs()["replace"] is True

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from attnlib import book
+import attnbook as book
 from attnlib.lab.run import train_run
 from attnlib.results import tables
 from attnlib.results.config import run_config, run_dir
@@ -238,7 +238,7 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
 
 
 def test_seeds_asked_are_estimated_in_the_plan(tmp_path, monkeypatch):
-    from attnlib.book.tables import _seeds_asked
+    from attnbook.tables import _seeds_asked
     from attnlib.lab import plan as lab_plan
 
     monkeypatch.setattr(
@@ -255,7 +255,7 @@ def test_seeds_asked_are_estimated_in_the_plan(tmp_path, monkeypatch):
 
 
 def test_seed_runs_are_named_per_experiment():
-    from attnlib.book.tables import seed_runs_phrase
+    from attnbook.tables import seed_runs_phrase
 
     jobs = [("learned_content_16h", 4), ("learned_content_16h_ha", 3), ("learned_content_16h_ha", 4)]
     assert seed_runs_phrase(jobs) == "learned_content_16h seed 4, learned_content_16h_ha seeds 3 and 4"

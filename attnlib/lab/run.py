@@ -416,7 +416,7 @@ def _bf16(device) -> bool:
 
 
 def _train_missing_default() -> bool:
-    """$ATTNLIB_TRAIN_MISSING as the chapters read it (attnlib.book.params): unset or empty -> True, 1 / true /
+    """$ATTNLIB_TRAIN_MISSING as the chapters read it (attnbook.params): unset or empty -> True, 1 / true /
     yes / on, 0 / false / no / off; anything else is refused (ConfigError), never taken for "train"."""
     value = os.environ.get(TRAIN_MISSING_ENV, "").strip().lower()
     if value in ("", "1", "true", "yes", "on"):
