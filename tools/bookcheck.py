@@ -222,9 +222,10 @@ def check_pages(
     return reports
 
 
-class _ArticleMarkup(HTMLParser):
-    """Collects, inside the sections of the page's <article> (the chapters' content; the theme appends its own
-    scripts after them), event-handler attributes and executable elements."""
+class _Article(HTMLParser):
+    """Counts where the parser stands: inside the page's <article> (``depth``) and inside its sections
+    (``sections``: the chapters' content; the theme appends its own scripts after them). Subclasses see every
+    tag through ``start`` (``opens_section``: the tag opened a section) and ``end``."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -233,10 +234,29 @@ class _ArticleMarkup(HTMLParser):
     def handle_starttag(self, tag, attrs):
         if tag == "article":
             self.depth += 1
-        if tag == "section" and self.depth:
-            self.sections += 1
-            return
-        if not self.sections:
+        opens_section = tag == "section" and bool(self.depth)
+        self.sections += opens_section
+        self.start(tag, attrs, opens_section)
+
+    def handle_endtag(self, tag):
+        if tag == "article" and self.depth:
+            self.depth -= 1
+        if tag == "section" and self.sections:
+            self.sections -= 1
+        self.end(tag)
+
+    def start(self, tag, attrs, opens_section):
+        pass
+
+    def end(self, tag):
+        pass
+
+
+class _ArticleMarkup(_Article):
+    """Collects, inside the article's sections, event-handler attributes and executable elements."""
+
+    def start(self, tag, attrs, opens_section):
+        if opens_section or not self.sections:
             return
         for name, value in attrs:
             if name.lower().startswith("on"):
@@ -244,12 +264,6 @@ class _ArticleMarkup(HTMLParser):
         kind = dict(attrs).get("type") or ""
         if tag in ("script", "iframe", "object", "embed") and not re.search(r"json|math/tex", kind, re.I):
             self.found.append(f"<{tag}> {(dict(attrs).get('src') or '')[:60]}".rstrip())
-
-    def handle_endtag(self, tag):
-        if tag == "article" and self.depth:
-            self.depth -= 1
-        if tag == "section" and self.sections:
-            self.sections -= 1
 
 
 def injected_markup(html: str) -> list[str]:
@@ -261,28 +275,14 @@ def injected_markup(html: str) -> list[str]:
     return parser.found
 
 
-class _ArticleImages(HTMLParser):
+class _ArticleImages(_Article):
     """The ``src`` of every <img> inside the sections of the page's <article> (the chapters' content), in order."""
 
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.depth, self.sections, self.found = 0, 0, []
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "article":
-            self.depth += 1
-        elif tag == "section" and self.depth:
-            self.sections += 1
-        elif tag == "img" and self.sections:
+    def start(self, tag, attrs, opens_section):
+        if tag == "img" and self.sections:
             src = dict(attrs).get("src")
             if src:
                 self.found.append(src)
-
-    def handle_endtag(self, tag):
-        if tag == "article" and self.depth:
-            self.depth -= 1
-        if tag == "section" and self.sections:
-            self.sections -= 1
 
 
 def _image_bytes(src: str, folder: Path) -> bytes | None:
@@ -326,28 +326,20 @@ _NOT_PROSE = {"code", "pre", "kbd", "samp", "table", "script", "style", "textare
 _NOT_PROSE_CLASSES = {"math", "highlight", "headerlink"}
 
 
-class _ArticleProse(HTMLParser):
+class _ArticleProse(_Article):
     """The running text of the sections of the page's <article>: text outside code, tables and formulas."""
 
     def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.depth, self.sections, self.stack, self.pieces = 0, 0, [], []
+        super().__init__()
+        self.stack, self.pieces = [], []
 
-    def handle_starttag(self, tag, attrs):
-        if tag == "article":
-            self.depth += 1
-        if tag == "section" and self.depth:
-            self.sections += 1
+    def start(self, tag, attrs, opens_section):
         if tag in ("img", "br", "hr", "wbr", "input", "meta", "link", "col", "source"):
             return  # void elements hold no text
         classes = set((dict(attrs).get("class") or "").split())
         self.stack.append((tag, tag in _NOT_PROSE or bool(classes & _NOT_PROSE_CLASSES)))
 
-    def handle_endtag(self, tag):
-        if tag == "article" and self.depth:
-            self.depth -= 1
-        if tag == "section" and self.sections:
-            self.sections -= 1
+    def end(self, tag):
         for i in range(len(self.stack) - 1, -1, -1):  # tolerate unclosed tags: pop back to the match
             if self.stack[i][0] == tag:
                 del self.stack[i:]

@@ -47,6 +47,7 @@ from attnlib.snapshots import (
     probe_file,
 )
 from attnlib.store import check_writable, write_json, write_npz
+from attnlib.train.device import use_bf16
 from attnlib.util import write_bytes
 
 log = logging.getLogger("attnlib")
@@ -392,7 +393,7 @@ def _write_result(
             "device": device_name(device),
             "threads": torch.get_num_threads() if torch.device(device).type == "cpu" else None,
             "world_size": info.world_size,
-            "bf16": rc.train.bf16 if rc.train.bf16 is not None else _bf16(device),
+            "bf16": use_bf16(rc.train.bf16, torch.device(device)),  # the trainer's policy
             "torch": torch.__version__,
             "python": platform.python_version(),
             "git": code,
@@ -407,12 +408,6 @@ def _write_result(
         metrics["provenance"]["git_at_write"] = now
     write_json(path / "metrics.json", metrics)  # last: marks the folder complete
     (path / "checkpoints" / "previous.pt").unlink(missing_ok=True)  # keep last.pt: the trained weights
-
-
-def _bf16(device) -> bool:
-    from attnlib.train import fast_bf16
-
-    return fast_bf16(torch.device(device))
 
 
 def _train_missing_default() -> bool:
