@@ -368,3 +368,20 @@ def test_appendix_draws_the_maps_of_each_saved_long_run(tiny_long, tmp_path, mon
     at_long = dataclasses.replace(params, preset="long")
     assert book.show_measured_attention(names, at_long).startswith("At the long preset")
     assert len(shown) == 1
+
+
+def test_the_saved_long_runs_trained_every_epoch():
+    """Every saved `long` run in results/ (those moved from the former `converge` preset included, issue 29)
+    trained all LONG_EPOCHS epochs and is intact; no `converge` run is left but ResNet18's, which the plateau
+    rule stopped early (not a `long` run: never moved)."""
+    import json
+    from pathlib import Path
+
+    from attnlib.results.load import inspect_run
+
+    results = Path(__file__).resolve().parent.parent / "results"
+    for path in (p.parent for p in results.glob("*/long*/metrics.json")):
+        metrics = json.loads((path / "metrics.json").read_text())
+        assert metrics["provenance"]["epochs_trained"] == experiments.LONG_EPOCHS == 60, path
+        assert inspect_run(path)[0] == "complete", path
+    assert {p.parent.name for p in results.glob("*/converge*")} <= {"resnet18"}
