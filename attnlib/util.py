@@ -1,15 +1,12 @@
-"""Small tools the package shares: the atomic file write (and the one JSON writer on it), the wall-clock timer
-of one call, and the package class that keeps a split module's old names patchable."""
+"""Small tools the package shares: the atomic file write (and the one JSON writer on it) and the wall-clock
+timer of one call."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
-import sys
 import time
-import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -82,46 +79,3 @@ def timed_ms(fn: Callable[[], object], device: torch.device) -> float:
     fn()
     sync(device)
     return (time.perf_counter() - start) * 1e3
-
-
-# ----------------------------------------------------------------------------------- packages of old modules
-_UNSET = object()
-
-
-class Package(types.ModuleType):
-    """A package whose ``__init__`` re-exports the names of the module it was split from (issue 32, while the
-    old import paths are kept): `reexport`. Setting a name on it (a test's ``monkeypatch.setattr(attnlib.train,
-    "evaluate", ...)``) sets it too in each of its modules that holds the same object, so that the code that
-    uses it sees the patch as it did in the single module."""
-
-    def __setattr__(self, name: str, value) -> None:
-        old = self.__dict__.get(name, _UNSET)
-        if old is not _UNSET and not isinstance(old, types.ModuleType):
-            prefix = f"{self.__name__}."
-            for module in list(sys.modules.values()):
-                if (
-                    getattr(module, "__name__", "").startswith(prefix)
-                    and vars(module).get(name, _UNSET) is old
-                ):
-                    setattr(module, name, value)
-        super().__setattr__(name, value)
-
-
-def reexport(package: str, homes: dict[str, tuple[str, ...]]) -> None:
-    """Make the package `package` (``reexport(__name__, HOMES)`` in its ``__init__``) a `Package` whose names
-    are those of `homes` (module -> names), each imported from its home on first use and kept (PEP 562), so
-    that importing one of its modules loads no other."""
-    module = sys.modules[package]
-    home_of = {name: home for home, names in homes.items() for name in names}
-
-    def __getattr__(name: str):
-        if name not in home_of:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(home_of[name]), name)
-        module.__dict__[name] = value  # kept: a later monkeypatch of it reaches its home too
-        return value
-
-    module.__getattr__ = __getattr__
-    module.__dir__ = lambda: sorted({*module.__dict__, *home_of})
-    module.__all__ = sorted(n for n in home_of if not n.startswith("_"))
-    module.__class__ = Package

@@ -18,6 +18,8 @@ from helpers import image_folder
 from PIL import Image
 
 from attnlib import data as D
+from attnlib.data import sources
+from attnlib.env import CACHE_ENV, DATA_ENV
 from attnlib.errors import ConfigError
 
 TORCHVISION_CLASSES = (
@@ -192,8 +194,8 @@ def test_malicious_pickle_is_refused_without_running(pickled, tmp_path, how, nam
 
 def test_environment_variables(imagefolder, tmp_path, monkeypatch):
     root, train, _ = imagefolder
-    monkeypatch.setenv(D.DATA_ENV, str(root))
-    monkeypatch.setenv(D.CACHE_ENV, str(tmp_path / "env-cache"))
+    monkeypatch.setenv(DATA_ENV, str(root))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "env-cache"))
     d = D.load_cifar10()
     assert torch.equal(d.train.images, train)
     assert len(list((tmp_path / "env-cache").glob("cifar10-imagefolder-*.pt"))) == 1
@@ -208,8 +210,8 @@ def test_cache_is_reused(imagefolder, pickled, tmp_path, monkeypatch):
     first = [D.load_cifar10(r, cache_dir=cache) for r in (imagefolder[0], pickled[0])]
     assert len(list(cache.glob("*.pt"))) == 2  # one file per source
     assert not list(cache.glob("*.tmp"))
-    monkeypatch.setattr(D, "decode_images", no_decoding)
-    monkeypatch.setattr(D, "_read_pickle_split", no_decoding)
+    monkeypatch.setattr(sources, "decode_images", no_decoding)
+    monkeypatch.setattr(sources, "_read_pickle_split", no_decoding)
     for r, ref in zip((imagefolder[0], pickled[0]), first, strict=True):
         again = D.load_cifar10(r, cache_dir=cache)
         assert torch.equal(again.train.images, ref.train.images) and torch.equal(
@@ -239,7 +241,7 @@ def test_corrupt_cache_is_rebuilt(imagefolder, tmp_path, monkeypatch, damage):
         rebuilt = D.load_cifar10(root, cache_dir=cache)
     assert torch.equal(rebuilt.train.images, ref.train.images) and torch.equal(rebuilt.train.images, train)
     assert torch.equal(rebuilt.test.images, ref.test.images)
-    monkeypatch.setattr(D, "decode_images", no_decoding)  # the rebuilt cache is valid again
+    monkeypatch.setattr(sources, "decode_images", no_decoding)  # the rebuilt cache is valid again
     assert torch.equal(D.load_cifar10(root, cache_dir=cache).train.images, train)
 
 
@@ -263,8 +265,8 @@ def test_recopied_source_keeps_its_cache(imagefolder, pickled, tmp_path, monkeyp
         D.load_cifar10(root, cache_dir=cache)
         for path in (root, *root.rglob("*")):
             os.utime(path, (1.7e9, 1.7e9))
-    monkeypatch.setattr(D, "decode_images", no_decoding)
-    monkeypatch.setattr(D, "_read_pickle_split", no_decoding)
+    monkeypatch.setattr(sources, "decode_images", no_decoding)
+    monkeypatch.setattr(sources, "_read_pickle_split", no_decoding)
     assert torch.equal(D.load_cifar10(imagefolder[0], cache_dir=cache).train.images, imagefolder[1])
     assert torch.equal(D.load_cifar10(pickled[0], cache_dir=cache).test.images, pickled[1][2])
 
@@ -298,7 +300,7 @@ def test_concurrent_loads_decode_once(imagefolder, tmp_path, monkeypatch):
         time.sleep(0.5)  # long enough for the other load to find no cache and wait
         return decode(*args, **kwargs)
 
-    monkeypatch.setattr(D, "decode_images", slow_decode)
+    monkeypatch.setattr(sources, "decode_images", slow_decode)
     results = [None, None]
 
     def load(i):
@@ -405,21 +407,21 @@ def test_cache_not_inside_source(imagefolder):
 
 
 def test_missing_data_error(tmp_path, monkeypatch):
-    monkeypatch.delenv(D.DATA_ENV, raising=False)
+    monkeypatch.delenv(DATA_ENV, raising=False)
     with pytest.raises(D.DataNotFoundError) as err:
         D.load_cifar10(cache_dir=tmp_path / "cache")
     assert isinstance(err.value, FileNotFoundError) and isinstance(err.value, ConfigError)
     msg = str(err.value)
-    for part in (D.DATA_ENV, "cifar-10-batches-py", "train/<class>", "test/<class>", "download=True"):
+    for part in (DATA_ENV, "cifar-10-batches-py", "train/<class>", "test/<class>", "download=True"):
         assert part in msg, part
 
     empty = tmp_path / "empty"
     empty.mkdir()
-    monkeypatch.setenv(D.DATA_ENV, str(empty))
+    monkeypatch.setenv(DATA_ENV, str(empty))
     with pytest.raises(FileNotFoundError) as err:
         D.load_cifar10(cache_dir=tmp_path / "cache")
     msg = str(err.value)
-    assert str(empty) in msg and D.DATA_ENV in msg and "cifar-10-batches-py" in msg and "download=True" in msg
+    assert str(empty) in msg and DATA_ENV in msg and "cifar-10-batches-py" in msg and "download=True" in msg
 
     with pytest.raises(FileNotFoundError, match="not an existing folder"):
         D.load_cifar10(tmp_path / "nowhere", cache_dir=tmp_path / "cache")
@@ -713,7 +715,7 @@ def test_batches_reject_bad_arguments(small):
 
 def real_copy() -> Path | None:
     for candidate in (
-        os.environ.get(D.DATA_ENV),
+        os.environ.get(DATA_ENV),
         Path(__file__).resolve().parents[2] / "shared/data/cifar10",
     ):
         if candidate and (Path(candidate) / "train").is_dir():

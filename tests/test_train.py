@@ -25,6 +25,7 @@ from torch import nn
 from attnlib.data import Batches, synthetic_cifar10
 from attnlib.errors import ConfigError
 from attnlib.lab.run import train_run
+from attnlib.lab.throughput import measure_throughput
 from attnlib.results.config import run_dir
 from attnlib.train import (
     CHECKPOINT_SECONDS,
@@ -39,7 +40,6 @@ from attnlib.train import (
     fit,
     grad_norm,
     make_optimizer,
-    measure_throughput,
     resolve_device,
     train_step,
 )
@@ -504,7 +504,7 @@ def test_every_run_trains_all_its_epochs_whatever_the_test_set_says(tmp_path, mo
     """No decision of the loop reads the test set: with the evaluation (and the probe) returning anything,
     flat or rising, the run trains every epoch and ends with the same weights and training history; the
     test columns of the history are all that changes. A resume of the finished run trains nothing."""
-    import attnlib.train as trainer
+    import attnlib.train.loop as loop
 
     cfg = CFG.replace(epochs=12)  # long enough for the former plateau rule (10 epochs) to have fired
     outcomes = {}
@@ -515,7 +515,7 @@ def test_every_run_trains_all_its_epochs_whatever_the_test_set_says(tmp_path, mo
     ):
         calls = iter(range(1, 100))
         monkeypatch.setattr(
-            trainer, "evaluate", lambda *a, accuracy=accuracy, calls=calls, **k: (1.0, accuracy(next(calls)))
+            loop, "evaluate", lambda *a, accuracy=accuracy, calls=calls, **k: (1.0, accuracy(next(calls)))
         )
         model, out = run(tmp_path / name, cfg=cfg)
         assert len(out.history) == cfg.epochs, name

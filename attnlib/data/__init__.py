@@ -17,33 +17,32 @@ builder holds a lock on the cache folder, and the others wait for it and read it
 padding, horizontal flip and per-channel normalisation, drawn from a generator seeded by ``(seed, epoch)``.
 
 The modules: `cifar10` (classes, layouts, containers, errors), `sources`, `cache`, `spec` (check_data: the
-one check of a data spec), `load` (the public loaders), `batches`. The names of the former module
-attnlib/data.py are all here, each imported from its home on first use.
+one check of a data spec), `load` (the public loaders), `batches`. Their public names are imported here;
+patch a name in its home module (``attnlib.data.sources.decode_images``).
 """
 
-from attnlib.util import reexport
+from attnlib.data.batches import MEAN, PAD, STD, Batches, crop_flip, epoch_seed
+from attnlib.data.cache import cache_directory
+from attnlib.data.cifar10 import (
+    CLASSES,
+    LAYOUTS,
+    PICKLE_DIR,
+    PICKLE_META,
+    PICKLE_TEST,
+    PICKLE_TRAIN,
+    CIFAR10Data,
+    DataError,
+    DataFormatError,
+    DataNotFoundError,
+    Split,
+)
+from attnlib.data.load import load_cifar10, load_dataset
+from attnlib.data.sources import RefusedPickle, decode_images, looks_like_cifar10, synthetic_cifar10, to_uint8
+from attnlib.data.spec import check_data
 
-HOMES = {
-    "attnlib.checks": ("SYNTHETIC_SIZES", "is_synthetic", "synthetic_sizes"),
-    "attnlib.env": ("CACHE_ENV", "DATA_ENV"),
-    "attnlib.data.batches": ("MEAN", "PAD", "STD", "Batches", "crop_flip", "epoch_seed"),
-    "attnlib.data.cache": (
-        "cache_directory", "log", "_building", "_checksum", "_load_folder", "_read_cache", "_sweep_stale",
-        "_unreadable", "_write_cache",
-    ),
-    "attnlib.data.cifar10": (
-        "CACHE_TMP_SUFFIX", "CACHE_VERSION", "CLASSES", "DOWNLOAD_HINT", "IMAGE_SUFFIXES", "LAYOUTS", "PICKLE_DIR",
-        "PICKLE_META", "PICKLE_TEST", "PICKLE_TRAIN", "CIFAR10Data", "DataError", "DataFormatError",
-        "DataNotFoundError", "Split", "no_cifar10",
-    ),
-    "attnlib.data.load": ("load_cifar10", "load_dataset"),
-    "attnlib.data.sources": (
-        "RefusedPickle", "decode_images", "looks_like_cifar10", "synthetic_cifar10", "to_uint8",
-        "_CIFARUnpickler", "_Source", "_decode_imagefolder", "_decode_pickles", "_decoders", "_detect",
-        "_download", "_latin1_encode", "_numpy_globals", "_read_bytes", "_read_pickle_split", "_scan_split",
-        "_unpickle",
-    ),
-    "attnlib.data.spec": ("check_data",),
-}  # fmt: skip
-
-reexport(__name__, HOMES)  # monkeypatch.setattr(attnlib.data, "decode_images", ...) reaches the sources
+__all__ = [
+    "CLASSES", "LAYOUTS", "MEAN", "PAD", "PICKLE_DIR", "PICKLE_META", "PICKLE_TEST", "PICKLE_TRAIN", "STD",
+    "Batches", "CIFAR10Data", "DataError", "DataFormatError", "DataNotFoundError", "RefusedPickle", "Split",
+    "cache_directory", "check_data", "crop_flip", "decode_images", "epoch_seed", "load_cifar10",
+    "load_dataset", "looks_like_cifar10", "synthetic_cifar10", "to_uint8",
+]  # fmt: skip

@@ -3,29 +3,37 @@
 `fit` (loop) trains a model in place on two batch sources that follow the data contract and returns the
 per-epoch history; `checkpoint` writes and validates last.pt / previous.pt; `distributed` joins torchrun's
 process group and turns stop signals into a flag; `device` is the one device and dtype policy; `schedule` the
-learning-rate schedule and the optimizer. The names of the former module attnlib/train.py are all here,
-each imported from its home on first use, so that ``import attnlib.train.device`` does not load the loop.
+learning-rate schedule and the optimizer. The public names of the former module attnlib/train.py are
+imported here from their homes; patch a name in its home module (``attnlib.train.loop.evaluate``).
 """
 
-from attnlib.util import reexport
+from attnlib.config import SCHEDULES, TrainConfig
+from attnlib.env import CHECKPOINT_SECONDS_ENV
+from attnlib.train.checkpoint import (
+    CHECKPOINT_FORMAT,
+    CHECKPOINT_SECONDS,
+    Checkpoints,
+    checkpoint_interval,
+    checkpoint_problem,
+)
+from attnlib.train.device import autocast, cpu_info, fast_bf16, resolve_device, use_bf16
+from attnlib.train.distributed import DistInfo, current_dist, distributed_session, init_distributed
+from attnlib.train.loop import (
+    FitResult,
+    Interrupted,
+    TrainingDiverged,
+    evaluate,
+    fit,
+    grad_norm,
+    log,
+    train_step,
+)
+from attnlib.train.schedule import Schedule, make_optimizer
 
-HOMES = {
-    "attnlib.config": ("SCHEDULES", "TrainConfig"),
-    "attnlib.env": ("CHECKPOINT_SECONDS_ENV",),
-    "attnlib.train.checkpoint": (
-        "CHECKPOINT_FORMAT", "CHECKPOINT_SECONDS", "Checkpoints", "checkpoint_interval", "checkpoint_problem", "_rng_state",
-        "_set_rng_state",
-    ),
-    "attnlib.train.device": ("autocast", "cpu_info", "fast_bf16", "resolve_device", "use_bf16"),
-    "attnlib.train.distributed": (
-        "DistInfo", "current_dist", "distributed_session", "init_distributed", "_all_reduce", "_StopRequest",
-    ),
-    "attnlib.train.loop": (
-        "FitResult", "Interrupted", "TrainingDiverged", "evaluate", "fit", "grad_norm", "log", "train_step",
-        "_EpochClock", "_progress", "_Run", "_seed_epoch", "_skip", "_State",
-    ),
-    "attnlib.train.schedule": ("Schedule", "make_optimizer"),
-    "attnlib.lab.throughput": ("measure_throughput",),  # moved to the lab; the old name stays for its callers
-}  # fmt: skip
-
-reexport(__name__, HOMES)  # monkeypatch.setattr(attnlib.train, "evaluate", ...) reaches the loop
+__all__ = [
+    "CHECKPOINT_FORMAT", "CHECKPOINT_SECONDS", "CHECKPOINT_SECONDS_ENV", "SCHEDULES", "Checkpoints",
+    "DistInfo", "FitResult", "Interrupted", "Schedule", "TrainConfig", "TrainingDiverged", "autocast",
+    "checkpoint_interval", "checkpoint_problem", "cpu_info", "current_dist", "distributed_session", "evaluate",
+    "fast_bf16", "fit", "grad_norm", "init_distributed", "log", "make_optimizer", "resolve_device",
+    "train_step", "use_bf16",
+]  # fmt: skip
