@@ -10,31 +10,10 @@ import logging
 
 import pytest
 import torch
-from test_train import CFG, Tiny, batches, same_weights, strip
+from test_train import CFG, run, same_weights, strip
 
-from attnlib.train import Checkpoints, TrainingDiverged, fit, make_optimizer
+from attnlib.train import Checkpoints, TrainingDiverged, make_optimizer
 from attnlib.train.checkpoint import checkpoint_problem
-
-
-def run(ckpt, on_step=None, checkpoint_every=None, hook=None):
-    torch.manual_seed(0)
-    model = Tiny()
-    if hook is not None:
-        hook(model)
-    train_b, test_b = batches()
-    out = fit(
-        model,
-        train_b,
-        test_b,
-        CFG,
-        device="cpu",
-        seed=0,
-        checkpoint_dir=ckpt,
-        progress=False,
-        on_step=on_step,
-        checkpoint_every=checkpoint_every,
-    )
-    return model, out
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +119,9 @@ def test_the_kept_checkpoint_is_the_last_finite_one(tmp_path):
     def arm(epoch, step, x, y):
         _poison.armed = epoch == 1 and step == 1
 
-    with pytest.raises(TrainingDiverged, match="non-finite in epoch 2; the last good checkpoint is kept") as err:
+    with pytest.raises(
+        TrainingDiverged, match="non-finite in epoch 2; the last good checkpoint is kept"
+    ) as err:
         run(tmp_path, arm, checkpoint_every=0, hook=_poison)
     assert str(tmp_path / "last.pt") in str(err.value)
     state = torch.load(tmp_path / "last.pt", weights_only=True)

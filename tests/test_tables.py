@@ -52,14 +52,7 @@ def test_table_rows_come_from_the_registry():
     )
     nine, all_pairs = tables.table3_names(9), tables.table3_names()
     assert nine[:2] == ["learned_content_9h", "learned_content_9h_ha"] and "learned_content_16h" not in nine
-    assert nine[2:] == [
-        "san_pairwise",
-        "san_pairwise_ha",
-        "san_patchwise",
-        "san_patchwise_ha",
-        "vit",
-        "vit_ha",
-    ]
+    assert nine[2:] == [n for e in ("san_pairwise", "san_patchwise", "vit") for n in (e, f"{e}_ha")]
     assert set(nine) | set(tables.table3_names(16)) == set(all_pairs) and len(all_pairs) == 10
 
 
@@ -136,7 +129,9 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
     from attnlib.lab import plan as lab_plan
 
     keys = {c.key for c in claims.CLAIMS}
-    monkeypatch.setattr(lab_plan, "LONG_CPU_HOURS", 100.0)  # room for every run asked (the cases below set less)
+    monkeypatch.setattr(
+        lab_plan, "LONG_CPU_HOURS", 100.0
+    )  # room for every run asked (the cases below set less)
     assert set(lab_plan.LONG_PLAN) <= set(experiments.names(variants=True))
     assert all(informs and set(informs) <= keys for informs in lab_plan.LONG_PLAN.values())
     params = book.check_params(
@@ -227,7 +222,9 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
     monkeypatch.setattr(tables, "collect", all_saved)
     monkeypatch.setattr(lab_plan, "seeds_asked", lambda *a, **kw: [])
     sentence = book.long_plan(params)[1]
-    assert sentence.startswith(f"{n} of the {n} 60-epoch CPU runs the ledger needs are saved, {n}.0 CPU-hours")
+    assert sentence.startswith(
+        f"{n} of the {n} 60-epoch CPU runs the ledger needs are saved, {n}.0 CPU-hours"
+    )
     assert sentence.endswith(
         f"Together these runs took {n}.0 CPU-hours, within the {lab_plan.LONG_CPU_HOURS:g} CPU-hours set for them."
     )
@@ -248,9 +245,7 @@ def test_seeds_asked_are_estimated_in_the_plan(tmp_path, monkeypatch):
         preset="budget", data=None, device="cpu", results_dir=tmp_path, train_missing=False
     )
     runs, hours = _seeds_asked(params)
-    expected = lab_plan.estimate_seconds("vit", "budget") + lab_plan.estimate_seconds(
-        "vit_ha", "budget"
-    )
+    expected = lab_plan.estimate_seconds("vit", "budget") + lab_plan.estimate_seconds("vit_ha", "budget")
     assert runs == [("vit", 4), ("vit_ha", 3)] and hours == pytest.approx(expected / 3600)
 
 

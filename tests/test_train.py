@@ -86,9 +86,12 @@ def batches(seed: int = 0):
     return Batches(data.train, 16, train=True, seed=seed), Batches(data.test, 16, train=False, seed=seed)
 
 
-def run(ckpt=None, on_step=None, cfg=CFG, checkpoint_every=None):
+def run(ckpt=None, on_step=None, cfg=CFG, checkpoint_every=None, hook=None):
+    """Train Tiny (seed 0) on `batches()`; `hook(model)` is called on the new model before training."""
     torch.manual_seed(0)
     model = Tiny()
+    if hook is not None:
+        hook(model)
     train_b, test_b = batches()
     out = fit(
         model,

@@ -17,7 +17,7 @@ from attnlib.lab.run import run_or_load
 from attnlib.results.config import run_dir
 from attnlib.results.load import DamagedResult, inspect_run, load_run
 from attnlib.results.tables import collect, table3
-from attnlib.results.validate import files_problem, history_problem, values_problem
+from attnlib.results.validate import files_problem, history_problem, metrics_problem
 
 
 def _edit(folder, change) -> None:
@@ -122,14 +122,21 @@ def test_a_forged_result_file_is_damaged(copy, name, data, fragment):
     _assert_damaged(copy, folder, fragment)
 
 
-def test_load_run_reports_a_file_changed_after_the_check_as_damaged(copy, monkeypatch):
-    """The backstop: a file that parses at the check but not when read (replaced in between) raises
-    DamagedResult in one line, not the reader's traceback."""
-    folder = run_dir(copy, "vit", "smoke")
-    monkeypatch.setattr("attnlib.results.load.inspect_run", lambda *a, **k: ("complete", ""))
-    (folder / "attention.npz").write_bytes(b"garbage, not a zip")
+def test_load_run_reports_a_checked_file_that_does_not_parse_as_damaged(copy, monkeypatch):
+    """The backstop: a checked file that does not parse (a check missed it) raises DamagedResult in one
+    line, not the reader's traceback. load_run parses the very bytes it checked: a file replaced after the
+    check is never read."""
+    from attnlib.results import load
+
+    check = load._check
+
+    def forged(*args):
+        status, detail, blobs = check(*args)
+        return status, detail, {**blobs, "attention.npz": b"garbage, not a zip"}
+
+    monkeypatch.setattr(load, "_check", forged)
     with pytest.raises(DamagedResult) as err:
-        load_run(folder)
+        load_run(run_dir(copy, "vit", "smoke"))
     assert "does not parse" in str(err.value) and "\n" not in str(err.value)
 
 
@@ -177,7 +184,7 @@ def test_every_saved_result_of_this_repository_passes(trained):
     for name in ("vit", "vit_ha"):
         folder = run_dir(trained, name, "smoke")
         metrics = json.loads((folder / "metrics.json").read_text())
-        assert values_problem(metrics) == ""
+        assert metrics_problem(metrics) == ""
         assert files_problem(folder, metrics["files"]) == ""
         assert history_problem(folder, metrics) == ""
 

@@ -44,7 +44,6 @@ from __future__ import annotations
 import copy
 import io
 import json
-import logging
 import os
 import stat
 import time
@@ -57,21 +56,9 @@ import torch
 from attnlib.errors import ConfigError
 from attnlib.models import FAMILIES, resolved_difference
 from attnlib.results.config import RESOLVED, config_difference, expected_config, run_dir
-from attnlib.results.store import read_json, read_regular
-from attnlib.results.validate import (
-    PROBE_FILE,
-    files_problem,
-    history_problem,
-    metrics_problem,
-    values_problem,
-)
-
-log = logging.getLogger("attnlib")
-
-
-RESULT_FILES = ("config.json", "history.csv", "attention.npz")
-
-METRICS_KEYS = ("test_accuracy", "params", "wall_time_ms", "provenance", "fingerprint", "files")
+from attnlib.results.store import read_json
+from attnlib.results.validate import PROBE_FILE, files_problem, history_problem, metrics_problem
+from attnlib.results.validate import RESULT_FILES as RESULT_FILES  # the lab's name for it
 
 
 class MissingResult(LookupError):
@@ -201,12 +188,7 @@ def _check(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[
     blobs: dict = {}
     try:
         metrics = read_json(metrics_path)  # bounded, a regular file, not nested deeper than a result
-        if not isinstance(metrics, dict):
-            return "damaged", f"{metrics_path} holds a JSON {type(metrics).__name__}, not an object", {}
-        absent = [k for k in METRICS_KEYS if k not in metrics]
-        if absent:
-            return "damaged", f"{metrics_path} lacks {', '.join(absent)}", {}
-        wrong = metrics_problem(metrics) or values_problem(metrics)
+        wrong = metrics_problem(metrics)
         if wrong:
             return "damaged", f"{metrics_path}: {wrong}", {}
         # "files": plain files of this folder covering the result, checksums; metrics = history's last row
@@ -251,44 +233,38 @@ def _check(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[
 def load_run(path: str | Path, fingerprint: str | None = None) -> RunResult:
     """Read a complete result folder; DamagedResult / MissingResult otherwise (a checksummed file that does
     not parse too: its checksum may have been forged with it). The lab's reader of a folder it just wrote;
-    `read` is the reader of saved runs (one read of each file)."""
-    path = Path(path)
+    `read` is the reader of saved runs (kept while the folder is unchanged)."""
+    status, detail, run = _load(Path(path), fingerprint, None)
+    if run is None:
+        raise (DamagedResult if status == "damaged" else MissingResult)(detail, status)
+    return run
+
+
+def _load(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[str, str, RunResult | None]:
+    """(status, detail, the `RunResult` when complete): `_check`, then the result parsed from the bytes it
+    checked (a checksummed file that does not parse: damaged, its checksum may have been forged with it)."""
+    status, detail, blobs = _check(path, fingerprint, expected)
+    if status != "complete":
+        return status, detail, None
     try:
-        status, detail = inspect_run(path, fingerprint)
-        if status == "damaged":
-            raise DamagedResult(detail)
-        if status != "complete":
-            raise MissingResult(detail, status)
-        return _parse(path, None)
-    except MissingResult:
-        raise
+        return status, detail, _parse(path, blobs)
     except Exception as err:  # noqa: BLE001 -- whatever a forged file breaks in a reader: damaged
-        raise DamagedResult(_unparsed(path, err)) from None
+        detail = f"{path} holds a result file that does not parse ({type(err).__name__}: {err})"
+        return "damaged", " ".join(detail.split()), None
 
 
-def _unparsed(path: Path, err: Exception) -> str:
-    return " ".join(f"{path} holds a result file that does not parse ({type(err).__name__}: {err})".split())
-
-
-def _parse(path: Path, blobs: dict | None) -> RunResult:
-    """The `RunResult` of a checked folder from the bytes `_check` read (None: read the files again)."""
+def _parse(path: Path, blobs: dict) -> RunResult:
+    """The `RunResult` of a checked folder from the bytes `_check` read and checked."""
     import pandas as pd
 
-    def data(name: str) -> bytes:
-        return read_regular(path / name) if blobs is None else blobs[name]
-
-    def arrays(name: str) -> dict[str, np.ndarray]:
-        with np.load(io.BytesIO(data(name))) as z:
+    def arrays(name: str) -> dict[str, np.ndarray] | None:
+        if name not in blobs:
+            return None
+        with np.load(io.BytesIO(blobs[name])) as z:
             return dict(z)
 
-    metrics = read_json(path / "metrics.json") if blobs is None else blobs["metrics.json"]
-    config = json.loads(data("config.json"))
-    if not all(isinstance(config.get(k), str) for k in ("experiment", "preset")):
-        raise ValueError("config.json does not name its experiment and preset as strings")
-    present = (path / "centers.npz").exists() if blobs is None else "centers.npz" in blobs
-    centers = arrays("centers.npz") if present else None
-    probe = arrays(PROBE_FILE) if PROBE_FILE in metrics["files"] else None
-    history = pd.read_csv(io.BytesIO(data("history.csv")))
+    metrics, config = blobs["metrics.json"], json.loads(blobs["config.json"])  # checked: names its experiment
+    history = pd.read_csv(io.BytesIO(blobs["history.csv"]))
     return RunResult(
         config["experiment"],
         config["preset"],
@@ -297,8 +273,8 @@ def _parse(path: Path, blobs: dict | None) -> RunResult:
         metrics,
         history,
         arrays("attention.npz"),
-        centers,
-        probe=probe,
+        arrays("centers.npz"),
+        probe=arrays(PROBE_FILE),
     )
 
 
@@ -456,35 +432,9 @@ def _read_checked(path: Path, expected: dict) -> tuple[str, str, RunResult | Non
     hit = _READ.get(key)
     if signature is not None and hit is not None and hit[:2] == (signature, wanted):
         _, _, status, detail, run = hit
-        return status, detail, None if run is None else _copy(run)
-    status, detail, blobs = _check(path, None, expected)
-    run = None
-    if status == "complete":
-        try:
-            run = _parse(path, blobs)
-        except Exception as err:  # noqa: BLE001 -- a checksummed file that does not parse (a forged checksum)
-            status, detail = "damaged", _unparsed(path, err)
+        return status, detail, copy.deepcopy(run)  # the caller may change its copy
+    status, detail, run = _load(path, None, expected)
     if signature is not None and signature == _signature(path) and not _racy(signature):
         _READ[key] = (signature, wanted, status, detail, run)  # unchanged while it was read
-        run = None if run is None else _copy(run)
+        run = copy.deepcopy(run)
     return status, detail, run
-
-
-def _copy(run: RunResult) -> RunResult:
-    """A copy of a cached `RunResult` that its caller may change (dicts, table and arrays copied: copying is
-    cheap beside decompressing and hashing them again)."""
-
-    def arrays(d):
-        return None if d is None else {k: v.copy() for k, v in d.items()}
-
-    return RunResult(
-        run.experiment,
-        run.preset,
-        run.path,
-        copy.deepcopy(run.config),
-        copy.deepcopy(run.metrics),
-        run.history.copy(),
-        arrays(run.attention),
-        arrays(run.centers),
-        probe=arrays(run.probe),
-    )

@@ -6,9 +6,8 @@ every value a reader uses is checked here before `attnlib.results.load.inspect_r
   the folder), and each matches its sha256 (read bounded: `attnlib.results.store.read_regular`).
 - `history_problem`: metrics.json's test accuracy (and test loss) is the last row of the checksummed
   history.csv, and its row count the provenance's epochs_trained.
-- `values_problem`: ranges of metrics.json's numbers and the type and range of every provenance field.
-- `checkpoint_problem`: a checkpoint's entries (types, ranges, finite history) before `attnlib.train`
-  resumes from it.
+- `metrics_problem`: metrics.json's keys, and the type and range of its values and of every provenance field.
+- `timing_problem`: a saved timing report (results/timing/PRESET.json).
 
 Each returns '' when all is well, else one line saying what is wrong (the result is then *damaged*)."""
 
@@ -61,19 +60,34 @@ def _git(v) -> bool:
     )
 
 
-# metrics.json's numbers beyond their types (attnlib.results.load checks the types): absurd values are damage
-METRICS_RANGES = {
-    "params": (_int(0, MAX_PARAMS), f"an integer in [0, {MAX_PARAMS:.0e}]"),
-    "wall_time_ms": (lambda v: _number(v, 0, MAX_WALL_MS), f"a number in [0, {MAX_WALL_MS:.0e}]"),
-    "wall_time_std_ms": (
-        _optional(lambda v: _number(v, 0, MAX_WALL_MS)),
-        f"a number in [0, {MAX_WALL_MS:.0e}]",
-    ),
-    "wall_time_reps": (_int(1, 10**7), "an integer >= 1"),
-    "wall_time_warmup": (_int(0, 10**7), "an integer >= 0"),
-    "wall_time_dtype": (_string, "a string"),
-    "wall_time_device": (_string, "a string"),
-    "fingerprint": (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{1,64}", v) is not None, "hex"),
+def _fraction(v) -> bool:
+    return _number(v, 0, 1)
+
+
+def _ms(v) -> bool:
+    return _number(v, 0, MAX_WALL_MS)
+
+
+def _digests(v) -> bool:
+    return isinstance(v, dict) and all(isinstance(k, str) and isinstance(d, str) for k, d in v.items())
+
+
+# metrics.json is not covered by a checksum: every value a reader (tables, the book, the CLI) uses is checked,
+# type and range, so that a hand-edited or absurd value is damage. {key: (required, ok, allowed)}
+METRICS = {
+    "test_accuracy": (True, _fraction, "a number in [0, 1]"),
+    "params": (True, _int(0, MAX_PARAMS), f"an integer in [0, {MAX_PARAMS:.0e}]"),
+    "wall_time_ms": (True, _ms, f"a number in [0, {MAX_WALL_MS:.0e}]"),
+    "provenance": (True, lambda v: isinstance(v, dict), "an object"),
+    "fingerprint": (True, lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{1,64}", v), "hex"),
+    "files": (True, _digests, "an object of file names and sha256 digests"),
+    "test_loss": (False, lambda v: _number(v, 0), "a number >= 0"),
+    "train_accuracy": (False, _fraction, "a number in [0, 1]"),
+    "wall_time_std_ms": (False, _optional(_ms), f"a number in [0, {MAX_WALL_MS:.0e}]"),
+    "wall_time_reps": (False, _int(1, 10**7), "an integer >= 1"),
+    "wall_time_warmup": (False, _int(0, 10**7), "an integer >= 0"),
+    "wall_time_dtype": (False, _string, "a string"),
+    "wall_time_device": (False, _string, "a string"),
 }
 
 # every field `attnlib.lab.run` writes in provenance (a field absent from older results is not required)
@@ -83,7 +97,7 @@ PROVENANCE = {
     "seed": (_int(0, 2**32 - 1), "an integer in [0, 2**32)"),
     "epochs": (_int(1, MAX_EPOCHS), f"an integer in [1, {MAX_EPOCHS}]"),
     "epochs_trained": (_int(1, MAX_EPOCHS), f"an integer in [1, {MAX_EPOCHS}]"),
-    "best_test_accuracy": (lambda v: _number(v, 0, 1), "a number in [0, 1]"),
+    "best_test_accuracy": (_fraction, "a number in [0, 1]"),
     "dataset": (_string, "a string"),
     "data": (_string, "a string"),
     "train_images": (_int(1, MAX_IMAGES), f"an integer in [1, {MAX_IMAGES:.0e}]"),
@@ -104,14 +118,19 @@ PROVENANCE = {
 }
 
 
-def values_problem(metrics: dict) -> str:
-    """'' or what is wrong with the range of a metrics.json number or a provenance field."""
-    for key, (ok, allowed) in METRICS_RANGES.items():
+def metrics_problem(metrics) -> str:
+    """'' when metrics.json (parsed) holds every key of METRICS it requires and each value of METRICS and
+    PROVENANCE present has its type and range, else what is wrong (e.g. "test_accuracy is 'abc', not a
+    number in [0, 1]")."""
+    if not isinstance(metrics, dict):
+        return f"holds a JSON {type(metrics).__name__}, not an object"
+    absent = [k for k, (required, _, _) in METRICS.items() if required and k not in metrics]
+    if absent:
+        return f"lacks {', '.join(absent)}"
+    for key, (_, ok, allowed) in METRICS.items():
         if key in metrics and not ok(metrics[key]):
             return f"{key} is {_shown(metrics[key])}, not {allowed}"
-    provenance = metrics.get("provenance")
-    if not isinstance(provenance, dict):
-        return f"provenance is {_shown(provenance)}, not an object"
+    provenance = metrics["provenance"]
     for key, (ok, allowed) in PROVENANCE.items():
         if key in provenance and not ok(provenance[key]):
             return f"provenance.{key} is {_shown(provenance[key])}, not {allowed}"
@@ -276,53 +295,4 @@ def timing_problem(report) -> str:
             wrong = _object(entry, fields)
             if wrong:
                 return f"{key}.{name}: {wrong}"
-    return ""
-
-
-def _count(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-# What `_write_result` writes and readers (tables, the book, the CLI) use, with the type each must have:
-# metrics.json is not covered by a checksum, so a hand-edited value must not pass as a result.
-_METRICS_TYPES = {
-    "test_accuracy": (lambda v: _number(v, 0, 1), "a number in [0, 1]"),
-    "params": (_count, "an integer >= 0"),
-    "wall_time_ms": (lambda v: _number(v, 0), "a number >= 0"),
-    "provenance": (lambda v: isinstance(v, dict), "an object"),
-    "fingerprint": (lambda v: isinstance(v, str), "a string"),
-    "files": (
-        lambda v: (
-            isinstance(v, dict) and all(isinstance(k, str) and isinstance(d, str) for k, d in v.items())
-        ),
-        "an object of file names and sha256 digests",
-    ),
-}
-
-_OPTIONAL_TYPES = {
-    "test_loss": (lambda v: _number(v, 0), "a number >= 0"),
-    "train_accuracy": (lambda v: _number(v, 0, 1), "a number in [0, 1]"),
-    "wall_time_std_ms": (lambda v: v is None or _number(v, 0), "a number >= 0"),
-    "wall_time_device": (lambda v: isinstance(v, str), "a string"),
-}
-
-_PROVENANCE_TYPES = {
-    "epochs": (lambda v: _count(v) and v >= 1, "an integer >= 1"),
-    "train_seconds": (lambda v: _number(v, 0), "a number >= 0"),
-    "threads": (lambda v: v is None or (_count(v) and v >= 1), "an integer >= 1 or null"),
-}
-
-
-def metrics_problem(metrics: dict) -> str:
-    """'' when every value that readers use has its type, else what is wrong (e.g. "test_accuracy is
-    'abc', not a number in [0, 1]")."""
-    checks = [(metrics, k, *c) for k, c in _METRICS_TYPES.items()]
-    checks += [(metrics, k, *c) for k, c in _OPTIONAL_TYPES.items() if k in metrics]
-    for key, (ok, allowed) in _PROVENANCE_TYPES.items():
-        if isinstance(metrics.get("provenance"), dict) and key in metrics["provenance"]:
-            checks.append((metrics["provenance"], key, ok, allowed))
-    for d, key, ok, allowed in checks:
-        if not ok(d[key]):
-            name = key if d is metrics else f"provenance.{key}"
-            return f"{name} is {d[key]!r}, not {allowed}"
     return ""
