@@ -57,8 +57,15 @@ def test_list_budget_prints_the_grid_total(cli):
         (["train", "resnet50", "--preset", "smoke"], "resnet18, resnet18_narrow, quadratic_iso_9h"),
         (["train", "vit", "--preset", "fast"], "paper, budget, smoke"),
         (["train", "vit", "--preset", "smoke", "--epochs", "-1"], "an integer >= 1"),
-        (["train", "vit", "--preset", "smoke", "--epochs", "2.5"], "an integer >= 1"),
-        (["train", "vit", "--preset", "smoke", "--seed", "x"], "an integer in [0, 4294967295]"),
+        (
+            ["train", "vit", "--preset", "smoke", "--epochs", "2.5"],
+            "argument --epochs: invalid int value: '2.5'",
+        ),
+        (["train", "vit", "--preset", "smoke", "--seed", "x"], "argument --seed: invalid int value: 'x'"),
+        (
+            ["train", "vit", "--preset", "smoke", "--seed", "-1"],
+            "seed: got -1; allowed: an integer in [0, 4294967295]",
+        ),
         (["train", "vit", "--preset", "smoke", "--data", "/no/such/folder"], "not an existing folder"),
         (["train", "vit", "--preset", "smoke", "--device", "tpu"], "device: got 'tpu'; allowed"),
         (["train", "vit", "--preset", "smoke", "--data", "synthetic:x"], "data: got 'synthetic:x'"),
@@ -277,17 +284,15 @@ def test_damaged_result_is_retrained_by_the_cli(damaged, cli, caplog):
     ("argv", "expected"),
     [
         # heads that the encoding does not come with: the experiment names fix encoding and heads
-        (["train", "quadratic_iso_16h"], "argument EXPERIMENT: got 'quadratic_iso_16h'; allowed: resnet18, "),
-        (["train", "learned_7h"], "argument EXPERIMENT: got 'learned_7h'; allowed: resnet18, "),
-        (
-            ["train", "vit", "--preset", "tiny"],
-            "argument --preset: got 'tiny'; allowed: paper, budget, smoke",
-        ),
-        (["train", "vit", "--epochs", "0"], "argument --epochs: got '0'; allowed: an integer >= 1"),
-        (["train", "vit", "--epochs", "-3"], "argument --epochs: got '-3'; allowed: an integer >= 1"),
-        (["train", "vit", "--epochs", "1.5"], "argument --epochs: got '1.5'; allowed: an integer >= 1"),
-        (["train", "vit", "--data", "missing/folder"], "argument --data: got 'missing/folder', which is not"),
-        (["table3", "--preset", "tiny"], "argument --preset: got 'tiny'; allowed: paper, budget, smoke"),
+        (["train", "quadratic_iso_16h"], "error: experiment: got 'quadratic_iso_16h'; allowed: resnet18, "),
+        (["train", "learned_7h"], "error: experiment: got 'learned_7h'; allowed: resnet18, "),
+        (["train", "vit", "--preset", "tiny"], "error: preset: got 'tiny'; allowed: paper, budget, smoke"),
+        (["train", "vit", "--epochs", "0"], "error: epochs: got 0; allowed: an integer >= 1"),
+        (["train", "vit", "--epochs", "-3"], "error: epochs: got -3; allowed: an integer >= 1"),
+        (["train", "vit", "--epochs", "1.5"], "error: argument --epochs: invalid int value: '1.5'"),
+        (["train", "vit", "--data", "missing/folder"], "error: data: got 'missing/folder', which is not"),
+        (["table3", "--preset", "tiny"], "error: preset: got 'tiny'; allowed: paper, budget, smoke"),
+        (["probe", "learned_7h"], "error: experiment: got 'learned_7h'; allowed: resnet18, "),
     ],
 )
 def test_bad_parameter_through_the_cli(argv, expected, tmp_path, cli, monkeypatch):

@@ -43,8 +43,11 @@ def test_train_refuses_absurd_values(cli, tmp_path, argv, fragment):
 
 def test_queue_and_time_bound_their_numbers_too(cli, tmp_path):
     _refused(cli, ["queue", "--preset", "smoke", "--seeds", "0", str(2**40)], tmp_path, "[0, 4294967295]")
-    _refused(cli, ["queue", "--preset", "smoke", "--lanes", "100000"], tmp_path, "--lanes")
-    _refused(cli, ["time", "--preset", "smoke", "--threads", "100000"], tmp_path, "--threads")
+    _refused(cli, ["queue", "--preset", "smoke", "--lanes", "100000"], tmp_path, "lanes: got 100000")
+    _refused(cli, ["time", "--preset", "smoke", "--threads", "100000"], tmp_path, "threads: got 100000")
+    _refused(
+        cli, ["queue", "--preset", "smoke", "--data", "synthetic:0:1"], tmp_path, "data: got 'synthetic:0:1'"
+    )
 
 
 def test_empty_results_dir_is_refused(cli, tmp_path, monkeypatch):
@@ -92,7 +95,9 @@ def test_ctrl_c_while_the_modules_are_imported_is_one_line(tmp_path):
         """
     )
     before = signal.getsignal(signal.SIGINT)  # (SIG_IGN when the suite itself runs in the background)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert done.returncode == 130 and done.stderr == "python -m attnlib: interrupted\n", done.stderr
     assert signal.getsignal(signal.SIGINT) is before  # this process: untouched
 

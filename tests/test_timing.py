@@ -150,10 +150,10 @@ def test_busy_machine_is_refused_unless_forced(monkeypatch, cli, tmp_path):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--experiments", "resnet50"], "argument --experiments: got 'resnet50'; allowed:"),
-        (["--threads", "0"], f"argument --threads: got '0'; allowed: an integer in [1, {max_threads()}]"),
-        (["--preset", "huge"], "argument --preset: got 'huge'; allowed: paper, budget, smoke"),
-        (["--device", "tpu"], "argument --device: got 'tpu'; allowed: cpu, cuda"),
+        (["--experiments", "resnet50"], "error: experiment: got 'resnet50'; allowed:"),
+        (["--threads", "0"], f"error: threads: got 0; allowed: an integer in [1, {max_threads()}]"),
+        (["--preset", "huge"], "error: preset: got 'huge'; allowed: paper, budget, smoke"),
+        (["--device", "tpu"], "error: device: got 'tpu'; allowed: auto, cpu, cuda"),
     ],
 )
 def test_bad_input_one_line(argv, message, cli, tmp_path):

@@ -47,7 +47,7 @@ from attnlib.attention import MultiHeadSelfAttention2d
 from attnlib.attention.reference import PlainAttention
 from attnlib.checks import check_choice, check_positive_int
 from attnlib.lab.kernels import measure_peaks, peak_sizes
-from attnlib.lab.machine import core_sharing, load_average, machine, refuse_if_shared
+from attnlib.lab.machine import check_threads, core_sharing, load_average, machine, refuse_if_shared
 from attnlib.lab.measure import MEMORY_METHOD, MIN_RUN_TIME, block_times, peak_memory_mb, quiet_profiler
 from attnlib.train.device import autocast, resolve_device
 from attnlib.train.loop import train_step
@@ -241,7 +241,7 @@ def run(*args, threads: int | None = None, **kwargs) -> dict:
     default), restoring the previous setting afterwards. Returns the JSON-ready report."""
     previous = torch.get_num_threads()
     if threads is not None:
-        check_positive_int("threads", threads)
+        check_threads("threads", threads)
         torch.set_num_threads(threads)
     try:
         return _run(*args, **kwargs)

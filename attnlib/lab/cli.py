@@ -2,30 +2,29 @@
 the one parser (argparse) and the one place that turns the library's exceptions into a line and an exit code;
 what each command does is `attnlib.lab.commands`.
 
-Bad input exits non-zero with one line naming the parameter and the allowed values, before anything is
-written; never a traceback. Exit codes: 1 no usable result (tables, loading), 2 bad input, 3 refused
-(another process trains the run, or `train` would replace a complete result of another configuration:
-`--force`), 4 diverged, 5 a file-system error (read-only, full or missing folder: one line naming the
-path), 130 interrupted.
+argparse only parses (strings and integers); the library checks every value once (ConfigError naming the
+parameter and the allowed values). Bad input exits non-zero with that one line, before anything is written;
+never a traceback. Exit codes: 1 no usable result (tables, loading), 2 bad input, 3 refused (another process
+trains the run, or `train` would replace a complete result of another configuration: `--force`), 4 diverged,
+5 a file-system error (read-only, full or missing folder: one line naming the path), 6 the load average says
+the cores are shared (a timing would be wrong), 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
 
 from attnlib import experiments
-from attnlib.checks import MAX_SEED, distributed_env, is_synthetic, max_threads
+from attnlib.checks import distributed_env
 from attnlib.errors import ConfigError
 
 PROG = "python -m attnlib"
 EXIT_MISSING, EXIT_USAGE, EXIT_LOCKED, EXIT_DIVERGED, EXIT_FILES, EXIT_INTERRUPTED = 1, 2, 3, 4, 5, 130
-EXIT_BUSY = 6  # the load average says the cores are shared: a timing would be wrong
+EXIT_BUSY = 6
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,118 +32,61 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{PROG}: error: {message}\n")
 
 
-def _choice(allowed):
-    def parse(value: str) -> str:
-        if value not in allowed:
-            raise argparse.ArgumentTypeError(f"got {value!r}; allowed: {', '.join(allowed)}")
-        return value
-
-    return parse
-
-
-def _integer(minimum: int, maximum: int | None = None):
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            n = None
-        if n is None or n < minimum or (maximum is not None and n > maximum):
-            allowed = f"an integer >= {minimum}" if maximum is None else f"an integer in [{minimum}, {maximum}]"
-            raise argparse.ArgumentTypeError(f"got {value!r}; allowed: {allowed}")
-        return n
-
-    return parse
-
-
-_SEED = _integer(0, MAX_SEED)  # numpy's seeding takes 32 bits: --seed 100000000000 would fail mid-run
-_THREADS = _integer(1, max_threads())  # far more threads than cores: torch crashes, libgomp aborts
-
-
-def _folder(value: str) -> str:
-    """A results folder: any non-empty path ("" would write into the current folder)."""
-    if not value.strip():
-        raise argparse.ArgumentTypeError(f"got {value!r}; allowed: a folder path (not empty)")
-    return value
-
-
-def _data(value: str) -> str:
-    if is_synthetic(value) or os.path.isdir(value):
-        return value
-    raise argparse.ArgumentTypeError(
-        f"got {value!r}, which is not an existing folder; allowed: a CIFAR-10 folder, 'synthetic' or "
-        "'synthetic:N_TRAIN:N_TEST'"
-    )
-
-
-@dataclass(frozen=True)
-class _Common:
-    """What several subcommands' options share: the experiments, the presets, the help's style."""
-
-    names: list[str]
-    presets: tuple[str, ...]
-    style: dict
-
-    @property
-    def preset(self) -> dict:
-        return dict(type=_choice(self.presets), default="paper", metavar="{" + ",".join(self.presets) + "}")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    names, presets = experiments.names(variants=True), experiments.PRESETS
-    variants = [n for n in names if experiments.get(n).variant_of]
+    presets = experiments.PRESETS
+    variants = [n for n in experiments.names(variants=True) if experiments.get(n).variant_of]
     epilog = (
         f"experiments: {', '.join(experiments.names())}\nclaim variants (out of the tables): {', '.join(variants)}"
         f"\npresets: {', '.join(presets)}"
     )
-    c = _Common(names, tuple(presets), dict(epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter))
+    style = dict(epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser = _Parser(
         prog=PROG,
         description="Train and tabulate the experiments of 'Can self-attention do what convolution does?'.",
-        **c.style,
+        **style,
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for add in (_add_list, _add_train, _add_queue, _add_probe, _add_bench, _add_tables, _add_time, _add_san_bench):
-        add(sub, c)
+    preset = dict(default="paper", metavar="{" + ",".join(presets) + "}")
+    for add in (
+        _add_list,
+        _add_train,
+        _add_queue,
+        _add_probe,
+        _add_bench,
+        _add_tables,
+        _add_time,
+        _add_san_bench,
+    ):
+        add(sub, style, preset)
     return parser
 
 
-def _experiments_options(c: _Common, p, help: str) -> None:
-    """--preset and --experiments of the commands over several experiments: queue, time."""
-    p.add_argument("--preset", **{**c.preset, "default": "budget"})
-    p.add_argument("--experiments", nargs="+", type=_choice(c.names), default=None, metavar="EXPERIMENT", help=help)
-
-
-def _add_list(sub, c: _Common) -> None:
-    """list: experiments, parameters, estimated and saved times."""
-    p = sub.add_parser("list", help="experiments, parameters and (budget) estimated times", **c.style)
-    p.add_argument("--preset", **c.preset)
+def _add_list(sub, style: dict, preset: dict) -> None:
+    p = sub.add_parser("list", help="experiments, parameters and (budget) estimated times", **style)
+    p.add_argument("--preset", **preset)
     p.add_argument(
         "--measure",
         action="store_true",
         help="measure throughput here (a few batches per model) for the estimates",
     )
-    p.add_argument("--results-dir", type=_folder, default="results", help="where saved runs are looked up (their times)")
+    p.add_argument("--results-dir", default="results", help="where saved runs are looked up (their times)")
 
 
-def _add_train(sub, c: _Common) -> None:
-    """train: one experiment, resumed from its checkpoints."""
-    p = sub.add_parser("train", help="train one experiment (resumes from its checkpoints)", **c.style)
-    p.add_argument("experiment", type=_choice(c.names), metavar="EXPERIMENT")
-    p.add_argument("--preset", **c.preset)
+def _add_train(sub, style: dict, preset: dict) -> None:
+    p = sub.add_parser("train", help="train one experiment (resumes from its checkpoints)", **style)
+    p.add_argument("experiment", metavar="EXPERIMENT")
+    p.add_argument("--preset", **preset)
     p.add_argument(
         "--data",
-        type=_data,
-        default=None,
         help="CIFAR-10 folder, 'synthetic' or 'synthetic:N_TRAIN:N_TEST' (default: the preset's, else $ATTNLIB_DATA)",
     )
-    p.add_argument("--results-dir", type=_folder, default="results")
-    p.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N")
-    p.add_argument("--seed", type=_SEED, default=0)
-    p.add_argument("--epochs", type=_integer(1), default=None, help="override the preset's number of epochs")
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int, help="override the preset's number of epochs")
     p.add_argument(
         "--threads",
-        type=_THREADS,
-        default=None,
+        type=int,
         help="CPU threads (default: torch's). On a machine shared with other jobs, 1 thread per run is much "
         "faster than 2 contending ones; run two trainings side by side instead.",
     )
@@ -157,87 +99,81 @@ def _add_train(sub, c: _Common) -> None:
     )
 
 
-def _add_queue(sub, c: _Common) -> None:
-    """queue: several experiments and seeds as single-thread lanes."""
+def _add_queue(sub, style: dict, preset: dict) -> None:
     p = sub.add_parser(
         "queue",
         help="train several experiments and seeds as single-thread lanes side by side (resumable)",
-        **c.style,
+        **style,
     )
-    _experiments_options(c,
-        p, "in order of priority (default: at long the runs the claims ledger needs, else the grid)"
+    p.add_argument("--preset", **{**preset, "default": "budget"})
+    p.add_argument(
+        "--experiments",
+        nargs="+",
+        metavar="EXPERIMENT",
+        help="in order of priority (default: at long the runs the claims ledger needs, else the grid)",
     )
-    p.add_argument("--seeds", nargs="+", type=_SEED, default=[0], metavar="SEED", help="default: 0")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0], metavar="SEED", help="default: 0")
     p.add_argument(
         "--asked",
         action="store_true",
         help="instead of --experiments x --seeds: the seeds the HA comparisons still lack by the project's "
         "standard (3 per side, 5 while the Welch interval holds 0; attnlib.lab.plan.seeds_asked)",
     )
-    p.add_argument(
-        "--lanes",
-        type=_THREADS,
-        default=None,
-        help="runs side by side (default: one per core, at most one per job)",
-    )
-    p.add_argument("--data", type=_data, default=None, help="as for train")
-    p.add_argument("--results-dir", type=_folder, default="results")
-    p.add_argument("--log-dir", default=None, help="one log file per job (default: RESULTS_DIR/logs/PRESET)")
+    p.add_argument("--lanes", type=int, help="runs side by side (default: one per core, at most one per job)")
+    p.add_argument("--data", help="as for train")
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--log-dir", help="one log file per job (default: RESULTS_DIR/logs/PRESET)")
     p.add_argument(
         "--force", action="store_true", help="as for train: replace results of another configuration"
     )
 
 
-def _add_probe(sub, c: _Common) -> None:
-    """probe: the standard attention probe of a saved run."""
+def _add_probe(sub, style: dict, preset: dict) -> None:
     p = sub.add_parser(
         "probe",
         help="add the standard attention probe (probe.npz: at initialisation and at the end) to a saved run "
         "whose checkpoints/last.pt is on disk",
-        **c.style,
+        **style,
     )
-    p.add_argument("experiment", type=_choice(c.names), metavar="EXPERIMENT")
-    p.add_argument("--preset", **c.preset)
-    p.add_argument("--seed", type=_SEED, default=0)
-    p.add_argument("--results-dir", type=_folder, default="results")
-    p.add_argument(
-        "--data",
-        type=_data,
-        default=None,
-        help="the CIFAR-10 folder of a cifar10 run (default: $ATTNLIB_DATA)",
-    )
+    p.add_argument("experiment", metavar="EXPERIMENT")
+    p.add_argument("--preset", **preset)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--data", help="the CIFAR-10 folder of a cifar10 run (default: $ATTNLIB_DATA)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N")
 
 
-def _add_tables(sub, c: _Common) -> None:
-    """table1 and table3 from saved results."""
-    p = sub.add_parser("table1", help="print Table 1 (Cordonnier et al.) from saved results", **c.style)
-    p.add_argument("--results-dir", type=_folder, default="results")
-    p.add_argument("--preset", **c.preset)
-    p.add_argument("--seed", type=_SEED, default=0)
+def _add_tables(sub, style: dict, preset: dict) -> None:
+    p = sub.add_parser("table1", help="print Table 1 (Cordonnier et al.) from saved results", **style)
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--preset", **preset)
+    p.add_argument("--seed", type=int, default=0)
     p = sub.add_parser(
         "table3",
         help="print Table 3 ([Re]: model vs HA; every saved seed, wall times of `time`) and the Welch tests",
-        **c.style,
+        **style,
     )
-    p.add_argument("--results-dir", type=_folder, default="results")
-    p.add_argument("--preset", **c.preset)
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--preset", **preset)
 
 
-def _add_time(sub, c: _Common) -> None:
-    """time: Table 3's wall times, every model in one process."""
+def _add_time(sub, style: dict, preset: dict) -> None:
     p = sub.add_parser(
         "time",
         help="time every model (and its HA variant) together, one process, interleaved: Table 3's wall time",
-        **c.style,
+        **style,
     )
-    _experiments_options(c, p, "the models to time (default: every experiment)")
-    p.add_argument("--threads", type=_THREADS, default=1, help="CPU threads for every model (default 1)")
-    p.add_argument("--device", type=_choice(("cpu", "cuda")), default="cpu", help="cpu (default) or cuda")
-    p.add_argument("--results-dir", type=_folder, default="results")
+    p.add_argument("--preset", **{**preset, "default": "budget"})
     p.add_argument(
-        "--out", default=None, help="default: RESULTS_DIR/timing/PRESET.json (--quick: PRESET-quick.json)"
+        "--experiments",
+        nargs="+",
+        metavar="EXPERIMENT",
+        help="the models to time (default: every experiment)",
     )
+    p.add_argument("--threads", type=int, default=1, help="CPU threads for every model (default 1)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--results-dir", default="results")
+    p.add_argument("--out", help="default: RESULTS_DIR/timing/PRESET.json (--quick: PRESET-quick.json)")
     p.add_argument("--quick", action="store_true", help="a few passes per model: a test of the command")
     p.add_argument(
         "--force",
@@ -246,9 +182,7 @@ def _add_time(sub, c: _Common) -> None:
     )
 
 
-def _add_bench(sub, c: _Common) -> None:
-    """bench: the model benchmark (`attnlib.lab.bench`) or the matmul peak. Values are checked by the library
-    (ConfigError), not here."""
+def _add_bench(sub, style: dict, preset: dict) -> None:
     from attnlib.lab.bench import DTYPES, IMPLS, MODELS, SHAPES
 
     p = sub.add_parser(
@@ -261,16 +195,22 @@ def _add_bench(sub, c: _Common) -> None:
     p.add_argument("--out", default=None, help="JSON report (default results/bench/<device>.json)")
     p.add_argument("--all", action="store_true", help="also run the SAN operations' benchmark (san-bench)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
-    p.add_argument("--shapes", nargs="+", default=None, help=f"of {', '.join(SHAPES)} (default: all; --quick: paper)")
+    p.add_argument(
+        "--shapes", nargs="+", default=None, help=f"of {', '.join(SHAPES)} (default: all; --quick: paper)"
+    )
     p.add_argument("--models", nargs="+", default=list(MODELS), help=f"of {', '.join(MODELS)}")
     p.add_argument("--dtypes", nargs="+", default=list(DTYPES), help=f"of {', '.join(DTYPES)}")
     p.add_argument("--impls", nargs="+", default=list(IMPLS), help=f"of {', '.join(IMPLS)}")
     p.add_argument("--batch", type=int, default=None, help="batch size (default: the preset's, 100)")
-    p.add_argument("--layers", type=int, default=1, help="layers timed at the paper shapes (default 1 of 6; 0 = all)")
+    p.add_argument(
+        "--layers", type=int, default=1, help="layers timed at the paper shapes (default 1 of 6; 0 = all)"
+    )
     p.add_argument("--repeats", type=int, default=3, help="interleaved rounds of timed blocks (median)")
     p.add_argument("--no-inference", action="store_true", help="skip the eval-mode forward timing")
     p.add_argument("--profile", action="store_true", help="profile one step per row: where time goes")
-    p.add_argument("--threads", type=int, default=None, help="intra-op threads (default: torch's; --quick: 1)")
+    p.add_argument(
+        "--threads", type=int, default=None, help="intra-op threads (default: torch's; --quick: 1)"
+    )
     p.add_argument(
         "--force",
         action="store_true",
@@ -283,8 +223,7 @@ def _add_bench(sub, c: _Common) -> None:
     )
 
 
-def _add_san_bench(sub, c: _Common) -> None:
-    """san-bench: the SAN operations' backends (`attnlib.lab.kernels`); values checked by the library."""
+def _add_san_bench(sub, style: dict, preset: dict) -> None:
     p = sub.add_parser(
         "san-bench",
         help="time and peak memory of the SAN operations' backends at each SAN stage's shapes",
@@ -316,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PROG}: error: {err}", file=sys.stderr)
             return EXIT_USAGE
         logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(message)s")
-        from attnlib.lab.commands import COMMANDS
+        from attnlib.lab import commands
         from attnlib.lab.machine import MachineBusy
         from attnlib.lab.run import ResultExists, RunLocked
         from attnlib.results.load import MissingResult
@@ -336,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         (OSError, "error: ", EXIT_FILES),  # after ConfigError: DataNotFoundError is both
     ]
     try:
-        return COMMANDS[args.command](args)
+        return commands.run(args)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from attnlib import experiments
-from attnlib.checks import distributed_env
+from attnlib.checks import check, distributed_env
 from attnlib.errors import ConfigError
 from attnlib.lab.cli import EXIT_INTERRUPTED, EXIT_MISSING, PROG
 
@@ -90,6 +90,9 @@ def cmd_train(args) -> int:
     if args.threads is not None:
         import torch
 
+        from attnlib.lab.machine import check_threads
+
+        check_threads("threads", args.threads)
         torch.set_num_threads(args.threads)
     result = run_or_load(  # a complete result with the same configuration is kept, not retrained
         args.experiment,
@@ -142,6 +145,8 @@ def cmd_probe(args) -> int:
 def cmd_queue(args) -> int:
     from attnlib.lab import queue
 
+    if args.lanes is not None:
+        queue.check_threads("lanes", args.lanes)
     if args.asked:
         from attnlib.lab import plan
 
@@ -151,8 +156,7 @@ def cmd_queue(args) -> int:
             )
             raise ConfigError(given, value, "none with --asked (it chooses the experiments and seeds itself)")
         jobs = [
-            queue.Job(name, seed)
-            for name, seed in plan.seeds_asked(args.results_dir, args.preset, args.data)
+            queue.Job(name, seed) for name, seed in plan.seeds_asked(args.results_dir, args.preset, args.data)
         ]
     else:
         names = args.experiments or queue.default_experiments(args.preset)
@@ -197,6 +201,7 @@ def cmd_queue(args) -> int:
 def cmd_table(args) -> int:
     from attnlib.results import tables
 
+    experiments.check_preset(args.preset)
     if not Path(args.results_dir).is_dir():
         raise ConfigError(
             "--results-dir",
@@ -285,7 +290,9 @@ def bench(args) -> dict:
         report = kernels.peak(
             tuple(args.dtypes), args.device, threads=args.threads or 1, quick=args.quick, force=args.force
         )
-        out = write_json(args.out or Path("results") / "bench" / "peak" / f"{report['machine']['device']}.json", report)
+        out = write_json(
+            args.out or Path("results") / "bench" / "peak" / f"{report['machine']['device']}.json", report
+        )
         print(kernels.peak_line(report) + f"; written {out}")
         return report
     report = bench.run(
@@ -370,6 +377,14 @@ def san_bench(args):
 def cmd_san_bench(args) -> int:
     san_bench(args)
     return 0
+
+
+def run(args) -> int:
+    """Run the command `args` names (ConfigError for an empty --results-dir: it would write into the current
+    folder)."""
+    if getattr(args, "results_dir", None) is not None:
+        check(bool(args.results_dir.strip()), "--results-dir", args.results_dir, "a folder path (not empty)")
+    return COMMANDS[args.command](args)
 
 
 COMMANDS = {

@@ -108,7 +108,11 @@ def peak(
 def peak_line(report: dict) -> str:
     """One line: the machine, its instruction sets, the peaks and whether the cores were shared."""
     m, load = report["machine"], report.get("load", {})
-    verdict = {True: "cores shared with other work: too low", False: "cores otherwise idle", None: "load unknown"}
+    verdict = {
+        True: "cores shared with other work: too low",
+        False: "cores otherwise idle",
+        None: "load unknown",
+    }
     return (
         f"{m['cpu']} ({', '.join(m['cpu_flags']) or 'no avx2/avx512/amx'}; CPU capability "
         f"{m.get('cpu_capability')}), {m['torch_threads']} thread(s), torch {m['torch']}: matmul peak "
@@ -197,7 +201,9 @@ def run(batch=40, device="auto", min_run_time=MIN_RUN_TIME, dtype="float32", bac
                 "fwd+bwd": partial(_step, call, inputs, backend, upstream),
             }
             for name, fn in steps.items():
-                row[(f"{name} ms", backend)], row[(f"{name} peak MiB", backend)] = measure(fn, dev, min_run_time)
+                row[(f"{name} ms", backend)], row[(f"{name} peak MiB", backend)] = measure(
+                    fn, dev, min_run_time
+                )
         rows.append(row)
     table = pd.DataFrame(rows).set_index([("stage", ""), ("op", ""), ("input", "")])
     table.index.names = ["stage", "op", "input"]

@@ -13,6 +13,7 @@ import statistics
 
 import torch
 
+from attnlib.checks import check, in_range, max_threads
 from attnlib.train.device import cpu_info  # the one reader of /proc/cpuinfo
 
 #: the instruction sets a report names (what decides how fast fp32 / bf16 matmuls can be)
@@ -25,6 +26,12 @@ SHARED_MARGIN = 0.5
 
 class MachineBusy(RuntimeError):
     """The load average says the cores are shared with other work; the measurement was not started."""
+
+
+def check_threads(name: str, value) -> None:
+    """ConfigError unless ``value`` is an integer in [1, max_threads()]: far more threads (or lanes) than cores
+    crash torch and abort libgomp."""
+    check(in_range(1, max_threads())(value), name, value, f"an integer in [1, {max_threads()}]")
 
 
 def usable_cores() -> int:

@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnlib.checks import check_positive_int
 from attnlib.lab.cli import EXIT_LOCKED  # `train` refused: its folder is locked by another process
+from attnlib.lab.machine import check_threads
 from attnlib.results.store import check_no_links, open_nofollow
 
 
@@ -57,8 +57,12 @@ def default_experiments(preset: str) -> list[str]:
 
 
 def pending(jobs: Sequence[Job], preset: str, results_dir, data=None) -> tuple[list[Job], list[Job]]:
-    """(to train, complete): the jobs without and with a complete result of their current configuration."""
+    """(to train, complete): the jobs without and with a complete result of their current configuration
+    (ConfigError for bad experiments, seeds or data, before any job starts)."""
+    from attnlib.data.spec import check_data
     from attnlib.results.tables import collect
+
+    check_data(data)
 
     complete = set()
     for seed in dict.fromkeys(job.seed for job in jobs):  # one look at the saved results per seed
@@ -93,7 +97,7 @@ class Queue:
     `log_dir/<experiment>-seed<seed>.log`. `run()` returns one `Outcome` per job, in the jobs' order."""
 
     def __init__(self, jobs: Sequence[Job], lanes: int, command: Callable[[Job], list[str]], log_dir):
-        check_positive_int("lanes", lanes)
+        check_threads("lanes", lanes)
         self.jobs, self.lanes, self.command = list(jobs), lanes, command
         self.log_dir = Path(log_dir)
         self.outcomes = {job: Outcome(job, "not started") for job in self.jobs}
@@ -181,7 +185,10 @@ class Queue:
         check_no_links(self.log_dir)  # one line (UnsafeFolder) before any job starts
         self.interrupted = False
         done = [threading.Event() for _ in range(self.lanes)]
-        threads = [threading.Thread(target=self._lane_then, args=(i + 1, done[i]), daemon=True) for i in range(self.lanes)]
+        threads = [
+            threading.Thread(target=self._lane_then, args=(i + 1, done[i]), daemon=True)
+            for i in range(self.lanes)
+        ]
         for t in threads:
             t.start()
         main_thread = threading.current_thread() is threading.main_thread()

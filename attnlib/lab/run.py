@@ -196,6 +196,7 @@ def backfill_probe(
     is rebuilt from its spec). Rewrites metrics.json's file list (checksums) under the run's lock; the
     fingerprint and every other file are unchanged. Returns the path of probe.npz. MissingResult /
     DamagedResult when the run is not complete or its checkpoint is absent or not the end of training."""
+    run_config(experiment, preset, seed=seed)  # ConfigError for a bad experiment, preset or seed
     path = run_dir(results_dir, experiment, preset, seed)
     lock = RunLock(path)
     if not (path / "metrics.json").exists():

@@ -35,7 +35,14 @@ import torch
 from attnlib import experiments
 from attnlib.checks import check_positive_int
 from attnlib.errors import ConfigError
-from attnlib.lab.machine import MachineBusy, core_sharing, load_average, machine, refuse_if_shared
+from attnlib.lab.machine import (
+    MachineBusy,
+    check_threads,
+    core_sharing,
+    load_average,
+    machine,
+    refuse_if_shared,
+)
 from attnlib.lab.machine import running_others as _running_others  # a name of its own: tests patch it
 from attnlib.results.timing import _jsonable, timing_path
 from attnlib.train.device import resolve_device
@@ -145,7 +152,7 @@ def measure(
         experiments.get(name)  # ConfigError naming the experiment and the allowed ones
     if len(set(names)) != len(names):
         raise ConfigError("experiments", names, "each experiment at most once")
-    check_positive_int("threads", threads)
+    check_threads("threads", threads)
     dev = resolve_device(device)
     protocol = dict(QUICK) if quick else dict(warmup=WARMUP, reps=REPS, rounds=ROUNDS)
     for name, value in (("warmup", warmup), ("reps", reps), ("rounds", rounds)):
