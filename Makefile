@@ -12,7 +12,7 @@ export JUPYTER_PATH := $(abspath $(VENV))/share/jupyter
 export MPLBACKEND   := Agg
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup test test-fast lint book check-book chromium bench long seeds clean
+.PHONY: setup test test-fast lint book check-book pdf chromium bench long seeds clean
 
 # What the built book depends on: `check-book` rebuilds it only when one of these is newer than the build.
 BOOK_STAMP  := _build/html/.attnlib-built
@@ -46,10 +46,18 @@ $(BOOK_STAMP): $(STAMP) $(BOOK_INPUTS)
 
 # Every page of the built book in headless Chromium, network off (tools/bookcheck.py): fails on
 # unrendered TeX, a remote request, a JavaScript error, a figure wider than the page, one figure shown twice
-# on a page or a model's code id in a sentence; screenshots in
-# _build/screenshots/. Needs Debian's `chromium` (apt-get install chromium).
+# on a page, a model's code id or "not yet trained" in a sentence, an image that is not a numbered figure or
+# a formula wider than its box; screenshots in _build/screenshots/. Needs Debian's `chromium`
+# (apt-get install chromium).
 check-book: setup chromium $(BOOK_STAMP)
 	$(PY) tools/bookcheck.py _build/html
+
+# The whole book as one PDF, _build/attnlib.pdf (A4; PAPER=Letter for US letter): every chapter page of the
+# HTML build printed by the same Chromium, network off, and joined (tools/bookpdf.py); prints each chapter's
+# page count.
+PAPER ?= A4
+pdf: setup chromium $(BOOK_STAMP)
+	$(PY) tools/bookpdf.py _build/html -o _build/attnlib.pdf --paper $(PAPER)
 
 chromium: setup   # before the build: say at once how to install Chromium where it is missing
 	@$(PY) tools/bookcheck.py --find-chromium

@@ -14,10 +14,11 @@
 # ---
 
 # %% [markdown]
+# (chapter-theory)=
 # # Self-attention can express any convolution
 #
-# This chapter states the main result of {cite:t}`cordonnier2020relationship`, follows its constructive
-# proof step by step, and checks every step live with `attnlib.theory`: we build, from a given
+# This chapter states the main result of {cite:t}`cordonnier2020relationship` ({prf:ref}`thm-express`),
+# follows its constructive proof step by step, and checks every step live with `attnlib.theory`: we build, from a given
 # convolution, an attention layer that computes it, measure how close it gets, look at its attention
 # maps, and finally let gradient descent discover the construction by itself.
 # Nothing here needs trained models; the whole chapter runs in seconds on a CPU. It finds that the
@@ -28,51 +29,87 @@
 # ## Multi-head self-attention on an image
 #
 # An image with $W \times H$ pixels and $D_{in}$ channels is a matrix $X \in \mathbb{R}^{T \times D_{in}}$ of
-# $T = WH$ tokens. A self-attention head $h$ mixes the tokens with a row-stochastic matrix,
+# $T = WH$ tokens. A self-attention head $h$ mixes the tokens with a row-stochastic matrix, and a
+# multi-head layer concatenates its heads:
 #
 # $$
-# \mathrm{SA}_h(X)_{q,:} = \sum_k \mathrm{softmax}\big(A^{(h)}_{q,:}\big)_k \, X_{k,:} W^{(h)}_{val},
-# \qquad
-# \mathrm{MHSA}(X) = \mathrm{concat}_h\big[\mathrm{SA}_h(X)\big]\, W_{out} + b_{out},
-# $$
+# \begin{aligned}
+# \mathrm{SA}_h(X)_{q,:} &= \sum_k \mathrm{softmax}\big(A^{(h)}_{q,:}\big)_k \, X_{k,:} W^{(h)}_{val},\\
+# \mathrm{MHSA}(X) &= \mathrm{concat}_h\big[\mathrm{SA}_h(X)\big]\, W_{out} + b_{out}.
+# \end{aligned}
+# $$ (eq-mhsa)
 #
-# and the scores $A^{(h)}_{q,k}$ of query pixel $q$ for key pixel $k$ decide which pixels a head looks at.
-# With a *relative* positional encoding {cite}`dai2019transformerxl` the scores depend on the contents and on
-# the shift $\delta = k - q$ only:
+# The scores $A^{(h)}_{q,k}$ of query pixel $q$ for key pixel $k$ in {eq}`eq-mhsa` decide which pixels a
+# head looks at. With a *relative* positional encoding {cite}`dai2019transformerxl` the scores depend on
+# the contents and on the shift $\delta = k - q$ only:
 #
 # $$
-# A_{q,k} = X_q^\top W_{qry}^\top W_{key} X_k + X_q^\top W_{qry}^\top \widehat W_{key}\, r_\delta
-#         + u^\top W_{key} X_k + v^\top \widehat W_{key}\, r_\delta .
-# $$
+# \begin{aligned}
+# A_{q,k} = {}& X_q^\top W_{qry}^\top W_{key} X_k + X_q^\top W_{qry}^\top \widehat W_{key}\, r_\delta \\
+#         &+ u^\top W_{key} X_k + v^\top \widehat W_{key}\, r_\delta .
+# \end{aligned}
+# $$ (eq-relative-scores)
 #
-# **Theorem 1** {cite:p}`cordonnier2020relationship`. *A multi-head self-attention layer with $N_h$ heads of
-# dimension $D_h$, output dimension $D_{out}$ and a relative positional encoding of dimension $D_p \ge 3$ can
+# :::{prf:theorem} Attention can express convolution
+# :label: thm-express
+#
+# A multi-head self-attention layer {eq}`eq-mhsa` with $N_h$ heads of dimension $D_h$, output dimension
+# $D_{out}$ and a relative positional encoding {eq}`eq-relative-scores` of dimension $D_p \ge 3$ can
 # express any convolutional layer of kernel size $\sqrt{N_h} \times \sqrt{N_h}$ and $\min(D_h, D_{out})$
-# output channels.*
+# output channels {cite:p}`cordonnier2020relationship`.
+# :::
 #
 # The proof is constructive, in two lemmas.
 #
-# **Lemma 1 (one head per kernel tap).** Number the $K^2$ shifts of a $K \times K$ kernel,
-# $\Delta \in \{-\lfloor K/2 \rfloor, \dots, \lfloor K/2 \rfloor\}^2$, by the heads, $h \mapsto \Delta^{(h)}$. If every
-# head puts all of its attention on the single key $q + \Delta^{(h)}$, then
-# $\mathrm{MHSA}(X)_q = \sum_h X_{q + \Delta^{(h)}} W^{(h)} + b_{out}$ with $W^{(h)} = W^{(h)}_{val} W^{(h)}_{out}$ (the
-# $h$-th slice of the output projection). Choosing $W^{(h)}$ equal to the kernel tap at $\Delta^{(h)}$ gives
-# exactly the convolution $\sum_{\Delta} X_{q+\Delta} K_\Delta + b$.
+# :::{prf:lemma} One head per kernel tap
+# :label: lem-one-head
 #
-# **Lemma 2 (the quadratic encoding attends to one pixel).** With $W_{qry} = W_{key} = 0$ and
+# Number the $K^2$ shifts of a $K \times K$ kernel,
+# $\Delta \in \{-\lfloor K/2 \rfloor, \dots, \lfloor K/2 \rfloor\}^2$, by the heads, $h \mapsto \Delta^{(h)}$.
+# If every head puts all of its attention on the single key $q + \Delta^{(h)}$, then
 #
 # $$
-# v^{(h)} = -\alpha^{(h)} \big(1, -2\Delta^{(h)}_1, -2\Delta^{(h)}_2\big), \qquad
-# r_\delta = \big(\|\delta\|^2, \delta_1, \delta_2\big), \qquad \widehat W_{key} = I,
+# \mathrm{MHSA}(X)_q = \sum_h X_{q + \Delta^{(h)}} W^{(h)} + b_{out},
+# \qquad W^{(h)} = W^{(h)}_{val} W^{(h)}_{out},
+# $$ (eq-construction)
+#
+# with $W^{(h)}_{out}$ the $h$-th slice of the output projection. Choosing $W^{(h)}$ equal to the kernel
+# tap at $\Delta^{(h)}$ gives exactly the convolution $\sum_{\Delta} X_{q+\Delta} K_\Delta + b$.
+# :::
+#
+# :::{prf:lemma} The quadratic encoding attends to one pixel
+# :label: lem-quadratic
+#
+# With $W_{qry} = W_{key} = 0$ in {eq}`eq-relative-scores` and
+#
 # $$
+# \begin{aligned}
+# v^{(h)} &= -\alpha^{(h)} \big(1, -2\Delta^{(h)}_1, -2\Delta^{(h)}_2\big), \\
+# r_\delta &= \big(\|\delta\|^2, \delta_1, \delta_2\big), \qquad \widehat W_{key} = I,
+# \end{aligned}
+# $$ (eq-quadratic)
 #
-# the score is $A^{(h)}_{q,k} = -\alpha^{(h)} \big(\|\delta - \Delta^{(h)}\|^2 - \|\Delta^{(h)}\|^2\big)$: a Gaussian
-# bump centred on the shift $\Delta^{(h)}$ whose last term is the same for every key and cancels in the
-# softmax. As $\alpha^{(h)} \to \infty$ the softmax becomes one-hot at $\delta = \Delta^{(h)}$, which is Lemma 1's
-# condition. So $K^2$ heads with $D_p = 3$ suffice.
+# the score of head $h$ is
 #
-# Two details matter in code. The library evaluates the centred score $-\alpha \|\delta - \Delta\|^2$
-# directly (better conditioned at large $\alpha$; see `attnlib.attention.QuadraticEncoding`). And a
+# $$
+# A^{(h)}_{q,k} = -\alpha^{(h)} \big(\|\delta - \Delta^{(h)}\|^2 - \|\Delta^{(h)}\|^2\big),
+# $$ (eq-quadratic-score)
+#
+# and as $\alpha^{(h)} \to \infty$ its softmax becomes one-hot at $\delta = \Delta^{(h)}$.
+# :::
+#
+# :::{prf:proof}
+# The score {eq}`eq-quadratic-score` is a Gaussian bump centred on the shift $\Delta^{(h)}$ whose last
+# term is the same for every key and cancels in the softmax. Every other key is at least one pixel
+# further from $\Delta^{(h)}$, so its score is lower by at least $\alpha^{(h)}$ and its softmax weight
+# vanishes as $\alpha^{(h)} \to \infty$: the head attends to the single key $q + \Delta^{(h)}$, which is
+# the condition of {prf:ref}`lem-one-head`. Giving the $K^2$ heads the $K^2$ shifts of the kernel and
+# the filters of {eq}`eq-construction` then computes the convolution, so $K^2$ heads with $D_p = 3$
+# suffice, which proves {prf:ref}`thm-express`.
+# :::
+#
+# Two details matter in code. The library evaluates the centred score $-\alpha \|\delta - \Delta\|^2$ of
+# {eq}`eq-quadratic-score` directly (better conditioned at large $\alpha$; see `attnlib.attention.QuadraticEncoding`). And a
 # convolution pads the image with zeros where attention keeps its size: as the paper remarks, we attend
 # over an explicitly zero-padded grid and crop the result back (`attnlib.theory.ConvAttention`).
 
@@ -126,7 +163,7 @@ book.show(
     "fig-alpha",
     "Relative error of the attention layer built from a convolution (`attention_from_conv`) against the "
     "width parameter α of its quadratic encoding, on random 12 × 10 images in float64; dashed: the rate "
-    "$e^{-\\alpha}$ of Lemma 2, dotted: $10^{-5}$.",
+    "$e^{-\\alpha}$ of {prf:ref}`lem-quadratic`, dotted: $10^{-5}$.",
 )
 
 # %% [markdown]
@@ -134,14 +171,15 @@ book.show(
 # {glue:text}`theory_rate` $\cdot\, e^{-\alpha}$, a straight line on the logarithmic axis: it is
 # {glue:text}`theory_err_a10` at $\alpha = 10$, drops under $10^{-5}$ from $\alpha =$
 # {glue:text}`theory_alpha_1e5` on, and reaches {glue:text}`theory_err_last` at $\alpha =$
-# {glue:text}`theory_alpha_last`, the rounding level of float64. The rate is what Lemma 2 predicts: the
+# {glue:text}`theory_alpha_last`, the rounding level of float64. The rate is what {prf:ref}`lem-quadratic`
+# predicts: the
 # keys nearest to the target shift are one pixel further, so their scores are lower by $\alpha$ and the
 # softmax leaks a mass of order $e^{-\alpha}$ to them. Dilation changes nothing: the heads sit further
 # apart, but each one still competes with keys one pixel away.
 #
 # ## Step 2: every head attends to one shifted pixel
 #
-# Lemma 1 asks each head to look at a single pixel, at its own shift. {numref}`fig-heads` shows the
+# {prf:ref}`lem-one-head` asks each head to look at a single pixel, at its own shift. {numref}`fig-heads` shows the
 # attention probabilities of the nine heads of the $3 \times 3$ construction for one query pixel, at a
 # small and at a large $\alpha$.
 
@@ -184,7 +222,7 @@ book.show(
 # (`attnlib.theory.learn_convolution`, AdamW, {glue:text}`theory_steps` steps).
 #
 # There is a subtlety. For interior pixels, *any* invertible mixture of the nine taps can be undone by the
-# per-head filters $W^{(h)}$, so blurred, overlapping heads can fit the convolution as well as one-hot ones,
+# per-head filters $W^{(h)}$ of {eq}`eq-construction`, so blurred, overlapping heads can fit the convolution as well as one-hot ones,
 # and the loss alone gives the centres no reason to reach the grid. Decoupled weight decay on the filters
 # (not on centres and widths) breaks the tie: the one-to-one assignment of heads to taps is the
 # best-conditioned mixture, with the smallest filters. We train twice, with and without that weight decay.
@@ -254,8 +292,9 @@ book.show(
 #
 # The constructive proof holds in code, border pixels and dilation included: the attention layer built
 # from a convolution computes it to {glue:text}`theory_err_last` at $\alpha =$ {glue:text}`theory_alpha_last`,
-# and its error shrinks as $e^{-\alpha}$, as Lemma 2 predicts. Trained from a random start, the same
+# and its error shrinks as $e^{-\alpha}$, as {prf:ref}`lem-quadratic` predicts. Trained from a random start, the same
 # layer reaches the construction, one head per kernel tap, only when its filters carry weight decay;
 # without it, blurred heads fit the convolution almost as well. So the theorem guarantees that attention
-# *can* express a convolution, and says nothing about whether training will find one: chapter 2 looks at
+# *can* express a convolution, and says nothing about whether training will find one:
+# {numref}`Chapter %s <chapter-reproduction>` looks at
 # what the heads of models trained on images do.

@@ -1,7 +1,8 @@
 """The real-browser check of the book (tools/bookcheck.py): what counts as remote, which pages it opens, and,
 where Chromium is installed, that it catches each kind of fault on small pages made for it (a remote
 script, TeX or Markdown left unrendered, a JavaScript error, a figure wider than the page, a table wider than its
-column, one figure shown twice, a code id in a sentence) and passes a clean page."""
+column, one figure shown twice, a code id or the missing mark in a sentence, an image that is not a numbered
+figure, a display formula wider than its box) and passes a clean page."""
 
 from __future__ import annotations
 
@@ -119,10 +120,67 @@ def test_a_code_id_in_a_sentence_is_found_and_code_tables_and_maths_are_not():
     assert "vit_ha" in bookcheck.experiment_ids()
 
 
+def test_the_missing_mark_in_running_text_is_found_and_tables_code_and_quotes_are_not():
+    page = (
+        "<html><body><nav>not yet trained</nav><article class='bd-article'><section>"
+        "<p>ResNet18 reached 93.2%; SA learned 2D is Not yet trained at this preset.</p>"
+        "<ul><li>HA: not yet trained</li></ul>"
+        "<figure><img src='a.png'><figcaption><p>Fig. 2.1 Maps. Not yet trained: ViT.</p></figcaption></figure>"
+        "<table><caption>Table 2.1 Accuracy (—: not yet trained)</caption><tr><td>not yet trained</td></tr></table>"
+        "<p>A missing run is shown as “not yet trained.” in tables; run <code>not yet trained</code>.</p>"
+        "</section></article></body></html>"
+    )
+    found = bookcheck.missing_mark_in_text(page)
+    assert len(found) == 3, found  # the paragraph, the list item, the figure caption
+    assert "is Not yet trained at this preset" in found[0] and "HA: not yet trained" in found[1], found
+    assert "Maps. Not yet trained: ViT" in found[2], found
+    clean = (
+        "<article><section><p>ResNet18 reached 93.2%.</p><table><tr><td>not yet trained</td></tr></table>"
+        "<p>A missing run reads 'not yet trained' in a table.</p></section></article>"
+    )
+    assert bookcheck.missing_mark_in_text(clean) == []
+
+
+def test_an_image_outside_a_numbered_figure_is_found():
+    numbered = (
+        '<figure class="align-default" id="fig-alpha"><img alt="" src="_images/a.png">'
+        '<figcaption><p><span class="caption-number">Fig. 1.1 </span><span class="caption-text">Error.'
+        "</span></p></figcaption></figure>"
+    )
+    page = (
+        '<html><body><img src="_static/logo.png"><article class="bd-article"><section>'
+        + numbered
+        + '<div class="cell_output"><img src="_images/bare.png"></div>'  # a plot a cell displayed bare
+        + '<figure><img src="_images/uncaptioned.png"><figcaption><p>A caption, no number</p></figcaption>'
+        + '</figure><div class="figure"><p><img src="_images/old.png"></p>'
+        + '<p class="caption"><span class="caption-number">Fig. 1.2 </span>Old markup.</p></div>'
+        + "</section></article></body></html>"
+    )
+    found = bookcheck.unnumbered_figures(page)
+    assert found == [
+        "image 2 outside any figure: _images/bare.png",
+        "image 3 in a figure whose caption has no number: _images/uncaptioned.png",
+    ], found
+    assert bookcheck.unnumbered_figures(f"<article><section>{numbered}</section></article>") == []
+
+
+#: A typeset display formula as MathJax writes it (hand-made: no MathJax needed), ``width`` px wide, in a
+#: ``div.math`` of the 600 px column, with its equation number.
+def _formula(width: int, label: str) -> str:
+    return (
+        f'<div class="math notranslate nohighlight" id="equation-{label}"><span class="eqno">(1.1)</span>'
+        f'<mjx-container class="MathJax CtxtMenu_Attached_0" jax="CHTML" display="true" style="display: block">'
+        f'<mjx-math display="true" style="display: inline-block; width: {width}px; height: 20px"></mjx-math>'
+        "</mjx-container></div>"
+    )
+
+
 PAGES = {
     "injected.html": '<html><body><article class="bd-article"><section><p>data: <b onmouseover="alert(1)">'
     "cifar10</b></p></section></article></body></html>",
-    "clean.html": "<html><body><main><p>Plain prose: a 3 × 3 kernel, 5 $ each.</p><pre>C:\\temp \\alpha</pre>"
+    "clean.html": "<html><body><main style='width: 600px'><p>Plain prose: a 3 × 3 kernel, 5 $ each.</p>"
+    + _formula(400, "eq-fits")
+    + "<pre>C:\\temp \\alpha</pre>"
     '<img alt="small" width="200" height="100" src="data:image/gif;base64,R0lGODlhAQABAAAAACw=">'
     "</main></body></html>",
     "remote.html": '<html><head><script src="https://cdn.example.org/mathjax.js"></script></head>'
@@ -135,6 +193,9 @@ PAGES = {
     "</caption><tr><td>1</td></tr></table><p>a <code>`quoted`</code> span is fine</p></body></html>",
     "repeated.html": f'<html><body><article><section><img alt="a" src="{_GIF}"><p>later</p>'
     f'<img alt="b" src="{_GIF}"><p>The run of learned_9h_pos_init.</p></section></article></body></html>',
+    "widemath.html": "<html><body><main style='width: 600px'>"
+    + _formula(900, "eq-mhsa")
+    + "</main></body></html>",
     "wide.html": '<html><body><main style="width: 600px"><canvas width="2400" height="50"></canvas>'
     "</main></body></html>",
     # a table too wide for its scrolling box (as the theme wraps cell outputs), beside one that fits
@@ -175,12 +236,19 @@ def test_the_browser_catches_each_fault(tmp_path):
     markdown = [p for p in reports["markdown.html"].problems if "unrendered Markdown" in p]
     assert len(markdown) == 2 and "`converge`" in markdown[0] and "**Wall time**" in markdown[1], markdown
     assert any("figure wider than the page" in p for p in reports["wide.html"].problems)
-    assert any('markup no chapter wrote' in p and "onmouseover" in p for p in reports["injected.html"].problems)
+    assert any(
+        "markup no chapter wrote" in p and "onmouseover" in p for p in reports["injected.html"].problems
+    )
     wide_tables = [p for p in reports["widetable.html"].problems if "table wider than its column" in p]
     assert len(wide_tables) == 2, reports["widetable.html"].problems
     assert "Table 3. Too wide" in wide_tables[0] and "Protocols" in wide_tables[1], wide_tables
     assert not any("table wider" in p for p in reports["wide.html"].problems)
     repeated = reports["repeated.html"].problems
-    assert any("the same figure twice on one page: figure 2 repeats figure 1" in p for p in repeated), repeated
+    assert any("the same figure twice on one page: figure 2 repeats figure 1" in p for p in repeated), (
+        repeated
+    )
     assert any("a code id in a sentence" in p and "learned_9h_pos_init" in p for p in repeated), repeated
+    wide_math = [p for p in reports["widemath.html"].problems if "formula wider than its box" in p]
+    assert len(wide_math) == 1 and "(1.1) equation-eq-mhsa: 900 px wide" in wide_math[0], wide_math
+    assert any("a figure without a number" in p and "outside any figure" in p for p in repeated), repeated
     assert sorted(p.name for p in shots.glob("*.png")) == sorted(n.replace(".html", ".png") for n in PAGES)

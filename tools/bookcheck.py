@@ -18,9 +18,17 @@ in Debian's ``chromium``, driven by Playwright, and fails when a page
   fold-outs are not seen,
 - shows one figure twice: two images of its article with the same bytes (``repeated_figures``; a later
   section refers back to the first in words instead),
-- or names a model by its code id in a sentence: an experiment name of the registry
+- names a model by its code id in a sentence: an experiment name of the registry
   (``learned_content_9h_ha``) in the article's running text, outside code elements, tables and formulas
-  (``code_ids_in_text``; a reader gets the display name, "SA learned 2D + content, 9 heads, HA").
+  (``code_ids_in_text``; a reader gets the display name, "SA learned 2D + content, 9 heads, HA"),
+- says "not yet trained" in a sentence: the missing mark in the article's running text (paragraphs, list
+  items, notes and figure captions; table cells and their captions, code and the mark quoted as a term
+  excepted: ``missing_mark_in_text``); a sentence needs the number or verdict, a table may say a run is missing,
+- shows an unnumbered figure: an image of the article that is not inside a ``<figure>`` whose caption
+  carries a number ("Fig. 2.3"), as a chapter's ``{glue:figure}`` with ``:name:`` and a caption makes
+  (``unnumbered_figures``; a plot a cell displays bare is one a reader cannot refer to),
+- or shows a display formula wider than its box: the typeset formula (MathJax's ``mjx-math``) wider than
+  the ``div.math`` that holds it, or ending right of the text column (split it with ``aligned``).
 
 It saves one full-page screenshot per page under ``_build/screenshots/``. Chromium is found as
 ``$ATTNLIB_CHROMIUM``, ``chromium``, ``chromium-browser`` or ``google-chrome`` on the PATH; where none
@@ -31,39 +39,70 @@ never used (it needs the network).
 from __future__ import annotations
 
 import argparse
-import base64
-import hashlib
 import os
 import re
 import shutil
 import sys
 import time
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+
+from bookarticle import (  # tools/bookarticle.py: what a page's HTML holds, read without a browser
+    LOCAL_SCHEMES,
+    code_ids_in_text,
+    experiment_ids,
+    injected_markup,
+    is_remote,
+    missing_mark_in_text,
+    repeated_figures,
+    unnumbered_figures,
+)
 
 from attnlib.env import CHROMIUM_ENV
+
+__all__ = [  # the page readers, re-exported: bookcheck.repeated_figures(...) as before the split
+    "LOCAL_SCHEMES",
+    "code_ids_in_text",
+    "experiment_ids",
+    "injected_markup",
+    "is_remote",
+    "missing_mark_in_text",
+    "repeated_figures",
+    "unnumbered_figures",
+    "check_pages",
+    "find_chromium",
+    "main",
+    "pages",
+    "redirect_target",
+]
 
 #: How to get Chromium where it is missing (Debian / Ubuntu).
 INSTALL_HINT = "install it with `apt-get install chromium` (Debian) or set ATTNLIB_CHROMIUM to its path"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-LOCAL_SCHEMES = ("", "file", "data", "blob", "about")  # "": a relative link
 #: The window the pages are opened in: a laptop screen.
 VIEWPORT = {"width": 1280, "height": 900}
 #: Pages of the build that are not chapters but are still opened (Sphinx's index and search pages).
 SKIP_FOLDERS = ("_static", "_sources", "_images", "reports", "_downloads")
 
+#: Runs in a loaded page: waits until MathJax has typeset every formula; its version, or null without MathJax.
+MATHJAX_READY = r"""
+async () => {
+  const MJ = window.MathJax;
+  if (!(MJ && MJ.startup && MJ.startup.promise)) return null;
+  await MJ.startup.promise;
+  if (MJ.typesetPromise) { await MJ.typesetPromise(); }
+  return MJ.version || "loaded";
+}
+"""
+
 # Runs in the page once it has loaded: waits for MathJax, then reports what a reader would see wrong.
-_INSPECT = r"""
+_INSPECT = (
+    r"""
 async () => {
   const out = {untypeset: [], mathErrors: [], tex: [], wide: [], wideTables: [], mathjax: null};
-  const MJ = window.MathJax;
-  if (MJ && MJ.startup && MJ.startup.promise) {
-    await MJ.startup.promise;
-    if (MJ.typesetPromise) { await MJ.typesetPromise(); }
-    out.mathjax = MJ.version || "loaded";
-  }
+  out.mathjax = await ("""
+    + MATHJAX_READY
+    + r""")();
   const maths = document.querySelectorAll("span.math, div.math");
   for (const el of maths) {
     if (!el.querySelector("mjx-container")) { out.untypeset.push(el.textContent.trim().slice(0, 80)); }
@@ -139,11 +178,28 @@ async () => {
       out.injected.push(`<${tag}> ${(el.getAttribute("src") || el.textContent).trim().slice(0, 60)}`);
     }
   }
+  // Display formulas wider than their box (the reader loses their end or scrolls them sideways)
+  out.wideMath = [];
+  for (const el of document.querySelectorAll('mjx-container[display="true"]')) {
+    if (el.closest("nav, header, .bd-sidebar-primary, .bd-sidebar-secondary") || !el.getClientRects().length) continue;
+    const formula = (el.querySelector("mjx-math") || el).getBoundingClientRect();
+    const holder = el.closest("div.math") || el.parentElement;
+    const room = holder.clientWidth;
+    const column = el.closest("article, main, .bd-article, .bd-content") || document.body;
+    const limit = Math.min(page, column.getBoundingClientRect().right);
+    if (formula.width > room + 1 || formula.right > limit + 1) {
+      const number = holder.querySelector(".eqno");
+      const text = (el.querySelector("mjx-assistive-mml") || el).textContent.replace(/\s+/g, " ").trim().slice(0, 50);
+      const name = (number ? number.textContent.trim().slice(0, 12) + " " : "") + (holder.id || text);
+      out.wideMath.push(`${name}: ${Math.round(formula.width)} px wide in a box of ${room} px (column ends at ${Math.round(limit)} px, formula at ${Math.round(formula.right)} px)`);
+    }
+  }
   out.scrollWidth = document.documentElement.scrollWidth;
   out.clientWidth = page;
   return out;
 }
 """
+)
 
 
 @dataclass
@@ -176,18 +232,17 @@ def find_chromium() -> str | None:
     return None
 
 
-def is_remote(url: str) -> bool:
-    """True for a URL that would leave the machine (anything but a relative link, file:, data:, blob:, about:)."""
-    parts = urlsplit(url)
-    return parts.scheme.lower() not in LOCAL_SCHEMES or (parts.scheme == "" and bool(parts.netloc))
-
-
 def pages(html: Path) -> list[Path]:
     """Every HTML page of a built book, the book's own pages first (index, then by name)."""
     found = [p for p in sorted(html.rglob("*.html")) if not any(part in SKIP_FOLDERS for part in p.parts)]
     return sorted(
         found, key=lambda p: (p.name != "index.html", p.name in ("genindex.html", "search.html"), str(p))
     )
+
+
+def launch(playwright, chromium: str):
+    """Chromium (the executable at ``chromium``, never Playwright's download) started headless by Playwright."""
+    return playwright.chromium.launch(executable_path=chromium, headless=True, args=["--no-first-run"])
 
 
 def check_pages(
@@ -213,166 +268,13 @@ def check_pages(
         screenshots.mkdir(parents=True, exist_ok=True)
     reports = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, headless=True, args=["--no-first-run"])
+        browser = launch(p, chromium)
         try:
             for file in files:
                 reports.append(_check_page(browser, file, root, screenshots, timeout_ms))
         finally:
             browser.close()
     return reports
-
-
-class _Article(HTMLParser):
-    """Counts where the parser stands: inside the page's <article> (``depth``) and inside its sections
-    (``sections``: the chapters' content; the theme appends its own scripts after them). Subclasses see every
-    tag through ``start`` (``opens_section``: the tag opened a section) and ``end``."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.depth, self.sections, self.found = 0, 0, []
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "article":
-            self.depth += 1
-        opens_section = tag == "section" and bool(self.depth)
-        self.sections += opens_section
-        self.start(tag, attrs, opens_section)
-
-    def handle_endtag(self, tag):
-        if tag == "article" and self.depth:
-            self.depth -= 1
-        if tag == "section" and self.sections:
-            self.sections -= 1
-        self.end(tag)
-
-    def start(self, tag, attrs, opens_section):
-        pass
-
-    def end(self, tag):
-        pass
-
-
-class _ArticleMarkup(_Article):
-    """Collects, inside the article's sections, event-handler attributes and executable elements."""
-
-    def start(self, tag, attrs, opens_section):
-        if opens_section or not self.sections:
-            return
-        for name, value in attrs:
-            if name.lower().startswith("on"):
-                self.found.append(f'<{tag} {name}="{(value or "")[:40]}">')
-        kind = dict(attrs).get("type") or ""
-        if tag in ("script", "iframe", "object", "embed") and not re.search(r"json|math/tex", kind, re.I):
-            self.found.append(f"<{tag}> {(dict(attrs).get('src') or '')[:60]}".rstrip())
-
-
-def injected_markup(html: str) -> list[str]:
-    """What the page's article holds that no chapter writes: event-handler attributes (``onmouseover=``...)
-    and script, iframe, object or embed elements (data scripts, JSON or MathJax's, excepted). Chapters show
-    results as text and figures as images, so any of these is a string from a results file shown as HTML."""
-    parser = _ArticleMarkup()
-    parser.feed(html)
-    return parser.found
-
-
-class _ArticleImages(_Article):
-    """The ``src`` of every <img> inside the sections of the page's <article> (the chapters' content), in order."""
-
-    def start(self, tag, attrs, opens_section):
-        if tag == "img" and self.sections:
-            src = dict(attrs).get("src")
-            if src:
-                self.found.append(src)
-
-
-def _image_bytes(src: str, folder: Path) -> bytes | None:
-    """The bytes an <img src> shows: a ``data:`` URI decoded, a local file read (relative to the page's
-    ``folder``); None for a remote or missing file (reported elsewhere)."""
-    if src.startswith("data:"):
-        head, _, data = src.partition(",")
-        try:
-            return base64.b64decode(data) if head.endswith(";base64") else unquote(data).encode()
-        except ValueError:
-            return src.encode()
-    if is_remote(src):
-        return None
-    path = folder / unquote(urlsplit(src).path)
-    return path.read_bytes() if path.is_file() else None
-
-
-def repeated_figures(html: str, folder: Path) -> list[str]:
-    """The figures of the page's article that repeat an earlier one byte for byte, each as a line ("figure 3
-    repeats figure 1: _images/ab12.png"), counting the article's images from 1 in order. ``folder``: where the
-    page lies (its relative ``src`` are read from there). A figure shown twice is one a reader sees twice;
-    a later section refers back to it in words instead."""
-    parser = _ArticleImages()
-    parser.feed(html)
-    seen, found = {}, []
-    for number, src in enumerate(parser.found, start=1):
-        data = _image_bytes(src, folder)
-        if data is None:
-            continue
-        digest = hashlib.sha256(data).hexdigest()
-        if digest in seen:
-            found.append(f"figure {number} repeats figure {seen[digest]}: {src[:60]}")
-        else:
-            seen[digest] = number
-    return found
-
-
-#: Elements whose text is not running text: code, formulas, tables (their cells name models as the
-#: registry does only where a code id is the point), scripts.
-_NOT_PROSE = {"code", "pre", "kbd", "samp", "table", "script", "style", "textarea", "math", "svg"}
-_NOT_PROSE_CLASSES = {"math", "highlight", "headerlink"}
-
-
-class _ArticleProse(_Article):
-    """The running text of the sections of the page's <article>: text outside code, tables and formulas."""
-
-    def __init__(self):
-        super().__init__()
-        self.stack, self.pieces = [], []
-
-    def start(self, tag, attrs, opens_section):
-        if tag in ("img", "br", "hr", "wbr", "input", "meta", "link", "col", "source"):
-            return  # void elements hold no text
-        classes = set((dict(attrs).get("class") or "").split())
-        self.stack.append((tag, tag in _NOT_PROSE or bool(classes & _NOT_PROSE_CLASSES)))
-
-    def end(self, tag):
-        for i in range(len(self.stack) - 1, -1, -1):  # tolerate unclosed tags: pop back to the match
-            if self.stack[i][0] == tag:
-                del self.stack[i:]
-                break
-
-    def handle_data(self, data):
-        if self.sections and not any(skip for _, skip in self.stack):
-            self.pieces.append(data)
-
-
-def code_ids_in_text(html: str, ids) -> list[str]:
-    """Where the page's article names a model by its code id in running text (outside code elements,
-    tables and formulas): each as a line with the words around it. ``ids``: the experiment names of the
-    registry (``attnlib.experiments.EXPERIMENTS``); matched whole and case-sensitively, so "ViT" is not "vit"
-    and ``learned_9h`` is not found inside ``learned_9h_pos_init``."""
-    names = sorted(ids, key=len, reverse=True)
-    if not names:
-        return []
-    parser = _ArticleProse()
-    parser.feed(html)
-    text = " ".join(" ".join(parser.pieces).split())
-    pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
-    found = []
-    for m in pattern.finditer(text):
-        found.append(f"{m[1]}: …{text[max(0, m.start() - 40) : m.end() + 30]}…")
-    return found
-
-
-def experiment_ids() -> list[str]:
-    """The registry's experiment names (the code ids a sentence must not show)."""
-    from attnlib.experiments import EXPERIMENTS
-
-    return list(EXPERIMENTS)
 
 
 def redirect_target(file: Path) -> str | None:
@@ -450,6 +352,12 @@ def _check_page(browser, file: Path, root: Path, screenshots: Path | None, timeo
             report.problems.append(f"the same figure twice on one page: {repeat}")
         for where in code_ids_in_text(source, experiment_ids()):
             report.problems.append(f"a code id in a sentence (write the display name): {where}")
+        for where in missing_mark_in_text(source):
+            report.problems.append(f"'not yet trained' in a sentence (give the number, or say it in a table): {where}")
+        for figure in unnumbered_figures(source):
+            report.problems.append(f"a figure without a number (a named {{glue:figure}} with a caption): {figure}")
+        for wide in found["wideMath"]:
+            report.problems.append(f"formula wider than its box (split it: aligned): {wide}")
         for markup in sorted(set(found["injected"]) | set(injected_markup(source))):
             report.problems.append(f"markup no chapter wrote (a results file's string shown as HTML?): {markup}")
         for wide in found["wide"]:

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import zipfile
+from pathlib import Path
 
 from attnlib.env import TRAIN_MISSING_ENV
+
+#: Where the zip of results/ lands in the HTML build, linked from every page's header.
+RESULTS_ZIP = "_downloads/attnlib-results.zip"
 
 #: The mark of a result that is not saved (``attnbook.phrases.MISSING``). It belongs where a table or a
 #: figure stands for a missing run, never where a sentence needs a number or a verdict.
@@ -77,12 +83,64 @@ def _unique_scripts(app, pagename, templatename, context, doctree) -> None:
     context["script_files"] = unique
 
 
+def remote_url(root: Path) -> str | None:
+    """The https URL of the repository's ``origin`` remote (``git@host:owner/name.git`` rewritten as
+    ``https://host/owner/name``), or None where there is no such remote (or no git)."""
+    try:
+        url = subprocess.run(
+            ["git", "-C", str(root), "remote", "get-url", "origin"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    ssh = re.match(r"^git@([^:]+):(.+)$", url)
+    if ssh:
+        url = f"https://{ssh[1]}/{ssh[2]}"
+    return url.removesuffix(".git") if url.startswith(("https://", "http://")) else None
+
+
+def _header_links(app, config) -> None:
+    """The header's links, on every page: the repository (``repository.url`` of ``_config.yml``, replaced by
+    the ``origin`` remote where there is one) and the download of results/ (``RESULTS_ZIP``)."""
+    options = config.html_theme_options
+    url = remote_url(Path(app.srcdir).parent)
+    if url:
+        options["repository_url"] = url
+    links = list(options.get("icon_links") or [])
+    links.append({"name": "Download results/ (zip)", "url": RESULTS_ZIP, "icon": "fa-solid fa-file-zipper"})
+    options["icon_links"] = links
+
+
+def zip_results(results: Path, target: Path) -> int:
+    """Write every file under ``results`` into the zip ``target`` (paths inside as ``results/...``, sorted),
+    written beside and renamed into place; returns the number of files."""
+    files = sorted(p for p in results.rglob("*") if p.is_file())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".part")
+    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for file in files:
+            archive.write(file, Path("results") / file.relative_to(results))
+    partial.replace(target)
+    return len(files)
+
+
+def _write_results_zip(app, exception) -> None:
+    """After an HTML build: results/ as ``RESULTS_ZIP`` in the output, the header's download."""
+    if exception is None and app.builder.format == "html":
+        zip_results(Path(app.srcdir).parent / "results", Path(app.outdir) / RESULTS_ZIP)
+
+
 def setup(app):
     """Sphinx extension hook (listed in ``_config.yml``): chapters executed by the book build read saved
     results and never train, unless ``ATTNLIB_TRAIN_MISSING`` was set explicitly; and every page carries
     each of its scripts once (see ``_unique_scripts``); a page whose sentences hold the missing mark fails
-    the build (``_check_missing``)."""
+    the build (``_check_missing``); every page's
+    header links to the repository and to a zip of results/ (``_header_links``, ``_write_results_zip``)."""
     os.environ.setdefault(TRAIN_MISSING_ENV, "0")
+    app.connect("config-inited", _header_links)
+    app.connect("build-finished", _write_results_zip)
     app.connect("html-page-context", _unique_scripts, priority=900)
     app.connect("doctree-resolved", _check_missing)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,93 @@
+"""The book's apparatus (issue 31): chapter labels, the repository link, the results/ download and the
+bibliography as the build prints it (attnbook.sphinx, book/references.bib)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from attnbook.sphinx import remote_url, zip_results
+
+ROOT = Path(__file__).resolve().parent.parent
+BIB = ROOT / "book" / "references.bib"
+
+
+def test_every_chapter_has_a_label_before_its_title():
+    """Each chapter's title carries (chapter-<name>)=, so that a page refers to it by number,
+    {numref}`Chapter %s <chapter-theory>`: with no label there is only the bare "chapter 1" the issue removes."""
+    toc = (ROOT / "book" / "_toc.yml").read_text()
+    chapters = re.findall(r"^\s*(?:root|- file):\s*(\d\d_\w+)\s*$", toc, flags=re.M)
+    assert len(chapters) == 6, chapters
+    for chapter in chapters:
+        name = chapter[3:].replace("_", "-")
+        source = (ROOT / "book" / f"{chapter}.py").read_text()
+        assert re.search(rf"^# \(chapter-{name}\)=\n# # ", source, flags=re.M), chapter
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("git@github.com:owner/attnlib.git", "https://github.com/owner/attnlib"),
+        ("https://gitlab.example.org/group/attnlib.git", "https://gitlab.example.org/group/attnlib"),
+        ("/srv/git/attnlib", None),  # a local path is no link for a reader
+    ],
+)
+def test_the_repository_link_comes_from_the_origin_remote(tmp_path, url, expected):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert remote_url(tmp_path) is None  # no remote: _config.yml's repository.url stays
+    subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", url], check=True)
+    assert remote_url(tmp_path) == expected
+
+
+def test_results_zip_holds_every_file_under_results(tmp_path):
+    results = tmp_path / "results"
+    (results / "vit" / "budget-seed0").mkdir(parents=True)
+    (results / "vit" / "budget-seed0" / "result.json").write_text('{"accuracy": 0.5}')
+    (results / "bench.csv").write_bytes(b"a,b\n1,2\n")
+    target = tmp_path / "html" / "_downloads" / "attnlib-results.zip"
+    assert zip_results(results, target) == 2
+    with zipfile.ZipFile(target) as archive:
+        assert sorted(archive.namelist()) == ["results/bench.csv", "results/vit/budget-seed0/result.json"]
+        assert archive.read("results/bench.csv") == b"a,b\n1,2\n"
+    assert not list(target.parent.glob("*.part"))
+
+
+def _printed():
+    """Each entry of references.bib as the build's bibliography style (``bibtex_default_style`` of
+    _config.yml) prints it: (key, label, text)."""
+    import pybtex.database
+    import pybtex.plugin
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    name = config["sphinx"]["config"].get("bibtex_default_style", "alpha")  # sphinxcontrib-bibtex's default
+    bib = pybtex.database.parse_file(str(BIB))
+    style = pybtex.plugin.find_plugin("pybtex.style.formatting", name)()
+    return bib, [
+        (e.key, e.label, e.text.render_as("text")) for e in style.format_entries(bib.entries.values())
+    ]
+
+
+def test_bibliography_titles_keep_their_capitals_and_labels_are_short():
+    bib, printed = _printed()
+    for key, label, text in printed:
+        title = re.sub(r"[{}]", "", bib.entries[key].fields["title"])
+        title = title.replace("``", "“").replace("''", "”").replace("\\%", "%")
+        assert title in text, (key, text)  # as written: "[Re] On the ...", never "[re] on the ..."
+        assert len(label) <= 3, label  # numeric: no "[PMukundVT21]" overflowing its column
+
+
+def test_each_author_is_spelled_one_way_across_entries():
+    bib, _ = _printed()
+    spellings = {}
+    for entry in bib.entries.values():
+        for person in entry.persons.get("author", []):
+            # one person: a family name and the first initial (Zhilin and Yiming Yang are two)
+            first = (person.first_names or [""])[0][:1]
+            spellings.setdefault((person.last_names[0], first), set()).add(str(person))
+    assert {name: s for name, s in spellings.items() if len(s) > 1} == {}
+    assert spellings["Varma", "M"] == {"Varma T, Mukund"}
