@@ -91,3 +91,20 @@ def test_each_author_is_spelled_one_way_across_entries():
             spellings.setdefault((person.last_names[0], first), set()).add(str(person))
     assert {name: s for name, s in spellings.items() if len(s) > 1} == {}
     assert spellings["Varma", "M"] == {"Varma T, Mukund"}
+
+
+def test_every_page_header_offers_the_results_download():
+    from attnbook import sphinx
+
+    def pathto(name, resource):  # Sphinx's: a path relative to the page (here one folder down)
+        return f"../{name}"
+
+    menu = {"type": "group", "label": "download-buttons", "buttons": [{"label": "download-source-button"}]}
+    context = {"header_buttons": [menu, {"label": "fullscreen-button"}], "pathto": pathto}
+    sphinx._results_button(None, "sub/page", "page.html", context, None)
+    added = menu["buttons"][-1]
+    assert added["url"] == f"../{sphinx.RESULTS_ZIP}" and added["text"] == "results/ (zip)"
+    assert len(context["header_buttons"]) == 2  # in the download menu, no second button
+    bare = {"header_buttons": [], "pathto": pathto}  # a page without the menu (search, index)
+    sphinx._results_button(None, "search", "search.html", bare, None)
+    assert [b["url"] for b in bare["header_buttons"]] == [f"../{sphinx.RESULTS_ZIP}"]

@@ -101,16 +101,36 @@ def remote_url(root: Path) -> str | None:
     return url.removesuffix(".git") if url.startswith(("https://", "http://")) else None
 
 
-def _header_links(app, config) -> None:
-    """The header's links, on every page: the repository (``repository.url`` of ``_config.yml``, replaced by
-    the ``origin`` remote where there is one) and the download of results/ (``RESULTS_ZIP``)."""
-    options = config.html_theme_options
+def _repository_link(app, config) -> None:
+    """The header's repository link: ``repository.url`` of ``_config.yml``, replaced by the ``origin`` remote
+    where there is one (``remote_url``)."""
     url = remote_url(Path(app.srcdir).parent)
     if url:
-        options["repository_url"] = url
-    links = list(options.get("icon_links") or [])
-    links.append({"name": "Download results/ (zip)", "url": RESULTS_ZIP, "icon": "fa-solid fa-file-zipper"})
-    options["icon_links"] = links
+        config.html_theme_options["repository_url"] = url
+
+
+#: The header's entry for results/: in the theme's download menu, beside the page's own downloads.
+_RESULTS_BUTTON = {
+    "type": "link",
+    "text": "results/ (zip)",
+    "tooltip": "Download every saved result (results/ as a zip)",
+    "icon": "fas fa-file-zipper",
+    "label": "download-results-button",
+}
+
+
+def _results_button(app, pagename, templatename, context, doctree) -> None:
+    """Put the download of results/ (``RESULTS_ZIP``) in every page's header: an entry of the theme's
+    download menu, or a button of its own on a page without that menu (the index, the search page)."""
+    buttons = context.get("header_buttons")
+    if buttons is None:
+        return
+    button = {**_RESULTS_BUTTON, "url": context["pathto"](RESULTS_ZIP, 1)}
+    menu = next((b for b in buttons if b.get("label") == "download-buttons"), None)
+    if menu is not None:
+        menu["buttons"].append(button)
+    else:
+        buttons.append({**button, "text": None})
 
 
 def zip_results(results: Path, target: Path) -> int:
@@ -137,9 +157,11 @@ def setup(app):
     results and never train, unless ``ATTNLIB_TRAIN_MISSING`` was set explicitly; and every page carries
     each of its scripts once (see ``_unique_scripts``); a page whose sentences hold the missing mark fails
     the build (``_check_missing``); every page's
-    header links to the repository and to a zip of results/ (``_header_links``, ``_write_results_zip``)."""
+    header links to the repository and to a zip of results/ (``_repository_link``, ``_results_button``,
+    ``_write_results_zip``)."""
     os.environ.setdefault(TRAIN_MISSING_ENV, "0")
-    app.connect("config-inited", _header_links)
+    app.connect("config-inited", _repository_link)
+    app.connect("html-page-context", _results_button, priority=600)  # after the theme's own buttons (501)
     app.connect("build-finished", _write_results_zip)
     app.connect("html-page-context", _unique_scripts, priority=900)
     app.connect("doctree-resolved", _check_missing)
