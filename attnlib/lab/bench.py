@@ -48,7 +48,14 @@ from attnlib.attention.reference import PlainAttention
 from attnlib.checks import check_choice, check_positive_int
 from attnlib.lab.kernels import measure_peaks, peak_sizes
 from attnlib.lab.machine import check_threads, core_sharing, load_average, machine, refuse_if_shared
-from attnlib.lab.measure import MEMORY_METHOD, MIN_RUN_TIME, block_times, peak_memory_mb, quiet_profiler
+from attnlib.lab.measure import (
+    MEMORY_METHOD,
+    MIN_RUN_TIME,
+    interleaved_blocks,
+    peak_memory_mb,
+    quiet_profiler,
+    torch_threads,
+)
 from attnlib.train.device import autocast, resolve_device
 from attnlib.train.loop import train_step
 
@@ -128,16 +135,6 @@ def infer_step(model: nn.Module, x: Tensor, device: torch.device, dtype: str) ->
         model(x)
 
 
-def _interleaved(steps: dict[str, Callable[[], None]], repeats: int, min_run_time: float) -> dict[str, list]:
-    """{impl: seconds per call of each timed block}: ``repeats`` rounds in which every implementation is
-    timed in turn (``block_times``), so that a change of machine load hits all of them alike."""
-    times = {impl: [] for impl in steps}
-    for _ in range(repeats):
-        for impl, step in steps.items():
-            times[impl] += block_times(step, min_run_time)
-    return times
-
-
 def measure(
     nets: dict[str, nn.Module],
     batch: int,
@@ -150,7 +147,7 @@ def measure(
     """Time implementations of one model side by side: {impl: row}.
 
     Per implementation: a warm-up step that counts FLOPs, one step that measures memory; then ``repeats``
-    interleaved rounds of timed blocks (``_interleaved``); the same for eval-mode forward passes when
+    interleaved rounds of timed blocks (``interleaved_blocks``); the same for eval-mode forward passes when
     ``inference``. A row's time per step is the median over its blocks (``step_s_min``: the fastest)."""
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -167,7 +164,7 @@ def measure(
             peak_mem_mb=peak_memory_mb(step, device),
             gflop_per_image=counter.get_total_flops() / batch / 1e9,
         )
-    times = _interleaved(steps, repeats, min_run_time)
+    times = interleaved_blocks(steps, repeats, min_run_time)
     for impl, row in rows.items():
         row.update(step_s=statistics.median(times[impl]), step_s_min=min(times[impl]))
         row["images_per_s"] = batch / row["step_s"]
@@ -175,7 +172,7 @@ def measure(
         for net in nets.values():
             net.eval()
         fwds = {impl: (lambda m=m: infer_step(m, x, device, dtype)) for impl, m in nets.items()}
-        times = _interleaved(fwds, repeats, min_run_time)
+        times = interleaved_blocks(fwds, repeats, min_run_time)
         for impl, row in rows.items():
             row["infer_images_per_s"] = batch / statistics.median(times[impl])
             nets[impl].train()
@@ -236,20 +233,7 @@ def profile_step(model: nn.Module, batch: int, device: torch.device, dtype: str,
 
 
 # ------------------------------------------------------------------------------------------ running
-def run(*args, threads: int | None = None, **kwargs) -> dict:
-    """Run the benchmark (arguments of ``_run``) with ``threads`` intra-op threads (None: torch's
-    default), restoring the previous setting afterwards. Returns the JSON-ready report."""
-    previous = torch.get_num_threads()
-    if threads is not None:
-        check_threads("threads", threads)
-        torch.set_num_threads(threads)
-    try:
-        return _run(*args, **kwargs)
-    finally:
-        torch.set_num_threads(previous)
-
-
-def _run(
+def run(
     shapes: tuple[str, ...] = SHAPES,
     models: tuple[str, ...] = MODELS,
     dtypes: tuple[str, ...] = DTYPES,
@@ -262,11 +246,13 @@ def _run(
     quick: bool = False,
     profile: bool = False,
     force: bool = False,
+    threads: int | None = None,
     log: Callable[[str], None] = print,
 ) -> dict:
     """The benchmark; returns the JSON-ready report (``rows`` holds one dict per measurement).
 
-    ``layers``: the layers timed at the paper shapes (None or 0: all of them). On the CPU it refuses to
+    ``threads``: intra-op threads during the run (None: torch's), restored afterwards. ``layers``: the
+    layers timed at the paper shapes (None or 0: all of them). On the CPU it refuses to
     start (MachineBusy) when the load average says the cores are shared, unless ``force`` or ``quick``; the
     report's ``load`` flags it either way."""
     for name, values, allowed in (("dtypes", dtypes, DTYPES), ("impls", impls, IMPLS)):
@@ -276,11 +262,19 @@ def _run(
         if value is not None:
             check_positive_int(name, value)
     check_positive_int("layers", layers or 0, 0, "an integer >= 0 (0: all of the model's layers)")
+    if threads is not None:
+        check_threads("threads", threads)
     dev = resolve_device(device)
     todo = cases(shapes, models, batch, layers or None, quick)  # validates before any work
-    threads = torch.get_num_threads()
-    report = dict(machine=machine(dev), rows=[])
-    report["settings"] = dict(repeats=repeats, quick=quick, layers=layers, threads=threads)
+    with torch_threads(threads) as threads:
+        settings = dict(repeats=repeats, quick=quick, layers=layers, threads=threads)
+        return _measured(todo, dtypes, impls, dev, settings, inference, profile, force, log)
+
+
+def _measured(todo: list[Case], dtypes, impls, dev, settings: dict, inference, profile, force, log) -> dict:
+    """The report of ``run``: the matmul peak before, the cases' rows, the peak after, the notes."""
+    repeats, quick, threads = settings["repeats"], settings["quick"], settings["threads"]
+    report = dict(machine=machine(dev), rows=[], settings=settings)
     if not (force or quick):
         refuse_if_shared(report["machine"], threads, "the matmul peak and the throughputs would be too low")
     sizes, min_run_time = peak_sizes(dev, quick)

@@ -25,8 +25,8 @@ import torch
 
 from attnlib.checks import check_choice
 from attnlib.errors import ConfigError
-from attnlib.lab.machine import core_sharing, load_average, machine, refuse_if_shared
-from attnlib.lab.measure import MIN_RUN_TIME, block_times, peak_memory_mb
+from attnlib.lab.machine import check_threads, core_sharing, load_average, machine, refuse_if_shared
+from attnlib.lab.measure import MIN_RUN_TIME, block_times, peak_memory_mb, torch_threads
 from attnlib.train.device import resolve_device
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -83,18 +83,15 @@ def peak(
     machine, ``matmul_peak`` {dtype: {"best", "n", "by_size"}} and ``load`` (``core_sharing``)."""
     for value in dtypes:
         check_choice("dtypes", value, tuple(DTYPES))
-    dev = resolve_device(device)
-    previous = torch.get_num_threads()
     if threads is not None:
-        torch.set_num_threads(threads)
-    try:
+        check_threads("threads", threads)
+    dev = resolve_device(device)
+    with torch_threads(threads) as threads:
         info = machine(dev)
         if not (force or quick):
-            refuse_if_shared(info, torch.get_num_threads(), "the matmul peak would be too low")
+            refuse_if_shared(info, threads, "the matmul peak would be too low")
         sizes, min_run_time = peak_sizes(dev, quick)
         measured = measure_peaks(dtypes, dev, sizes, min_run_time)
-    finally:
-        torch.set_num_threads(previous)
     info["load_average_end"] = measured["load_after"]
     return dict(
         machine=info,

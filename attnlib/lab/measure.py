@@ -1,8 +1,9 @@
-"""The benchmarks' one timer and one peak-memory method.
+"""The benchmarks' one timer, one interleaving, one thread setting and one peak-memory method.
 
 Time: ``torch.utils.benchmark.Timer.blocked_autorange``: after a warm-up that sizes them, blocks of calls long
 enough that the timer's own overhead is negligible, with the accelerator synchronised around each block, run
-for at least ``min_run_time`` seconds. By hand only the interleaved Table-3 protocol (`attnlib.lab.timing`).
+for at least ``min_run_time`` seconds; ``interleaved_blocks`` gives several calls their blocks in turn. By hand
+only the interleaved Table-3 protocol (`attnlib.lab.timing`).
 
 Peak memory: what a call allocates above what existed before it, from torch's own accounting: the CUDA
 caching allocator's statistics on a GPU, the profiler's allocation events on the CPU (the CPU allocator keeps
@@ -12,7 +13,8 @@ no statistics; the resident set size would count the C library's caching too).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -27,6 +29,29 @@ def block_times(fn: Callable[[], object], min_run_time: float = MIN_RUN_TIME) ->
 
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     return list(timer.blocked_autorange(min_run_time=min_run_time).times)
+
+
+def interleaved_blocks(steps: dict[str, Callable[[], object]], repeats: int, min_run_time: float) -> dict:
+    """{name: seconds per call of each timed block}: ``repeats`` rounds in which every step is timed in turn
+    (``block_times``), so that a change of machine load hits all of them alike."""
+    times = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            times[name] += block_times(step, min_run_time)
+    return times
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[int]:
+    """Within the block torch uses ``threads`` intra-op threads (None: as it is), restored afterwards; yields
+    the number in use."""
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(previous)
 
 
 def peak_memory_mb(fn: Callable[[], object], device: torch.device) -> float:

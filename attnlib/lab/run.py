@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import errno
 import functools
-import io
+import inspect
 import json
 import logging
 import os
@@ -149,13 +149,14 @@ def command_line(argv: list[str] | None = None) -> str:
     return portable_path(" ".join(argv))
 
 
-def _record_host() -> bool:
-    """Whether provenance names the machine's host name: only when asked ($ATTNLIB_RECORD_HOST=1)."""
-    value = os.environ.get(RECORD_HOST_ENV, "").strip().lower()
-    check(
-        value in ("", "0", "1", "false", "true", "no", "yes", "off", "on"), RECORD_HOST_ENV, value, "0 or 1"
-    )
-    return value in ("1", "true", "yes", "on")
+def _env_flag(name: str, default: bool) -> bool:
+    """A 0/1 environment variable ($ATTNLIB_RECORD_HOST, $ATTNLIB_TRAIN_MISSING, read as the chapters read it:
+    attnbook.params): unset or empty -> `default`; 1 / true / yes / on; 0 / false / no / off; anything else is
+    refused (ConfigError), never taken for either."""
+    value = os.environ.get(name, "").strip().lower()
+    yes, no = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+    check(value in ("", *yes, *no), name, value, "0 or 1 (false / true, no / yes, off / on)")
+    return default if not value else value in yes
 
 
 def git_state() -> dict:
@@ -198,11 +199,9 @@ def backfill_probe(
     DamagedResult when the run is not complete or its checkpoint is absent or not the end of training."""
     run_config(experiment, preset, seed=seed)  # ConfigError for a bad experiment, preset or seed
     path = run_dir(results_dir, experiment, preset, seed)
-    lock = RunLock(path)
     if not (path / "metrics.json").exists():
         raise MissingResult(f"no complete result in {path} (no metrics.json)")
-    lock.acquire()
-    try:
+    with RunLock(path):
         run = load_run(path)
         end_model = run.model(device)  # checks the checkpoint: this run's, at the end of training
         spec = run.config.get("data")
@@ -215,8 +214,6 @@ def backfill_probe(
         metrics = dict(run.metrics)
         metrics["files"] = {**metrics["files"], PROBE_FILE: sha256(path / PROBE_FILE)}
         write_json(path / "metrics.json", metrics)
-    finally:
-        lock.release()
     return path / PROBE_FILE
 
 
@@ -363,9 +360,7 @@ def _write_result(
     hist = pd.DataFrame(fit.history)
     last = fit.history[-1]
     write_json(path / "config.json", config)
-    buf = io.StringIO()
-    hist.to_csv(buf, index=False)
-    write_bytes(path / "history.csv", buf.getvalue().encode())
+    write_bytes(path / "history.csv", hist.to_csv(index=False).encode())
     write_npz(path / "attention.npz", attention)
     write_npz(path / PROBE_FILE, probe_file(len(images), init_probe, end_probe))
     files = [*RESULT_FILES, PROBE_FILE]
@@ -398,7 +393,7 @@ def _write_result(
             "torch": torch.__version__,
             "python": platform.python_version(),
             "git": code,
-            **({"hostname": socket.gethostname()} if _record_host() else {}),  # only when asked
+            **({"hostname": socket.gethostname()} if _env_flag(RECORD_HOST_ENV, False) else {}),  # when asked
             "train_seconds": fit.train_seconds,
             "resumed_from": fit.resumed,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -411,57 +406,36 @@ def _write_result(
     (path / "checkpoints" / "previous.pt").unlink(missing_ok=True)  # keep last.pt: the trained weights
 
 
-def _train_missing_default() -> bool:
-    """$ATTNLIB_TRAIN_MISSING as the chapters read it (attnbook.params): unset or empty -> True, 1 / true /
-    yes / on, 0 / false / no / off; anything else is refused (ConfigError), never taken for "train"."""
-    value = os.environ.get(TRAIN_MISSING_ENV, "").strip().lower()
-    if value in ("", "1", "true", "yes", "on"):
-        return True
-    check(
-        value in ("0", "false", "no", "off"),
-        TRAIN_MISSING_ENV,
-        value,
-        "0 or 1 (false / true, no / yes, off / on)",
-    )
-    return False
-
-
 def run_or_load(
-    experiment: str,
-    preset: str = "paper",
-    data=None,
-    results_dir: str | Path = "results",
-    device=None,
-    seed: int = 0,
-    train_missing: bool | None = None,
-    *,
-    epochs: int | None = None,
-    progress: bool | None = None,
-    replace: bool = False,
+    experiment: str, preset: str = "paper", *, train_missing: bool | None = None, **kwargs
 ) -> RunResult:
     """The saved result of `experiment` at `preset` when one exists for the same configuration, else train
     it (resuming from its checkpoints). A damaged result is reported and retrained. Training a missing run
     is what this is for: a reader that must never train reads with `attnlib.results.load.read`.
 
-    train_missing: False -> raise MissingResult (DamagedResult for a damaged one) instead of training;
-    None -> $ATTNLIB_TRAIN_MISSING (0 during the book build), default True.
-    replace: a complete result of another configuration in the same folder ("stale": e.g. trained with
-    other epochs, or before the preset changed) is retrained over only with replace=True; otherwise
-    training raises ResultExists and the result is kept."""
+    kwargs: `train_run`'s keyword arguments (data, results_dir, device, seed, epochs, progress, replace, ...),
+    bound to its signature (its defaults; a TypeError for any other name). train_missing: False -> raise
+    MissingResult (DamagedResult for a damaged one) instead of training; None -> $ATTNLIB_TRAIN_MISSING (0
+    during the book build), default True. replace: a complete result of another configuration in the same
+    folder ("stale": e.g. trained with other epochs, or before the preset changed) is retrained over only
+    with replace=True; otherwise training raises ResultExists and the result is kept."""
     from attnlib.train import resolve_device
 
-    expected_config(experiment, preset, seed=seed, data=data, epochs=epochs)  # validates, before the device
-    resolve_device(device)
-    saved = read(experiment, preset, seed=seed, results_dir=results_dir, data=data, epochs=epochs)
+    call = inspect.signature(train_run).bind(experiment, preset, **kwargs)
+    call.apply_defaults()
+    run = {k: call.arguments[k] for k in ("seed", "data", "epochs")}
+    expected_config(experiment, preset, **run)  # validates, before the device
+    resolve_device(call.arguments["device"])
+    saved = read(experiment, preset, results_dir=call.arguments["results_dir"], **run)
     if saved.complete:
         return saved.run
     path, status, detail = saved.path, saved.status, saved.detail
     if train_missing is None:
-        train_missing = _train_missing_default()
+        train_missing = _env_flag(TRAIN_MISSING_ENV, True)
     if status == "damaged":
         log.warning("%s is damaged (%s)%s", path, detail, "; retraining it" if train_missing else "")
     elif status == "stale" and train_missing:
-        if not replace:
+        if not call.arguments["replace"]:
             raise ResultExists(detail)
         log.warning("%s; replacing it", detail)
     if not train_missing:
@@ -469,14 +443,4 @@ def run_or_load(
         cls = DamagedResult if status == "damaged" else MissingResult
         message = f"no complete result for {experiment} at preset {preset} in {path} ({detail}); {hint}"
         raise cls(message, status, detail)
-    return train_run(
-        experiment,
-        preset,
-        data=data,
-        results_dir=results_dir,
-        device=device,
-        seed=seed,
-        epochs=epochs,
-        progress=progress,
-        replace=replace,
-    )
+    return train_run(*call.args, **call.kwargs)

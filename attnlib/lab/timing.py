@@ -44,6 +44,7 @@ from attnlib.lab.machine import (
     refuse_if_shared,
 )
 from attnlib.lab.machine import running_others as _running_others  # a name of its own: tests patch it
+from attnlib.lab.measure import torch_threads
 from attnlib.results.timing import _jsonable, timing_path
 from attnlib.train.device import resolve_device
 from attnlib.util import sync, timed_ms
@@ -67,8 +68,7 @@ def interleaved(
     Returns (times in ms per model, the median of each round per model, the runnable tasks of other
     processes sampled at the start of every round)."""
     device = torch.device(device)
-    if rounds > reps:
-        raise ConfigError("rounds", rounds, f"an integer between 1 and reps ({reps})")
+    _check_rounds(rounds, reps)
     x = torch.randn(*IMAGE, device=device)
     names = list(models)
     times: dict[str, list[float]] = {n: [] for n in names}
@@ -94,9 +94,20 @@ def interleaved(
     return times, round_medians, busy
 
 
+def _check_rounds(rounds: int, reps: int) -> None:
+    if rounds > reps:
+        raise ConfigError("rounds", rounds, f"an integer between 1 and reps ({reps})")
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    """The first and third quartiles (both the value itself when there is one)."""
+    q1, _, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0],) * 3
+    return q1, q3
+
+
 def summary(times: list[float]) -> dict:
     """Median, quartiles, mean, standard deviation and minimum of one model's pass times (ms)."""
-    q1, _, q3 = statistics.quantiles(times, n=4) if len(times) > 1 else (times[0],) * 3
+    q1, q3 = _quartiles(times)
     return dict(
         median_ms=statistics.median(times),
         p25_ms=q1,
@@ -119,7 +130,7 @@ def ratios(models: dict[str, dict]) -> dict[str, dict]:
         per_round = [
             h / b for h, b in zip(m["round_medians_ms"], models[base]["round_medians_ms"], strict=True)
         ]
-        q1, _, q3 = statistics.quantiles(per_round, n=4) if len(per_round) > 1 else (per_round[0],) * 3
+        q1, q3 = _quartiles(per_round)
         out[name] = dict(
             baseline=base,
             ratio=statistics.median(per_round),
@@ -159,22 +170,13 @@ def measure(
         if value is not None:
             check_positive_int(name, value, 0 if name == "warmup" else 1)
             protocol[name] = value
-    if protocol["rounds"] > protocol["reps"]:
-        raise ConfigError("rounds", protocol["rounds"], f"an integer between 1 and reps ({protocol['reps']})")
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    _check_rounds(protocol["rounds"], protocol["reps"])
+    with torch_threads(threads):
         info = machine(dev)
         before = info["load_average_start"]
         if not (force or quick):
             refuse_if_shared(info, threads, "the wall times would be too long", cpu_only=False)
-        built, params, configs = {}, {}, {}
-        for name in names:
-            rc = experiments.resolve(name, preset)
-            torch.manual_seed(0)
-            built[name] = experiments.build_model(name, preset)
-            params[name] = sum(p.numel() for p in built[name].parameters() if p.requires_grad)
-            configs[name] = dict(family=rc.family, model=_jsonable(rc.model))
+        built, params, configs = _build(names, preset)
         log(
             f"timing {len(names)} models at preset {preset}: {protocol['warmup']} warm-up and "
             f"{protocol['reps']} timed single-image passes each, in {protocol['rounds']} interleaved rounds, "
@@ -185,8 +187,6 @@ def measure(
         seconds = time.perf_counter() - start
         after = load_average()
         sharing = core_sharing(threads, before, after, usable=info["usable_cores"], running=busy)
-    finally:
-        torch.set_num_threads(previous)
     models = {
         name: dict(
             **summary(times[name]),
@@ -219,6 +219,18 @@ def measure(
         models=models,
         ratios=ratios(models),
     )
+
+
+def _build(names: list[str], preset: str) -> tuple[dict, dict, dict]:
+    """({name: model with fresh weights}, {name: trainable parameters}, {name: family and model config})."""
+    built, params, configs = {}, {}, {}
+    for name in names:
+        rc = experiments.resolve(name, preset)
+        torch.manual_seed(0)
+        built[name] = experiments.build_model(name, preset)
+        params[name] = sum(p.numel() for p in built[name].parameters() if p.requires_grad)
+        configs[name] = dict(family=rc.family, model=_jsonable(rc.model))
+    return built, params, configs
 
 
 def run(
