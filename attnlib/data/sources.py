@@ -265,11 +265,6 @@ def _decode_pickles(src: _Source) -> CIFAR10Data:
             raise DataFormatError(
                 src.parameter, str(src.path), f"{PICKLE_META} label_names {names} are not {CLASSES}"
             )
-    for name, split in (("train", train), ("test", test)):
-        if len(split) and not 0 <= int(split.labels.min()) <= int(split.labels.max()) < len(CLASSES):
-            raise DataFormatError(
-                src.parameter, str(src.path), f"{name} labels outside 0..{len(CLASSES) - 1}"
-            )
     return CIFAR10Data(train, test, CLASSES, src.description)
 
 
@@ -283,51 +278,40 @@ def _decode_imagefolder(src: _Source) -> CIFAR10Data:
 
 
 def decode_images(paths: list[Path], parameter: str = "root", threads: int | None = None) -> torch.Tensor:
-    """Decode 32x32 PNG/JPEG files to uint8 (N, 3, 32, 32) RGB, in chunks on a thread pool.
+    """Decode 32x32 PNG/JPEG files to uint8 (N, 3, 32, 32) RGB with torchvision.io's decoders (C++: they
+    release the GIL) on a thread pool. An unreadable or undecodable file, or one of another size, raises
+    DataFormatError naming it."""
+    from torchvision.io import ImageReadMode, decode_image
 
-    torchvision.io's decoders (C++, they release the GIL) where available, else PIL. An undecodable file or
-    one of another size raises DataFormatError naming it.
-    """
-    decode_jpegs, decode_one = _decoders()
-    out = torch.empty(len(paths), 3, 32, 32, dtype=torch.uint8)
-    chunk = 1024
-
-    def fail(i: int, why: str):
-        return DataFormatError(parameter, str(paths[i]), f"{paths[i]} {why}")
-
-    def work(start: int) -> None:
-        ids = range(start, min(start + chunk, len(paths)))
-        blobs = []
-        for i in ids:
-            try:
-                blobs.append(_read_bytes(paths[i]))
-            except OSError as err:
-                raise fail(i, f"cannot be read ({err.strerror or err})") from None
-        images = None
-        if all(IMAGE_SUFFIXES[Path(paths[i]).suffix.lower()] == "jpeg" for i in ids):
-            try:
-                images = decode_jpegs(blobs)  # one call for the chunk
-            except RuntimeError:
-                images = None  # decode one by one below, to name the bad file
-        for k, i in enumerate(ids):
-            try:
-                img = images[k] if images is not None else decode_one(blobs[k])
-            except Exception as err:
-                raise fail(i, f"could not be decoded as PNG or JPEG ({err})") from None
-            try:
-                img = to_uint8(img)
-            except ValueError as err:
-                raise fail(i, str(err)) from None
-            if tuple(img.shape) != (3, 32, 32):
-                raise fail(i, f"is {tuple(img.shape)} (C, H, W), not (3, 32, 32)")
-            out[i] = img
+    def decode(path) -> torch.Tensor:
+        try:
+            blob = torch.from_numpy(np.frombuffer(Path(path).read_bytes(), np.uint8).copy())
+        except OSError as err:
+            raise DataFormatError(
+                parameter, str(path), f"{path} cannot be read ({err.strerror or err})"
+            ) from None
+        try:
+            img = decode_image(blob, mode=ImageReadMode.RGB)
+        except Exception as err:
+            raise DataFormatError(
+                parameter, str(path), f"{path} could not be decoded as PNG or JPEG ({err})"
+            ) from None
+        try:
+            img = to_uint8(img)
+        except ValueError as err:
+            raise DataFormatError(parameter, str(path), f"{path} {err}") from None
+        if tuple(img.shape) != (3, 32, 32):
+            raise DataFormatError(
+                parameter, str(path), f"{path} is {tuple(img.shape)} (C, H, W), not (3, 32, 32)"
+            )
+        return img
 
     # torchvision >= 0.29 warns on every call that image decoding is moving to TorchCodec
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*decoding and encoding capabilities of TorchVision.*")
         with ThreadPoolExecutor(threads or min(8, os.cpu_count() or 1)) as pool:
-            list(pool.map(work, range(0, len(paths), chunk)))  # list() re-raises the first error
-    return out
+            images = list(pool.map(decode, paths))  # list() re-raises the first error
+    return torch.stack(images) if images else torch.empty(0, 3, 32, 32, dtype=torch.uint8)
 
 
 def to_uint8(img: torch.Tensor) -> torch.Tensor:
@@ -342,36 +326,6 @@ def to_uint8(img: torch.Tensor) -> torch.Tensor:
             raise ValueError("has samples outside 0..65535, not a PNG's")
         return ((v * 255 + 32767) // 65535).to(torch.uint8)  # round(v * 255 / 65535): no ties occur
     raise ValueError(f"has samples of type {img.dtype}, neither 8 nor 16 bits")
-
-
-def _read_bytes(path) -> torch.Tensor:
-    """A file's bytes as a uint8 tensor (one read into a writable buffer)."""
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(os.fstat(f.fileno()).st_size)
-        f.readinto(buf)
-    return torch.frombuffer(buf, dtype=torch.uint8) if buf else torch.empty(0, dtype=torch.uint8)
-
-
-def _decoders():
-    """(decode a list of JPEG byte tensors, decode one PNG or JPEG byte tensor) -> uint8 (3, H, W) RGB."""
-    try:
-        from torchvision.io import ImageReadMode, decode_image, decode_jpeg
-    except ImportError:  # a torchvision without image decoders: PIL
-        import io
-
-        from PIL import Image
-
-        def decode_pil(blob: torch.Tensor) -> torch.Tensor:
-            image = Image.open(io.BytesIO(blob.numpy().tobytes()))
-            if image.mode.startswith("I"):  # 16-bit grey: PIL's convert would clip it, to_uint8 scales it
-                grey = torch.from_numpy(np.asarray(image).astype(np.int64))
-                return grey.unsqueeze(0).expand(3, -1, -1)
-            rgb = np.asarray(image.convert("RGB"))
-            return torch.from_numpy(rgb.copy()).permute(2, 0, 1)
-
-        return (lambda blobs: [decode_pil(b) for b in blobs]), decode_pil
-    rgb = ImageReadMode.RGB
-    return (lambda blobs: decode_jpeg(blobs, mode=rgb)), (lambda blob: decode_image(blob, mode=rgb))
 
 
 def _download(root: Path, parameter: str) -> None:
