@@ -119,9 +119,6 @@ class Checkpoints:
             log.warning("no usable checkpoint in %s; training from scratch", self.folder)
         return None, None
 
-    def discard_previous(self) -> None:
-        self.previous.unlink(missing_ok=True)
-
 
 def checkpoint_interval(seconds: float | None = None) -> float:
     """Seconds between time-based checkpoints: `seconds`, else $ATTNLIB_CHECKPOINT_SECONDS, else

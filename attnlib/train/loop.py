@@ -18,11 +18,12 @@ global batch from `Batches(..., rank, world_size)`; only rank 0 writes checkpoin
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from tqdm.auto import tqdm
 
 from attnlib.config import TrainConfig
 from attnlib.errors import ConfigError
@@ -341,8 +343,9 @@ class _Run:
         self.ddp_model.train()
         stats, prior_seconds = self._running_sums(first_step, state.partial)
         clock = _EpochClock(prior_seconds)
-        bar = _progress(range(steps), self.progress and info.is_main, f"{self.desc} {epoch + 1}/{cfg.epochs}")
-        batches = _skip(self.train_batches.epoch(epoch), first_step)
+        desc, enabled = f"{self.desc} {epoch + 1}/{cfg.epochs}", self.progress and info.is_main
+        bar = tqdm(total=steps, desc=desc, disable=not enabled, leave=False, dynamic_ncols=True)
+        batches = itertools.islice(self.train_batches.epoch(epoch), first_step, None)  # resumed: same order
         for step, (x, y) in zip(range(first_step, steps), batches, strict=False):
             if self.on_step is not None:
                 self.on_step(epoch, step, x, y)
@@ -473,16 +476,3 @@ class _Run:
                 row["images_per_s"],
                 row["grad_norm"],
             )
-
-
-def _skip(it: Iterator, n: int) -> Iterator:
-    """Drop the first n batches (resuming mid-epoch: same data order as the uninterrupted run)."""
-    for _ in range(n):
-        next(it, None)
-    return it
-
-
-def _progress(iterable, enabled: bool, desc: str):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=len(iterable), desc=desc, disable=not enabled, leave=False, dynamic_ncols=True)
