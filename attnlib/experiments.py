@@ -118,7 +118,7 @@ def _why(reason: str, preset: str, protocol: str) -> str:
 # ------------------------------------------------------------------------------------------ experiments
 _PAPER_A = "Cordonnier et al. (2020), official code epfml/attention-cnn run scripts"
 _RE = "[Re] (Varma & Prabhu), configs in NishantPrabhu/Self-Attention-and-Convolutions"
-
+BOTH = (False, True)  # a model, then its HA variant
 
 _HEADS16 = dict(hidden=256, mlp=400)  # [Re] learned2d_*_16heads.yaml: narrower than the 9-head 400 / 512
 _HEADS16_BUDGET = dict(hidden=40, mlp=100)  # the same ratios to the 9-head budget widths 64 / 128
@@ -154,77 +154,92 @@ _SAN_HIER_WIDTH = {"budget": dict(width=64, downsample=2), "smoke": dict(width=3
 _RESNET_NARROW = {"budget": dict(width=9), "smoke": dict(width=2)}
 
 
-def _registry() -> dict[str, Experiment]:
-    def paper(encoding, heads, content=False, ha=False, **wider) -> dict:
-        return dict(encoding=encoding, heads=heads, content=content, hierarchical=ha, **wider)
+def _paper(encoding: str, heads: int, content: bool = False, ha: bool = False, **wider) -> dict:
+    return dict(encoding=encoding, heads=heads, content=content, hierarchical=ha, **wider)
 
-    narrow16 = {"budget": _HEADS16_BUDGET}
-    # fmt: off
-    rows = [
-        Experiment("resnet18", "resnet", {}, "resnet", "ResNet18", source=f"{_PAPER_A} (runs/resnet)"),
-        Experiment("resnet18_narrow", "resnet", {}, "resnet", "ResNet18, narrow (as many parameters as SA)",
-                   source="attnlib variant of resnet18 for 'close to ResNet18 at a comparable number of parameters' "
-                   "(issue 29 §2): at the scaled-down presets its width makes its parameter count comparable with "
-                   "the attention models' (within 25%); at paper settings it is ResNet18",
-                   overrides=_RESNET_NARROW, variant_of="resnet18"),
-        Experiment("quadratic_iso_9h", "paper", paper("quadratic_iso", 9), "attention",
-                   "SA quadratic (isotropic), 9 heads", source=f"{_PAPER_A} (runs/quadratic)"),
-        Experiment("quadratic_aniso_9h", "paper", paper("quadratic_aniso", 9), "attention",
-                   "SA quadratic (non-isotropic), 9 heads", source=f"{_PAPER_A} (runs/quadratic-generalized)"),
-        Experiment("quadratic_aniso_16h", "paper", paper("quadratic_aniso", 16), "attention",
-                   "SA quadratic (non-isotropic), 16 heads",
-                   source=f"{_RE} (run g_2021-01-18_21-00_normal_16heads_9311: main/configs/gaussian.yaml of "
-                   "2021-01-19, 16 heads, attention_isotropic_gaussian False; hidden 400 as the 9-head model)"),
-        Experiment("learned_9h", "paper", paper("learned", 9), "learned",
-                   "SA learned 2D, 9 heads", source=f"{_PAPER_A} (runs/learned)"),
-        Experiment("learned_9h_pos_init", "paper", paper("learned", 9, positional_std=POSITIONAL_STD), "learned",
-                   f"SA learned 2D, 9 heads, positional init std {POSITIONAL_STD:g}",
-                   source="attnlib variant of learned_9h: its positional tables r and head keys w drawn from "
-                   f"N(0, {POSITIONAL_STD:g}) instead of the paper's N(0, 0.02): the scores wᵀr and their gradients "
-                   "start 100x larger (issue 16 §2: a claim that may only appear with a change)",
-                   variant_of="learned_9h"),
-        Experiment("learned_16h", "paper",
-                   paper("learned", 16, **_HEADS16, **_RE_BLOCK, **_RE_VALUES[16], **_RE_INIT), "learned_16h", "SA learned 2D, 16 heads", source=f"{_RE} (learned2d_nocontent_16heads.yaml)",
-                   overrides=narrow16),
-    ]
+
+_NARROW16 = {"budget": _HEADS16_BUDGET}
+# The [Re] networks of the learned-2D rows with content: block, values, learned form, init and score layout
+_RE_LEARNED = {9: {**_RE_BLOCK, "learned_form": "re", **_RE_CONTENT},
+               16: {**_HEADS16, **_RE_BLOCK, **_RE_VALUES[16], "learned_form": "re", **_RE_CONTENT}}  # fmt: skip
+# The [Re] code's quadratic network (main/models/, GaussianAttention): its block, init and target vector
+_RE_QUADRATIC = dict(**_RE_BLOCK, **_RE_INIT, quadratic_target="re")
+_RE_QUADRATIC_SOURCE = (
+    f"{_RE} (run g_2021-01-03_09-36_hier_9282: configs/gaussian.yaml of 686aaae, 9 heads, non-isotropic, "
+    "hierarchical_weight_sharing {}; its code of that day: one shared EncoderBlock applied 6 times, the "
+    "target vector computed from the shared parameters at every application)"
+)
+_INIT_OFFICIAL = (
+    "attnlib variant of {}: init_bert_weights (N(0, 0.02²) for Linear and Embedding weights, zero biases; "
+    "Paper A's official init) instead of the [Re] code's PyTorch defaults (positional tables N(0, 1), Linear "
+    "U(±1/√fan_in)); everything else as the [Re] form"
+)
+
+# The registry as data: one row per experiment (name, family, model, protocol, title, baseline, source,
+# overrides, variant_of), in the tables' order; an HA pair is written once (`_ha_pair`).
+_ROWS: tuple[tuple, ...] = (
+    ("resnet18", "resnet", {}, "resnet", "ResNet18", None, f"{_PAPER_A} (runs/resnet)"),
+    ("resnet18_narrow", "resnet", {}, "resnet", "ResNet18, narrow (as many parameters as SA)", None,
+     "attnlib variant of resnet18 for 'close to ResNet18 at a comparable number of parameters' (issue 29 §2): at "
+     "the scaled-down presets its width makes its parameter count comparable with the attention models' (within "
+     "25%); at paper settings it is ResNet18", _RESNET_NARROW, "resnet18"),
+    ("quadratic_iso_9h", "paper", _paper("quadratic_iso", 9), "attention", "SA quadratic (isotropic), 9 heads",
+     None, f"{_PAPER_A} (runs/quadratic)"),
+    ("quadratic_aniso_9h", "paper", _paper("quadratic_aniso", 9), "attention",
+     "SA quadratic (non-isotropic), 9 heads", None, f"{_PAPER_A} (runs/quadratic-generalized)"),
+    ("quadratic_aniso_16h", "paper", _paper("quadratic_aniso", 16), "attention",
+     "SA quadratic (non-isotropic), 16 heads", None,
+     f"{_RE} (run g_2021-01-18_21-00_normal_16heads_9311: main/configs/gaussian.yaml of 2021-01-19, 16 heads, "
+     "attention_isotropic_gaussian False; hidden 400 as the 9-head model)"),
+    ("learned_9h", "paper", _paper("learned", 9), "learned", "SA learned 2D, 9 heads", None,
+     f"{_PAPER_A} (runs/learned)"),
+    ("learned_9h_pos_init", "paper", _paper("learned", 9, positional_std=POSITIONAL_STD), "learned",
+     f"SA learned 2D, 9 heads, positional init std {POSITIONAL_STD:g}", None,
+     "attnlib variant of learned_9h: its positional tables r and head keys w drawn from "
+     f"N(0, {POSITIONAL_STD:g}) instead of the paper's N(0, 0.02): the scores wᵀr and their gradients start 100x "
+     "larger (issue 16 §2: a claim that may only appear with a change)", {}, "learned_9h"),
+    ("learned_16h", "paper", _paper("learned", 16, **_HEADS16, **_RE_BLOCK, **_RE_VALUES[16], **_RE_INIT),
+     "learned_16h", "SA learned 2D, 16 heads", None, f"{_RE} (learned2d_nocontent_16heads.yaml)", _NARROW16),
+)  # fmt: skip
+
+
+def _ha_pair(base: str, family, models, protocol: str, title: str, sources, overrides=({}, {}),
+             variant_of=None) -> list[Experiment]:  # fmt: skip
+    """A model and its HA variant, sharing their protocol (the variant names the model its baseline);
+    `family` and `overrides` are one for both or a pair (the hierarchical SAN is its own family)."""
+    families = family if isinstance(family, tuple) else (family, family)
+    return [Experiment(base + "_ha" * ha, families[ha], models[ha], protocol, title + ", HA" * ha,
+                       base if ha else None, sources[ha], overrides[ha], variant_of) for ha in BOTH]  # fmt: skip
+
+
+def _registry() -> dict[str, Experiment]:
+    rows = [Experiment(*row) for row in _ROWS]
     for heads in (9, 16):
-        wider, over = (_HEADS16, narrow16) if heads == 16 else ({}, {})
-        wider = {**wider, **_RE_BLOCK, **_RE_VALUES[heads], "learned_form": "re", **_RE_CONTENT}
-        base, cfg = f"learned_content_{heads}h", f"{_RE} (learned2d_withcontent_{heads}heads"
-        rows += [
-            Experiment(base, "paper", paper("learned", heads, True, **wider), "learned_content",
-                       f"SA learned 2D + content, {heads} heads", source=f"{cfg}.yaml)", overrides=over),
-            Experiment(base + "_ha", "paper", paper("learned", heads, True, True, **wider), "learned_content",
-                       f"SA learned 2D + content, {heads} heads, HA", base, f"{cfg}_hier.yaml)", overrides=over),
-        ]
+        cfg, wider = f"{_RE} (learned2d_withcontent_{heads}heads", _RE_LEARNED[heads]
+        rows += _ha_pair(f"learned_content_{heads}h", "paper", (_paper("learned", heads, True, **wider),
+                         _paper("learned", heads, True, True, **wider)), "learned_content",
+                         f"SA learned 2D + content, {heads} heads", (f"{cfg}.yaml)", f"{cfg}_hier.yaml)"),
+                         (_NARROW16,) * 2 if heads == 16 else ({}, {}))  # fmt: skip
     # the [Re] pair with the intended init beside it (issue 30): what the [Re] code's PyTorch defaults change
-    for ha in (False, True):
-        base = "learned_content_9h" + "_ha" * ha
-        model = next(r.model for r in rows if r.name == base)
-        rows.append(Experiment(
-            base + "_init_official", "paper", {**model, "init": "official"}, "learned_content",
-            f"SA learned 2D + content, 9 heads{', HA' * ha}, init_bert_weights",
-            source=f"attnlib variant of {base}: init_bert_weights (N(0, 0.02²) for Linear and Embedding weights, "
-            "zero biases; Paper A's official init) instead of the [Re] code's PyTorch defaults (positional tables "
-            "N(0, 1), Linear U(±1/√fan_in)); everything else as the [Re] form",
-            variant_of=base,
-        ))
+    for e in [r for r in rows if r.name.startswith("learned_content_9h")]:
+        base = e.name
+        rows.append(Experiment(base + "_init_official", "paper", {**e.model, "init": "official"}, e.protocol,
+                               f"{e.title}, init_bert_weights", source=_INIT_OFFICIAL.format(base),
+                               variant_of=base))  # fmt: skip
+    # HA on the quadratic model ([Re] run logs 93.65% -> 92.82%), the [Re] code's network on both sides: variants
+    # of quadratic_aniso_9h (Table 3's pair, out of Table 1's grid and the timing command)
+    rows += _ha_pair("quadratic_re_9h", "paper", [_paper("quadratic_aniso", 9, ha=h, **_RE_QUADRATIC) for h in BOTH],
+                     "attention", "SA quadratic (non-isotropic, [Re] code), 9 heads",
+                     [_RE_QUADRATIC_SOURCE.format(h) for h in BOTH], variant_of="quadratic_aniso_9h")  # fmt: skip
     for kind in ("pairwise", "patchwise"):
-        rows += [
-            Experiment(f"san_{kind}", "san", {"sa_type": kind, "hierarchical": False}, f"san_{kind}",
-                       f"SAN {kind}", source=f"{_RE} (SAN/configs/san_{kind}.yaml)", overrides=_SAN_WIDTHS),
-            # pass_statistics named (it is the default) so that runs with the [Re] shared statistics are stale
-            Experiment(f"san_{kind}_ha", "san_hier", {"sa_type": kind, **_RE_SAN_HA}, f"san_{kind}",
-                       f"SAN {kind}, HA",
-                       f"san_{kind}", f"{_RE} (SAN/configs/san_{kind}_hier.yaml, SAN/models/networks.py Encoder)",
-                       overrides=_SAN_HIER_WIDTH),
-        ]
-    for ha in (False, True):
-        rows.append(Experiment(
-            "vit" + "_ha" * ha, "vit", {"hierarchical": ha, **_RE_VIT}, "vit", "ViT" + ", HA" * ha, "vit" if ha else None,
-            f"{_RE} (ViT/configs/vit{'_hier' * ha}.yaml)",
-        ))
-    # fmt: on
+        # pass_statistics named (it is the default) so that runs with the [Re] shared statistics are stale
+        rows += _ha_pair(f"san_{kind}", ("san", "san_hier"), ({"sa_type": kind, "hierarchical": False},
+                         {"sa_type": kind, **_RE_SAN_HA}), f"san_{kind}", f"SAN {kind}",
+                         (f"{_RE} (SAN/configs/san_{kind}.yaml)",
+                          f"{_RE} (SAN/configs/san_{kind}_hier.yaml, SAN/models/networks.py Encoder)"),
+                         (_SAN_WIDTHS, _SAN_HIER_WIDTH))  # fmt: skip
+    rows += _ha_pair("vit", "vit", [{"hierarchical": h, **_RE_VIT} for h in BOTH], "vit", "ViT",
+                     [f"{_RE} (ViT/configs/vit{h}.yaml)" for h in ("", "_hier")])  # fmt: skip
     return {e.name: e for e in rows}
 
 
@@ -234,6 +249,8 @@ EXPERIMENTS: dict[str, Experiment] = _registry()
 # ---------------------------------------------------------------------------------------------- presets
 def _paper_presets() -> dict[str, Preset | None]:
     sgd = dict(lr=0.1, momentum=0.9, weight_decay=1e-4)
+    san = dict(epochs=300, batch_size=40, warmup=10 / 300, nesterov=True, label_smoothing=0.1, **sgd)
+    steps = (80 / 300, 150 / 300, 250 / 300)
     return {
         "attention": Preset(
             TrainConfig(epochs=300, batch_size=100, warmup=0.05, schedule="cosine", **sgd),
@@ -245,33 +262,18 @@ def _paper_presets() -> dict[str, Preset | None]:
         "learned_content": None,
         "resnet": Preset(
             TrainConfig(
-                epochs=300,
-                batch_size=100,
-                warmup=0.0,
-                schedule="multistep",
-                milestones=(80 / 300, 150 / 300, 250 / 300),
-                **sgd,
+                epochs=300, batch_size=100, warmup=0.0, schedule="multistep", milestones=steps, **sgd
             ),
             reason="Paper A runs/resnet: SGD 0.1, momentum 0.9, wd 1e-4, batch 100, 300 epochs, lr ÷10 at "
             "epochs 80, 150, 250 (no cosine flag)",
         ),
         "san_pairwise": Preset(
-            TrainConfig(
-                epochs=300, batch_size=40, warmup=10 / 300, nesterov=True, label_smoothing=0.1, **sgd
-            ),
+            TrainConfig(**san),
             reason="[Re] san_pairwise.yaml: SGD 0.1 Nesterov, wd 1e-4, batch 40, 300 epochs, 10 warm-up "
             "epochs then cosine, label smoothing 0.1",
         ),
         "san_patchwise": Preset(
-            TrainConfig(
-                epochs=300,
-                batch_size=40,
-                warmup=10 / 300,
-                nesterov=True,
-                label_smoothing=0.1,
-                **{**sgd, "lr": 0.01},
-            ),
-            reason="[Re] san_patchwise.yaml: as pairwise but lr 0.01",
+            TrainConfig(**{**san, "lr": 0.01}), reason="[Re] san_patchwise.yaml: as pairwise but lr 0.01"
         ),
         "vit": Preset(
             TrainConfig(epochs=100, batch_size=32, warmup=0.05, nesterov=True, **{**sgd, "lr": 0.01}),
@@ -292,6 +294,11 @@ GRID_HOURS = 3.0
 def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in NOTES["budget"]
     common = dict(epochs=4, batch_size=100, momentum=0.9, weight_decay=1e-4, schedule="cosine", warmup=0.05)
     no_dropout = dict(dropout=0.0, attn_dropout=0.0)
+    san = dict(nesterov=True, label_smoothing=0.1, **common)
+
+    def why(protocol: str, text: str) -> str:
+        return _why(text, "budget", protocol)
+
     attention = Preset(
         TrainConfig(lr=0.1, **common),
         model=dict(layers=4, hidden=64, mlp=128, downsample=4, **no_dropout),
@@ -300,32 +307,26 @@ def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in 
         "(not 16x16: 16x fewer attention pairs), no dropout (4 epochs underfit; dropout only slows "
         "learning); SGD as published (0.1, momentum 0.9, wd 1e-4, none on centres/spreads).",
     )
+
+    def like(protocol: str, text: str, train: dict) -> Preset:  # the paper models' preset, other training
+        return dataclasses.replace(
+            attention, train=attention.train.replace(**train), reason=why(protocol, text)
+        )
+
     return {
         "attention": attention,
-        "learned": dataclasses.replace(
-            attention,
-            train=dataclasses.replace(attention.train, epochs=8),
-            reason=_why("As the other paper models, but 8 epochs:", "budget", "learned"),
+        "learned": like("learned", "As the other paper models, but 8 epochs:", dict(epochs=8)),
+        "learned_16h": like(
+            "learned_16h",
+            "As learned_9h (8 epochs), but lr 0.06 (not 0.1) and the gradient norm clipped to 1, as the "
+            "learned models with content:",
+            dict(epochs=8, lr=0.06, grad_clip=1.0),
         ),
-        "learned_16h": dataclasses.replace(
-            attention,
-            train=dataclasses.replace(attention.train, epochs=8, lr=0.06, grad_clip=1.0),
-            reason=_why(
-                "As learned_9h (8 epochs), but lr 0.06 (not 0.1) and the gradient norm clipped to 1, as the "
-                "learned models with content:",
-                "budget",
-                "learned_16h",
-            ),
-        ),
-        "learned_content": dataclasses.replace(
-            attention,
-            train=dataclasses.replace(attention.train, lr=0.06, epochs=12, warmup=1 / 12, grad_clip=1.0),
-            reason=_why(
-                "As the other paper models, but lr 0.06 (not 0.1), 12 epochs, 1 warm-up epoch and the "
-                "gradient norm clipped to 1, for the learned models with content and their HA variants alike.",
-                "budget",
-                "learned_content",
-            ),
+        "learned_content": like(
+            "learned_content",
+            "As the other paper models, but lr 0.06 (not 0.1), 12 epochs, 1 warm-up epoch and the gradient norm "
+            "clipped to 1, for the learned models with content and their HA variants alike.",
+            dict(lr=0.06, epochs=12, warmup=1 / 12, grad_clip=1.0),
         ),
         "resnet": Preset(
             TrainConfig(lr=0.1, **common),
@@ -334,58 +335,50 @@ def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in 
             "attention models); cosine instead of the step schedule, whose milestones mean nothing in 4 epochs.",
         ),
         "san_pairwise": Preset(
-            TrainConfig(lr=0.1, nesterov=True, label_smoothing=0.1, **common),
-            reason=_why(
+            TrainConfig(lr=0.1, **san),
+            reason=why(
+                "san_pairwise",
                 "SAN stage widths 32-256 (not 64-1024), stem 32; batch 100 (not 40) for CPU efficiency with "
                 "the [Re] lr 0.1 kept (already high for its batch), Nesterov, label smoothing 0.1.",
-                "budget",
-                "san_pairwise",
             ),
         ),
         "san_patchwise": Preset(
-            TrainConfig(lr=0.01, nesterov=True, label_smoothing=0.1, **common),
+            TrainConfig(lr=0.01, **san),
             reason="As SAN pairwise, with the [Re] patchwise lr 0.01 (its aggregation weights are not "
             "normalised).",
         ),
         "vit": Preset(
             TrainConfig(lr=0.03, nesterov=True, **{**common, "epochs": 6}),
             model=dict(layers=4, hidden=64, mlp=128, patch=4, stem="none", **no_dropout),
-            reason=_why(
+            reason=why(
+                "vit",
                 "ViT: 4 layers, hidden 64 / MLP 128, 4x4 patches (8x8 tokens), no ResNet stem (it alone "
                 "would cost more than the encoder at 32x32), no dropout; batch 100 with the [Re] lr 0.01 "
                 "scaled linearly from batch 32 (0.03), Nesterov; 6 epochs,",
-                "budget",
-                "vit",
             ),
         ),
     }
 
 
 def _smoke_presets() -> dict[str, Preset | None]:
-    tiny = dict(epochs=1, batch_size=16, lr=0.05, warmup=0.1, bf16=False)
-    small = dict(
-        data="synthetic:64:32",
-        attention_images=2,
-        attention_mean_images=4,
-        timing_reps=3,
-        timing_warmup=1,
-        reason="tiny widths (and 1-block stages) so a run takes about a second",
-    )
+    small = dict(data="synthetic:64:32", attention_images=2, attention_mean_images=4, timing_reps=3)
+    small |= dict(timing_warmup=1, reason="tiny widths (and 1-block stages) so a run takes about a second")
+
+    def tiny(smoothing: float = 0.0, **model) -> Preset:
+        train = TrainConfig(
+            epochs=1, batch_size=16, lr=0.05, warmup=0.1, bf16=False, label_smoothing=smoothing
+        )
+        return Preset(train, model=model, **small)
+
     return {
-        "attention": Preset(
-            TrainConfig(**tiny), model=dict(layers=2, hidden=16, mlp=16, downsample=4), **small
-        ),
+        "attention": tiny(layers=2, hidden=16, mlp=16, downsample=4),
         "learned": None,  # = "attention"
         "learned_16h": None,
         "learned_content": None,
-        "resnet": Preset(TrainConfig(**tiny), model=dict(width=4, blocks=(1, 1)), **small),
-        "san_pairwise": Preset(TrainConfig(**tiny, label_smoothing=0.1), **small),  # widths: _SAN_WIDTHS
-        "san_patchwise": Preset(TrainConfig(**tiny, label_smoothing=0.1), **small),
-        "vit": Preset(
-            TrainConfig(**tiny),
-            model=dict(layers=2, hidden=16, mlp=16, patch=8, stem="none"),
-            **small,
-        ),
+        "resnet": tiny(width=4, blocks=(1, 1)),
+        "san_pairwise": tiny(0.1),  # widths: _SAN_WIDTHS
+        "san_patchwise": tiny(0.1),
+        "vit": tiny(layers=2, hidden=16, mlp=16, patch=8, stem="none"),
     }
 
 
@@ -401,11 +394,8 @@ LONG_MAX_LR, LONG_CLIP = 0.05, 1.0
 
 def _long_presets() -> dict[str, Preset]:
     def longer(p: Preset) -> Preset:
-        train = p.train.replace(  # the warm-up keeps its fraction of the steps
-            epochs=LONG_EPOCHS,
-            lr=min(p.train.lr, LONG_MAX_LR),
-            grad_clip=p.train.grad_clip or LONG_CLIP,
-        )
+        lr, clip = min(p.train.lr, LONG_MAX_LR), p.train.grad_clip or LONG_CLIP
+        train = p.train.replace(epochs=LONG_EPOCHS, lr=lr, grad_clip=clip)  # warm-up: the same share of steps
         reason = (
             f"The budget protocol trained for a fixed {LONG_EPOCHS} epochs, cosine over all of them, with no early "
             f"stop and nothing decided on the test set {history('long', 'plateau')}; lr at most {LONG_MAX_LR} and "
@@ -481,13 +471,9 @@ def resolve(name: str, preset: str = "paper", *, epochs: int | None = None) -> R
         family=exp.family,
         model={**exp.model, **p.model, **exp.overrides.get(MODELS_OF.get(preset, preset), {})},
         train=train,
-        data=p.data,
-        attention_images=p.attention_images,
-        attention_mean_images=p.attention_mean_images,
-        timing_reps=p.timing_reps,
-        timing_warmup=p.timing_warmup,
-        reason=p.reason,
-        probe_images=p.probe_images,
+        **{
+            f.name: getattr(p, f.name) for f in dataclasses.fields(Preset) if f.name not in ("train", "model")
+        },
     )
 
 

@@ -30,6 +30,7 @@ _LEARNED_RE = ("learned_16h", "learned_content_9h", "learned_content_9h_ha", "le
                "learned_content_16h_ha")  # fmt: skip
 _CONTENT_RE = _LEARNED_RE[1:]
 _VIT_RE = ("vit", "vit_ha")
+_QUADRATIC_RE = ("quadratic_re_9h", "quadratic_re_9h_ha")  # the [Re] Gaussian network and its HA variant
 
 
 @dataclass(frozen=True)
@@ -59,14 +60,15 @@ class Quirk:
 
 QUIRKS: tuple[Quirk, ...] = (
     Quirk(
-        "Initialisation (learned 2D)",
+        "Initialisation (learned 2D, quadratic)",
         "paper",
         "init",
         "re",
         "official",
-        _LEARNED_RE,
+        _LEARNED_RE + _QUADRATIC_RE,
         "keeps PyTorch's defaults: positional tables N(0, 1), Linear layers U(±1/√fan_in) "
-        "(main/models/attention.py, nn.Embedding and nn.Linear as built)",
+        "(main/models/attention.py, nn.Embedding and nn.Linear as built; the quadratic centres and spreads "
+        "have their own draw in both codes)",
         "init_bert_weights: N(0, 0.02²) for Linear and Embedding weights, zero biases (Paper A's official code)",
         "init",
         "learned_content_9h",
@@ -74,6 +76,20 @@ QUIRKS: tuple[Quirk, ...] = (
             ("positional tables", r"encoding\.(row|col)_embeddings\.weight$"),
             ("query projection", r"attn\.query\.weight$"),
         ),
+    ),
+    Quirk(
+        "Quadratic target vector",
+        "paper",
+        "quadratic_target",
+        "re",
+        "intended",
+        _QUADRATIC_RE,
+        "writes the target vector's second component as −2(c + μ₂ + bμ₁) for −2(cμ₂ + bμ₁): the score gains "
+        "(c + μ₂ − cμ₂)·δ₂ per head, so a head no longer attends around its centre "
+        "(main/models/attention.py, GaussianAttention.get_heads_target_vectors)",
+        "−½(δ − Δ)ᵀΣ⁻¹(δ − Δ), as Paper A's official code",
+        "logits",
+        "quadratic_re_9h_ha",
     ),
     Quirk(
         "Content-score layout",

@@ -41,13 +41,15 @@ NAMES = [
     "vit",
     "vit_ha",
 ]
-HA_PAIRS = [(n.removesuffix("_ha"), n) for n in NAMES if n.endswith("_ha")]
 VARIANTS = {  # claim variants: out of the grid
     "resnet18_narrow": "resnet18",
     "learned_9h_pos_init": "learned_9h",
     "learned_content_9h_init_official": "learned_content_9h",
     "learned_content_9h_ha_init_official": "learned_content_9h_ha",
+    "quadratic_re_9h": "quadratic_aniso_9h",  # the [Re] Gaussian network and its HA variant (Table 3's pair)
+    "quadratic_re_9h_ha": "quadratic_aniso_9h",
 }
+HA_PAIRS = [(n.removesuffix("_ha"), n) for n in [*NAMES, *VARIANTS] if n.endswith("_ha")]
 
 
 def test_every_preset_covers_every_protocol_with_a_reason():
@@ -227,9 +229,11 @@ def test_every_experiment_trains_at_smoke(name, smoke_results):
     quadratic = name.startswith("quadratic")
     assert (again.centers is not None) == quadratic
     if quadratic:
-        heads = resolve(name, "smoke").model["heads"]
-        assert again.centers["centers"].shape == (2, 2, heads, 2)
-        assert again.centers["inverse_covariance"].shape == (2, 2, heads, 2, 2)
+        model = resolve(name, "smoke").model
+        blocks = 1 if model["hierarchical"] else model["layers"]  # HA: one shared block
+        heads = model["heads"]
+        assert again.centers["centers"].shape == (2, blocks, heads, 2)
+        assert again.centers["inverse_covariance"].shape == (2, blocks, heads, 2, 2)
 
 
 def test_long_preset_is_the_budget_for_a_fixed_number_of_epochs_with_measures():

@@ -43,7 +43,7 @@ def test_the_book_and_the_cli_table3_agree(trained):
     cli = table3(trained, "smoke").set_index("experiment").loc[names].reset_index()
     columns = list(tables.TABLE3_COLUMNS)
     pd.testing.assert_frame_equal(chapter[columns], cli[columns], check_dtype=False)
-    assert list(chapter["status"]) == ["missing"] * 6 + ["complete"] * 2
+    assert list(chapter["status"]) == ["missing"] * 8 + ["complete"] * 2  # 9 heads: learned, quadratic, SAN
 
 
 def test_table_rows_come_from_the_registry():
@@ -52,8 +52,9 @@ def test_table_rows_come_from_the_registry():
     )
     nine, all_pairs = tables.table3_names(9), tables.table3_names()
     assert nine[:2] == ["learned_content_9h", "learned_content_9h_ha"] and "learned_content_16h" not in nine
-    assert nine[2:] == [n for e in ("san_pairwise", "san_patchwise", "vit") for n in (e, f"{e}_ha")]
-    assert set(nine) | set(tables.table3_names(16)) == set(all_pairs) and len(all_pairs) == 10
+    pairs = ("quadratic_re_9h", "san_pairwise", "san_patchwise", "vit")
+    assert nine[2:] == [n for e in pairs for n in (e, f"{e}_ha")]
+    assert set(nine) | set(tables.table3_names(16)) == set(all_pairs) and len(all_pairs) == 12
 
 
 def test_complete_and_attention_rows():
@@ -69,7 +70,7 @@ def test_complete_and_attention_rows():
 
 def test_table3(trained):
     df = table3(trained, "smoke")
-    assert len(df) == 10 and set(df["variant"]) == {"normal", "HA"}
+    assert len(df) == 12 and set(df["variant"]) == {"normal", "HA"}
     vit = df[df["experiment"].isin(["vit", "vit_ha"])]
     assert (vit["status"] == "complete").all() and vit["accuracy"].between(0, 1).all()
     assert (vit["pair"] == "ViT").all() and vit["params"].iloc[1] < vit["params"].iloc[0]  # HA shares weights
@@ -124,37 +125,29 @@ def test_damaged_and_stale_results_in_tables(damaged, cli):
 
 
 def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monkeypatch):
+    """The compute record of the appendix: one row per long run the ledger reads (display names, the claims
+    it informs, what it trained, its machine, an estimate), and the numbers the prose glues: runs saved,
+    their CPU-hours (wall time x threads), the budget grid's further seeds and their CPU-hours."""
     from attnlib import experiments
     from attnlib.analysis import claims
     from attnlib.lab import plan as lab_plan
 
     keys = {c.key for c in claims.CLAIMS}
-    monkeypatch.setattr(
-        lab_plan, "LONG_CPU_HOURS", 100.0
-    )  # room for every run asked (the cases below set less)
     assert set(lab_plan.LONG_PLAN) <= set(experiments.names(variants=True))
     assert all(informs and set(informs) <= keys for informs in lab_plan.LONG_PLAN.values())
     params = book.check_params(
         preset="budget", data=None, device="cpu", results_dir=tmp_path, train_missing=False
     )
-    plan, sentence = book.long_plan(params)
-    assert plan["run"].tolist() == [book.title(n) for n in lab_plan.LONG_PLAN]  # display names
-    assert set(plan["saved"]) == {"not yet"}
+    plan, numbers = book.long_plan(params)
+    n = len(lab_plan.LONG_PLAN)
+    assert plan["run"].tolist() == [book.title(name) for name in lab_plan.LONG_PLAN]  # display names
+    assert set(plan["trained"]) == {"—"} and set(plan["machine"]) == {""}
+    assert numbers == {"done": "0", "runs": f"{n}", "hours": "0.0", "seed_runs": "0", "seed_hours": "0.0"}
+    rows = plan.set_index("run").rename(index={book.title(name): name for name in lab_plan.LONG_PLAN})
     assert (
-        sentence.startswith(f"0 of the {len(plan)} 60-epoch CPU runs")
-        and "CPU-hours of training" not in sentence
+        rows.loc["quadratic_aniso_9h", "estimate (CPU-hours)"]
+        == f"{lab_plan.estimate_seconds('quadratic_aniso_9h', 'long') / 3600:.1f}"
     )
-    cap = sum(lab_plan.estimate_seconds(n, "long") for n in lab_plan.LONG_PLAN) / 3600
-    assert f"the other {len(plan)} would take about {cap:.1f} CPU-hours" in sentence
-    assert "further seeds" not in sentence  # none saved here
-    pairs = [name for base in claims.HA_PAIRS for name in (base, base + "_ha")]  # 3 seeds each asked
-    asked = 3 * sum(lab_plan.estimate_seconds(n, "budget") for n in pairs) / 3600
-    assert (
-        f"still ask for {3 * len(pairs)} more budget runs (learned_content_9h seeds 0, 1 and 2, " in sentence
-    )
-    assert f"; about {asked:.1f} CPU-hours on idle cores)." in sentence
-    assert f"come to {cap + asked:.1f} CPU-hours" in sentence
-    assert f"within the {lab_plan.LONG_CPU_HOURS:g} CPU-hours" in sentence
 
     real = tables.collect
     COLS = ["status", "epochs", "train_seconds", "cpu_seconds", "wall_time_device"]
@@ -172,85 +165,10 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
         return frame
 
     monkeypatch.setattr(tables, "collect", two_saved)
-    plan, sentence = book.long_plan(params)
-    rows = plan.set_index("run").rename(index={book.title(n): n for n in lab_plan.LONG_PLAN})
-    assert rows.loc["learned_9h", "saved"] == rows.loc["resnet18", "saved"] == "23 epochs, 1.5 CPU-hours"
-    assert (
-        rows.loc["resnet18", "trained on"] == "CPU (2 threads)"
-        and rows.loc["learned_9h_pos_init", "trained on"] == ""
-    )
-    assert "ended at" not in plan and "cap estimate (h)" not in plan  # no stopping rule: nothing to say
-    assert (
-        rows.loc["quadratic_aniso_9h", "estimate (h)"]
-        == f"{lab_plan.estimate_seconds('quadratic_aniso_9h', 'long') / 3600:.1f}"
-    )
-    n = len(lab_plan.LONG_PLAN)
-    assert sentence.startswith(f"2 of the {n} 60-epoch CPU runs the ledger needs are saved, 3.0 CPU-hours")
-    ahead = (
-        sum(
-            lab_plan.estimate_seconds(n, "long")
-            for n in lab_plan.LONG_PLAN
-            if n not in ("learned_9h", "resnet18")
-        )
-        / 3600
-    )
-    assert f"the other {n - 2} would take about {ahead:.1f} CPU-hours" in sentence
-    assert "further seeds, behind the comparisons over seeds, took 1.0 CPU-hours (2 runs)" in sentence
-    assert f"come to {3.0 + ahead + 1.0 + asked:.1f} CPU-hours" in sentence
-    assert "leave no room" not in sentence
-    monkeypatch.setattr(lab_plan, "LONG_CPU_HOURS", 1.0)
-    assert "beyond the 1 CPU-hours" in book.long_plan(params)[1]
-    # the long runs come first: seeds that would take the total past the budget are not counted on
-    monkeypatch.setattr(lab_plan, "LONG_CPU_HOURS", 3.0 + ahead + 1.0 + asked / 2)
-    sentence = book.long_plan(params)[1]
-    assert (
-        "ask for 30 more budget runs (learned_content_9h seeds 0, 1 and 2, learned_content_9h_ha seeds"
-        in sentence
-    )
-    assert (
-        "which the " in sentence
-        and "CPU-hours leave no room for: those comparisons keep the seeds" in sentence
-    )
-    assert f"come to {3.0 + ahead + 1.0:.1f} CPU-hours" in sentence and "within the" in sentence
-
-    def all_saved(results_dir, preset, names=None, seed=0, **kw):  # every long run saved, 1 h each
-        frame = real(results_dir, preset, names, seed=seed, **kw).astype({"wall_time_device": object})
-        if preset == "long":
-            frame[COLS] = ["complete", 60, 3600.0, 3600.0, "CPU (1 threads)"]
-        return frame
-
-    monkeypatch.setattr(tables, "collect", all_saved)
-    monkeypatch.setattr(lab_plan, "seeds_asked", lambda *a, **kw: [])
-    sentence = book.long_plan(params)[1]
-    assert sentence.startswith(
-        f"{n} of the {n} 60-epoch CPU runs the ledger needs are saved, {n}.0 CPU-hours"
-    )
-    assert sentence.endswith(
-        f"Together these runs took {n}.0 CPU-hours, within the {lab_plan.LONG_CPU_HOURS:g} CPU-hours set for them."
-    )
-    monkeypatch.setattr(lab_plan, "LONG_CPU_HOURS", n - 0.01)  # n.0 would read as equal: two decimals
-    assert book.long_plan(params)[1].endswith(
-        f"took {n}.00 CPU-hours, beyond the {n - 0.01:g} CPU-hours set for them."
-    )
-
-
-def test_seeds_asked_are_estimated_in_the_plan(tmp_path, monkeypatch):
-    from attnbook.tables import _seeds_asked
-    from attnlib.lab import plan as lab_plan
-
-    monkeypatch.setattr(
-        lab_plan, "seeds_asked", lambda results_dir, preset, data=None: [("vit", 4), ("vit_ha", 3)]
-    )
-    params = book.check_params(
-        preset="budget", data=None, device="cpu", results_dir=tmp_path, train_missing=False
-    )
-    runs, hours = _seeds_asked(params)
-    expected = lab_plan.estimate_seconds("vit", "budget") + lab_plan.estimate_seconds("vit_ha", "budget")
-    assert runs == [("vit", 4), ("vit_ha", 3)] and hours == pytest.approx(expected / 3600)
-
-
-def test_seed_runs_are_named_per_experiment():
-    from attnbook.tables import seed_runs_phrase
-
-    jobs = [("learned_content_16h", 4), ("learned_content_16h_ha", 3), ("learned_content_16h_ha", 4)]
-    assert seed_runs_phrase(jobs) == "learned_content_16h seed 4, learned_content_16h_ha seeds 3 and 4"
+    plan, numbers = book.long_plan(params)
+    rows = plan.set_index("run").rename(index={book.title(name): name for name in lab_plan.LONG_PLAN})
+    assert rows.loc["learned_9h", "trained"] == rows.loc["resnet18", "trained"] == "23 epochs, 1.5 CPU-hours"
+    assert rows.loc["learned_9h", "machine"] == "CPU (1 thread)"  # never "1 threads"
+    assert rows.loc["resnet18", "machine"] == "CPU (2 threads)"
+    assert rows.loc["learned_9h_pos_init", "machine"] == ""
+    assert numbers == {"done": "2", "runs": f"{n}", "hours": "3.0", "seed_runs": "2", "seed_hours": "1.0"}

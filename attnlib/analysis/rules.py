@@ -29,7 +29,14 @@ SCALED_DOWN = ("budget", "long", "smoke")
 #: same network without HA); the other HA models are secondary lines of those claims.
 FIG8_MODEL, FIG8_CONTROL = "learned_content_9h_ha", "learned_content_9h"
 
-HA_PAIRS = ("learned_content_9h", "learned_content_16h", "san_pairwise", "san_patchwise", "vit")
+HA_PAIRS = (
+    "learned_content_9h",
+    "learned_content_16h",
+    "quadratic_re_9h",
+    "san_pairwise",
+    "san_patchwise",
+    "vit",
+)
 LEARNED_POSITIONAL = ("learned_9h", "learned_16h")
 LEARNED_CONTENT = ("learned_content_9h", "learned_content_16h")
 QUADRATIC = ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h")
@@ -406,7 +413,7 @@ def _ha_gain_intervals(ev: Evidence):
     for base in HA_PAIRS:
         a, b = ev.accuracies.get(base, []), ev.accuracies.get(base + "_ha", [])
         if not a or not b:
-            parts.append(f"{base}: not saved")
+            parts.append(f"{base}: not trained")
             verdicts.append(NOT_MEASURED)
             continue
         w = compare.welch(a, b)

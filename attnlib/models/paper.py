@@ -29,6 +29,9 @@ the experiments that reproduce a [Re] row; Paper A's keep the official code's):
 - ``score_layout``: "intended" (default), the score as written (``attnlib.attention.layer``) | "re", the
   queries and keys read as (B, W, H) and the scores permuted back, A_re[q, k] = Ã[σq, σk] with σ the grid
   transposed (learned_form "re" only, the [Re] learned models with content).
+- ``quadratic_target``: "intended" (default), the quadratic score −½(δ − Δ)ᵀΣ⁻¹(δ − Δ) | "re", the [Re]
+  ``GaussianAttention.get_heads_target_vectors``' second component −2(c + μ₂ + bμ₁) for −2(cμ₂ + bμ₁)
+  (main/models/attention.py): the score gains (c + μ₂ − cμ₂)·δ₂ per head (``ReQuadraticEncoding``).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from attnlib.attention import (
     MultiHeadSelfAttention2d,
     QuadraticEncoding,
 )
-from attnlib.attention.encodings import LEARNED_FORMS
+from attnlib.attention.encodings import LEARNED_FORMS, relative_shifts
 from attnlib.checks import check_choice, check_positive_int, check_probability
 from attnlib.errors import ConfigError
 
@@ -53,6 +56,7 @@ ENCODINGS = ("quadratic_iso", "quadratic_aniso", "learned")
 BLOCKS = ("official", "re")  # whose encoder block: Cordonnier et al.'s official code or the [Re] code
 INITS = ("official", "re")  # init_bert_weights, or PyTorch's defaults as the [Re] code keeps them
 SCORE_LAYOUTS = ("intended", "re")  # attnlib.attention.layer.SCORE_LAYOUTS
+QUADRATIC_TARGETS = ("intended", "re")  # the quadratic score as written, or the [Re] code's target vector
 # PaperConfig.value -> what V^(h) is (the layer's ``values``): the input X, or X W_val^(h)
 VALUES = {"paper": "input", "standard": "projected"}
 
@@ -82,6 +86,8 @@ class PaperConfig:
     init: str = field(default="official", metadata={"before": "official"})
     # "intended" | "re": the [Re] (B, W, H) read of queries and keys (learned_form "re" only)
     score_layout: str = field(default="intended", metadata={"before": "intended"})
+    # "intended" | "re": the [Re] code's quadratic target vector (quadratic encodings only)
+    quadratic_target: str = field(default="intended", metadata={"before": "intended"})
 
     def __post_init__(self):
         for name in ("layers", "hidden", "mlp", "heads", "max_pos", "downsample"):
@@ -94,11 +100,16 @@ class PaperConfig:
             ("value", VALUES),
             ("init", INITS),
             ("score_layout", SCORE_LAYOUTS),
+            ("quadratic_target", QUADRATIC_TARGETS),
         ):
             check_choice(name, getattr(self, name), allowed)
         if self.score_layout == "re" and not (self.encoding == "learned" and self.learned_form == "re"):
             raise ConfigError(
                 "score_layout", self.score_layout, "'intended' (the [Re] layout is that of learned_form 're')"
+            )
+        if self.quadratic_target == "re" and self.encoding == "learned":
+            raise ConfigError(
+                "quadratic_target", "re", "'intended' (the [Re] target is that of a quadratic encoding)"
             )
         if self.encoding == "learned" and self.learned_form == "re":
             if not self.content:
@@ -128,7 +139,35 @@ def make_encoding(cfg: PaperConfig) -> nn.Module:
         return Learned2DEncoding(
             cfg.heads, cfg.hidden, max_pos=cfg.max_pos, form=cfg.learned_form, key_bias=cfg.block == "re"
         )
-    return QuadraticEncoding(cfg.heads, isotropic=cfg.encoding == "quadratic_iso")
+    kind = ReQuadraticEncoding if cfg.quadratic_target == "re" else QuadraticEncoding
+    return kind(cfg.heads, isotropic=cfg.encoding == "quadratic_iso")
+
+
+class ReQuadraticEncoding(QuadraticEncoding):
+    """The quadratic encoding as the [Re] code computes it (``quadratic_target="re"``).
+
+    Their target vector u_h = −½(−2(aΔ₁ + bΔ₂), −2(c + Δ₂ + bΔ₁), a, c, 2b), dotted with
+    r_δ = (δ₁, δ₂, δ₁², δ₂², δ₁δ₂), has c + Δ₂ where the official code has c·Δ₂; up to a per-head constant
+    (which the softmax cancels) the score is
+
+        A_re^(h)(δ) = −½ (δ − Δ^(h))ᵀ Σ^(h)−1 (δ − Δ^(h)) + (c_h + Δ₂^(h) − c_h Δ₂^(h)) δ₂,   Σ−1 = [[a, b], [b, c]]
+
+    so the head's learned centre Δ is no longer where it attends."""
+
+    def _column_term(self, width: int) -> Tensor:
+        """(c + Δ₂ − cΔ₂) δ₂ per head: (heads, W, W) indexed [q_j, k_j]."""
+        c, mu2 = self.inverse_covariance()[:, 1, 1], self.centers[:, 1]
+        extra = c + mu2 - c * mu2
+        return extra[:, None, None] * relative_shifts(width, c.device, c.dtype)[None]
+
+    def scores(self, height: int, width: int) -> Tensor:
+        heads, n = self.heads, height * width
+        term = self._column_term(width)[:, None, :, None, :].expand(heads, height, width, height, width)
+        return super().scores(height, width) + term.reshape(heads, n, n)
+
+    def plain_scores(self, height: int, width: int) -> Tensor:
+        term = self._column_term(width)  # (heads, W, W) -> (H, W, heads, H, W)
+        return super().plain_scores(height, width) + term.permute(1, 0, 2)[None, :, :, None, :]
 
 
 def init_bert_weights(module: nn.Module, std: float = 0.02) -> None:
