@@ -23,11 +23,8 @@ outputs and gradients (``tests/test_bench.py`` checks it).
 Paper shapes: batch 100, 16 x 16 tokens, hidden 400, 9 heads; by default one of the six layers is timed
 (``--layers``; the time per layer is linear in depth, ``est_model_images_per_s`` scales it).
 
-Timing (`attnlib.lab.measure`, ``torch.utils.benchmark``): per implementation a warm-up step (which also
-counts the FLOPs) and one step that measures memory, then ``repeats`` rounds in which every implementation
-takes one timed block (``blocked_autorange``) in turn; a row's time per step is the median over its blocks.
-Memory: the peak of torch's allocations during the step above the level before it (the profiler's memory
-events on the CPU, ``torch.cuda.max_memory_allocated`` on a GPU).
+How each number is measured (timing through `attnlib.lab.measure`, memory, FLOPs, utilisation) is written
+into every report (``notes``, from ``_notes``).
 
 On a GPU machine: ``python -m attnlib bench --all --device cuda --layers 0 --out results/bench/cuda.json``.
 On a CPU shared with other jobs, ``--threads 1`` avoids OpenMP threads waiting for each other.

@@ -25,7 +25,14 @@ import torch
 
 from attnlib.checks import check_choice
 from attnlib.errors import ConfigError
-from attnlib.lab.machine import check_threads, core_sharing, load_average, machine, refuse_if_shared
+from attnlib.lab.machine import (
+    check_threads,
+    core_sharing,
+    load_average,
+    machine,
+    refuse_if_shared,
+    usable_cores,
+)
 from attnlib.lab.measure import MIN_RUN_TIME, block_times, peak_memory_mb, torch_threads
 from attnlib.train.device import resolve_device
 
@@ -54,7 +61,7 @@ def measure_peaks(dtypes, device: torch.device, sizes: tuple[int, ...], min_run_
     before = load_average()
     peaks = {dt: matmul_peak(DTYPES[dt], device, sizes, min_run_time) for dt in dtypes}
     after = load_average()
-    usable = machine(device)["usable_cores"]
+    usable = usable_cores()
     return dict(
         peaks=peaks,
         sizes=list(sizes),

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnlib.lab.cli import EXIT_LOCKED  # `train` refused: its folder is locked by another process
-from attnlib.lab.machine import check_threads
+from attnlib.lab.machine import check_threads, usable_cores
 from attnlib.results.store import check_no_links, open_nofollow
 
 
@@ -248,5 +248,4 @@ def die_with_parent() -> None:
 
 def default_lanes(jobs: int) -> int:
     """One lane per core of this process's CPU set, at most one per job."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(cores, jobs))
+    return max(1, min(usable_cores(), jobs))

@@ -7,7 +7,6 @@ import time
 
 import torch
 from torch import nn
-from torch.utils import benchmark
 
 from attnlib.config import TrainConfig
 from attnlib.train.device import autocast, resolve_device, use_bf16
@@ -25,6 +24,8 @@ def measure_throughput(
     `attnlib.lab.plan.CPU_PARALLEL_EFFICIENCY` turns it into a multi-core estimate. On CUDA: wall time after
     synchronising. `warmup` untimed calls first (and torch.utils.benchmark's own two), then `steps` timed
     ones (torch.utils.benchmark.Timer). Updates the model's weights."""
+    from torch.utils import benchmark  # imported on first use: it loads torch's C++ extension machinery
+
     device = resolve_device(device)
     bf16 = use_bf16(cfg.bf16, device)
     model = model.to(device)
