@@ -70,10 +70,10 @@
 #
 # $$
 # \mathrm{MHSA}(X)_q = \sum_h X_{q + \Delta^{(h)}} W^{(h)} + b_{out},
-# \qquad W^{(h)} = W^{(h)}_{val} W^{(h)}_{out},
 # $$ (eq-construction)
 #
-# with $W^{(h)}_{out}$ the $h$-th slice of the output projection. Choosing $W^{(h)}$ equal to the kernel
+# where $W^{(h)} = W^{(h)}_{val} W^{(h)}_{out}$ and $W^{(h)}_{out}$ is the $h$-th slice of the output
+# projection. Choosing $W^{(h)}$ equal to the kernel
 # tap at $\Delta^{(h)}$ gives exactly the convolution $\sum_{\Delta} X_{q+\Delta} K_\Delta + b$.
 # :::
 #

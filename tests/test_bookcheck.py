@@ -117,7 +117,10 @@ def test_a_code_id_in_a_sentence_is_found_and_code_tables_and_maths_are_not():
     assert "reached 50.4%" in found[0]
     clean = "<article><section><p>SA learned 2D, 9 heads, and ViT, HA</p></section></article>"
     assert bookcheck.code_ids_in_text(clean, ids) == []
-    assert "vit_ha" in bookcheck.experiment_ids()
+    ids = bookcheck.experiment_ids()
+    assert "vit_ha" in ids and "GRID_HOURS" in ids and "BUDGET_TARGET" in ids
+    jargon = "<article><section><p>The grid took 30.01 CPU-hours, beyond GRID_HOURS.</p></section></article>"
+    assert [f.split(":")[0] for f in bookcheck.code_ids_in_text(jargon, ids)] == ["GRID_HOURS"]
 
 
 def test_the_missing_mark_in_running_text_is_found_and_tables_code_and_quotes_are_not():

@@ -248,7 +248,17 @@ def unnumbered_figures(html: str) -> list[str]:
 
 
 def experiment_ids() -> list[str]:
-    """The registry's experiment names (the code ids a sentence must not show)."""
-    from attnlib.experiments import EXPERIMENTS
+    """The code ids a sentence must not show: the registry's experiment names (``learned_9h``), and the
+    names of its settings and plan constants (``GRID_HOURS``, ``BUDGET_TARGET``: the public upper-case names
+    of ``attnlib.experiments`` and ``attnlib.lab.plan`` with an underscore), which a reader knows by what
+    they mean ("the budget's target accuracy"), not by their name in the code."""
+    from attnlib import experiments
+    from attnlib.lab import plan
 
-    return list(EXPERIMENTS)
+    constants = {
+        name
+        for module in (experiments, plan)
+        for name in vars(module)
+        if name.isupper() and "_" in name.strip("_") and not name.startswith("_")
+    }
+    return list(experiments.EXPERIMENTS) + sorted(constants)

@@ -18,8 +18,8 @@ in Debian's ``chromium``, driven by Playwright, and fails when a page
   fold-outs are not seen,
 - shows one figure twice: two images of its article with the same bytes (``repeated_figures``; a later
   section refers back to the first in words instead),
-- names a model by its code id in a sentence: an experiment name of the registry
-  (``learned_content_9h_ha``) in the article's running text, outside code elements, tables and formulas
+- names a model or a setting by its code id in a sentence: an experiment name of the registry
+  (``learned_content_9h_ha``) or one of its constants (``GRID_HOURS``) in the article's running text, outside code elements, tables and formulas
   (``code_ids_in_text``; a reader gets the display name, "SA learned 2D + content, 9 heads, HA"),
 - says "not yet trained" in a sentence: the missing mark in the article's running text (paragraphs, list
   items, notes and figure captions; table cells and their captions, code and the mark quoted as a term
