@@ -18,7 +18,7 @@ from helpers import image_folder
 from PIL import Image
 
 from attnlib import data as D
-from attnlib.data import sources
+from attnlib.data import cifar10, sources
 from attnlib.env import CACHE_ENV, DATA_ENV
 from attnlib.errors import ConfigError
 
@@ -73,7 +73,9 @@ def write_pickles(
     key = (lambda s: s.encode()) if bytes_keys else (lambda s: s)
     folder.mkdir(parents=True)
     chunks = list(zip(train.chunk(5), train_labels.chunk(5), strict=True))
-    for name, (x, y) in zip([*D.PICKLE_TRAIN, D.PICKLE_TEST], [*chunks, (test, test_labels)], strict=True):
+    for name, (x, y) in zip(
+        [*cifar10.PICKLE_TRAIN, cifar10.PICKLE_TEST], [*chunks, (test, test_labels)], strict=True
+    ):
         batch = {
             key("batch_label"): key(f"{name} of 5"),
             key("labels"): y.tolist(),
@@ -83,7 +85,7 @@ def write_pickles(
         with open(folder / name, "wb") as f:
             pickle.dump(batch, f, protocol=protocol)
     meta = {key("label_names"): [key(c) for c in D.CLASSES], key("num_cases_per_batch"): len(chunks[0][0])}
-    with open(folder / D.PICKLE_META, "wb") as f:
+    with open(folder / cifar10.PICKLE_META, "wb") as f:
         pickle.dump(meta, f, protocol=protocol)
 
 
@@ -98,7 +100,9 @@ def pickled(tmp_path, request):
         torch.randint(0, 10, (20,), generator=g),
         torch.randint(0, 10, (10,), generator=g),
     )
-    write_pickles(root / D.PICKLE_DIR if nested else root, train, train_labels, test, test_labels, bytes_keys)
+    write_pickles(
+        root / cifar10.PICKLE_DIR if nested else root, train, train_labels, test, test_labels, bytes_keys
+    )
     return root, (train, train_labels, test, test_labels)
 
 
@@ -142,7 +146,7 @@ def test_imagefolder_matches_torchvision(imagefolder, tmp_path):
 def test_pickles(pickled, tmp_path):
     root, (train, train_labels, test, test_labels) = pickled
     d = D.load_cifar10(root, cache_dir=tmp_path / "cache")
-    folder = root / D.PICKLE_DIR if (root / D.PICKLE_DIR).is_dir() else root
+    folder = root / cifar10.PICKLE_DIR if (root / cifar10.PICKLE_DIR).is_dir() else root
     assert d.source == f"torchvision-pickle:{folder.resolve()}"
     assert d.classes == TORCHVISION_CLASSES
     assert torch.equal(d.train.images, train) and torch.equal(d.train.labels, train_labels)
@@ -178,7 +182,7 @@ def test_malicious_pickle_is_refused_without_running(pickled, tmp_path, how, nam
     """A CIFAR-10 folder whose data_batch_1 would run a command when unpickled: refused with one line
     naming the file and what it refers to; the command never runs and no cache is written."""
     root, _ = pickled
-    folder = root / D.PICKLE_DIR if (root / D.PICKLE_DIR).is_dir() else root
+    folder = root / cifar10.PICKLE_DIR if (root / cifar10.PICKLE_DIR).is_dir() else root
     marker = tmp_path / "ran"
     payload = RunsACommand(how, marker)
     with open(folder / "data_batch_1", "wb") as f:
@@ -437,7 +441,7 @@ def test_download_is_opt_in_and_goes_through_torchvision(tmp_path, monkeypatch):
     def fake_cifar10(root, train=True, download=False):
         calls.append((root, download))
         write_pickles(
-            Path(root) / D.PICKLE_DIR, x_train, torch.arange(20) % 10, x_test, torch.arange(10), False
+            Path(root) / cifar10.PICKLE_DIR, x_train, torch.arange(20) % 10, x_test, torch.arange(10), False
         )
 
     monkeypatch.setattr(torchvision.datasets, "CIFAR10", fake_cifar10)
@@ -523,7 +527,7 @@ def test_symlink_loop_is_an_unreadable_file(imagefolder, tmp_path, where):
 
 def test_missing_pickle_file(pickled, tmp_path):
     root, _ = pickled
-    folder = root / D.PICKLE_DIR if (root / D.PICKLE_DIR).is_dir() else root
+    folder = root / cifar10.PICKLE_DIR if (root / cifar10.PICKLE_DIR).is_dir() else root
     (folder / "data_batch_3").unlink()
     with pytest.raises(D.DataFormatError, match="data_batch_3"):
         D.load_cifar10(root, cache_dir=tmp_path / "cache")

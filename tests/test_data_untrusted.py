@@ -15,6 +15,7 @@ import torch
 from test_data import random_images, write_pickles
 
 from attnlib import data as D
+from attnlib.data import cifar10
 from attnlib.errors import ConfigError
 
 
@@ -36,14 +37,17 @@ def _rewrite(path: Path, change) -> None:
 
 
 DAMAGES = {
-    "labels shorter than data": (D.PICKLE_TEST, lambda b: b.__setitem__("labels", b["labels"][:-1])),
-    "labels missing": (D.PICKLE_TEST, lambda b: b.pop("labels")),
-    "labels strings": (D.PICKLE_TEST, lambda b: b.__setitem__("labels", ["cat"] * len(b["labels"]))),
-    "labels 2**70": (D.PICKLE_TEST, lambda b: b.__setitem__("labels", [2**70] * len(b["labels"]))),
-    "labels outside 0..9": (D.PICKLE_TRAIN[0], lambda b: b.__setitem__("labels", [10] * len(b["labels"]))),
-    "label_names an int": (D.PICKLE_META, lambda b: b.__setitem__("label_names", 7)),
+    "labels shorter than data": (cifar10.PICKLE_TEST, lambda b: b.__setitem__("labels", b["labels"][:-1])),
+    "labels missing": (cifar10.PICKLE_TEST, lambda b: b.pop("labels")),
+    "labels strings": (cifar10.PICKLE_TEST, lambda b: b.__setitem__("labels", ["cat"] * len(b["labels"]))),
+    "labels 2**70": (cifar10.PICKLE_TEST, lambda b: b.__setitem__("labels", [2**70] * len(b["labels"]))),
+    "labels outside 0..9": (
+        cifar10.PICKLE_TRAIN[0],
+        lambda b: b.__setitem__("labels", [10] * len(b["labels"])),
+    ),
+    "label_names an int": (cifar10.PICKLE_META, lambda b: b.__setitem__("label_names", 7)),
     "empty test batch": (
-        D.PICKLE_TEST,
+        cifar10.PICKLE_TEST,
         lambda b: b.update(data=np.zeros((0, 3072), dtype=np.uint8), labels=[], filenames=[]),
     ),
 }
@@ -77,7 +81,10 @@ def _png16(path: Path, samples: np.ndarray) -> None:
 
     header = struct.pack(">IIBBBBB", width, height, 16, colour, 0, 0, 0)
     path.write_bytes(
-        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
     )
 
 

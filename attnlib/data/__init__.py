@@ -17,32 +17,20 @@ builder holds a lock on the cache folder, and the others wait for it and read it
 padding, horizontal flip and per-channel normalisation, drawn from a generator seeded by ``(seed, epoch)``.
 
 The modules: `cifar10` (classes, layouts, containers, errors), `sources`, `cache`, `spec` (check_data: the
-one check of a data spec), `load` (the public loaders), `batches`. Their public names are imported here;
-patch a name in its home module (``attnlib.data.sources.decode_images``).
+one check of a data spec), `load` (the public loaders), `batches`. Their public names are imported here (the
+file layouts, PICKLE_* and LAYOUTS, stay in `cifar10`); patch a name in its home module
+(``attnlib.data.sources.decode_images``).
 """
 
 from attnlib.data.batches import MEAN, PAD, STD, Batches, crop_flip, epoch_seed
 from attnlib.data.cache import cache_directory
-from attnlib.data.cifar10 import (
-    CLASSES,
-    LAYOUTS,
-    PICKLE_DIR,
-    PICKLE_META,
-    PICKLE_TEST,
-    PICKLE_TRAIN,
-    CIFAR10Data,
-    DataError,
-    DataFormatError,
-    DataNotFoundError,
-    Split,
-)
+from attnlib.data.cifar10 import CLASSES, CIFAR10Data, DataError, DataFormatError, DataNotFoundError, Split
 from attnlib.data.load import load_cifar10, load_dataset
 from attnlib.data.sources import RefusedPickle, decode_images, looks_like_cifar10, synthetic_cifar10, to_uint8
 from attnlib.data.spec import check_data
 
 __all__ = [
-    "CLASSES", "LAYOUTS", "MEAN", "PAD", "PICKLE_DIR", "PICKLE_META", "PICKLE_TEST", "PICKLE_TRAIN", "STD",
-    "Batches", "CIFAR10Data", "DataError", "DataFormatError", "DataNotFoundError", "RefusedPickle", "Split",
-    "cache_directory", "check_data", "crop_flip", "decode_images", "epoch_seed", "load_cifar10",
-    "load_dataset", "looks_like_cifar10", "synthetic_cifar10", "to_uint8",
+    "CLASSES", "MEAN", "PAD", "STD", "Batches", "CIFAR10Data", "DataError", "DataFormatError",
+    "DataNotFoundError", "RefusedPickle", "Split", "cache_directory", "check_data", "crop_flip",
+    "decode_images", "epoch_seed", "load_cifar10", "load_dataset", "looks_like_cifar10", "synthetic_cifar10", "to_uint8",
 ]  # fmt: skip
