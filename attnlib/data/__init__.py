@@ -32,5 +32,6 @@ from attnlib.data.spec import check_data
 __all__ = [
     "CLASSES", "MEAN", "PAD", "STD", "Batches", "CIFAR10Data", "DataError", "DataFormatError",
     "DataNotFoundError", "RefusedPickle", "Split", "cache_directory", "check_data", "crop_flip",
-    "decode_images", "epoch_seed", "load_cifar10", "load_dataset", "looks_like_cifar10", "synthetic_cifar10", "to_uint8",
+    "decode_images", "epoch_seed", "load_cifar10", "load_dataset", "looks_like_cifar10", "synthetic_cifar10",
+    "to_uint8",
 ]  # fmt: skip
