@@ -14,6 +14,7 @@
 # ---
 
 # %% [markdown]
+# (chapter-intro)=
 # # Can self-attention do what convolution does?
 #
 # Convolutional networks build their features from small, local filters; transformers let every token
@@ -31,16 +32,17 @@
 # This book checks both papers with one library, `attnlib`: it proves and tests the theorem live,
 # retrains the models of both papers at a budget that fits two CPU cores, and sets every number beside
 # the published ones. It is executable: every number in its prose and every figure is computed from
-# saved results, or live when it needs no training. This introduction ends with the results at a glance
-# ({numref}`fig-glance`); each chapter opens with what it shows and closes with what it found.
+# saved results, or live when it needs no training. This introduction gives the results at a glance
+# ({numref}`fig-glance`) and ends on the book's conclusion; each chapter opens with what it shows and ends
+# on its findings.
 #
 # | chapter | what it shows |
 # |---|---|
-# | 1. Theory | Theorem 1 and its constructive proof, checked live; a layer learning to be a convolution |
-# | 2. Reproduction | the paper's models: Table 1, attention centres, learned attention maps |
-# | 3. SAN and ViT | how they attend; SAN's operations and Triton kernels |
-# | 4. Hierarchical Attention | Table 3 (each model beside its HA variant) and Fig. 8 of the report |
-# | 5. Appendix | hyper-parameter tables, the report's attention figures B.1–B.10, training curves |
+# | {doc}`01_theory` | Theorem 1 and its constructive proof, checked live; a layer learning to be a convolution |
+# | {ref}`chapter-reproduction` | the paper's models: Paper Table 1, attention centres, learned attention maps |
+# | {ref}`chapter-san-vit` | how SAN and ViT attend; SAN's operations and Triton kernels |
+# | {ref}`chapter-hierarchical` | [Re] Table 3 (each model beside its HA variant) and [Re] Fig. 8 |
+# | {ref}`chapter-appendix` | hyper-parameters, the attention maps of [Re] Figs. B.1–B.10, training curves, speed, compute |
 #
 # ## Which numbers are whose
 #
@@ -54,13 +56,13 @@
 #   reproduction report. Each is shown with its source and its kind: *printed*, *claimed* (a benchmark page
 #   quoting the paper), *run-log* (the [Re] authors' run logs, not their printed table) or *derived*
 #   (counted from the authors' code). Much of the printed material could not be retrieved; the tables mark
-#   with "—" what was not found, and chapters 2 and 4 list what is missing.
+#   with "—" what was not found, and {ref}`chapter-reproduction` lists what is missing.
 #
 # ## Rerunning
 #
 # After the README's set-up, `make book` (or `jupyter-book build book` from the repository root) builds
 # this book into `_build/html`. The build executes every chapter but only *reads* `results/`: a result
-# that has not been trained is shown as "not yet trained". To train, run one experiment with
+# that has not been trained shows as "—" in its table, with a note naming it. To train, run one experiment with
 # `python -m attnlib train EXPERIMENT --preset budget`, or a whole chapter with papermill, which trains
 # whatever the chapter needs and `results/` lacks, for example
 # `papermill book/04_hierarchical.ipynb out.ipynb -p heads 16 -p preset budget`.
@@ -73,6 +75,7 @@
 import attnbook as book
 from attnbook import viz
 from attnlib import experiments
+from attnlib.analysis import claims
 from attnlib.results import tables
 
 # %% tags=["parameters"]
@@ -103,7 +106,8 @@ book.glue_text("intro_resnet_seeds", best["resnet_seeds"], "{:d}")
 gap = best["gap"]
 book.glue_text("intro_best_gap", None if gap is None else abs(gap), "{:.1f}")
 book.glue_str("intro_best_where", "—" if gap is None else "below" if gap > 0 else "above")
-book.glue_str("intro_ha", book.ha_sentence(book.ha_pairs(frame)))
+for key, value in book.ha_pair_numbers(book.ha_pairs(frame)).items():
+    book.glue_str(f"intro_ha_{key}", value)
 HA_BASES = ["learned_content_9h", "learned_content_16h", "san_pairwise", "san_patchwise", "vit"]
 family = book.ha_family(HA_BASES, params)
 book.glue_text("intro_ha_survivors", sum(v[2] in ("higher", "lower") for v in family.values()), "{:d}")
@@ -137,14 +141,14 @@ book.show(
     ),
     "fig-glance",
     f"Test accuracy against trainable parameters of every model saved at the *{params.preset}* preset "
-    "(filled circles: the mean over the saved seeds, with a bar of ± one standard deviation where there are "
-    "two seeds or more) and of the published and [Re] figures that come with a parameter count (hollow; "
-    "[Re]: best accuracies in the authors' run logs, 300 epochs; parameter counts derived from the "
-    "authors' code). Colours are model families, labels the variant (heads, isotropic or not); "
-    "each arrow runs from a model to its Hierarchical-Attention variant (chapter 4). Under each of our HA "
-    "points, framed in its model's colour: HA − model in accuracy points over every saved seed, with its "
+    "(filled circles: the mean over the n saved seeds written in its label, with a bar of ± one standard "
+    "deviation over those seeds where n ≥ 2) and of the published and [Re] figures that come with a parameter "
+    "count (hollow; [Re]: best accuracies in the authors' run logs, 300 epochs; parameter counts derived from "
+    "the authors' code). Colours are model families, labels the variant (heads, isotropic or not); "
+    "each arrow runs from a model to its Hierarchical-Attention variant ({ref}`chapter-hierarchical`). Beside "
+    "each of our arrows, framed in its model's colour: HA − model in accuracy points over every saved seed, with its "
     "95% Welch interval in brackets and its p adjusted by Holm's method over the five pairs, or the seeds per "
-    "side (n = model/HA) where a side has one seed and there is no interval (chapter 4, HA over seeds).",
+    "side (n = model/HA) where a side has one seed and there is no interval.",
 )
 
 # %% [markdown]
@@ -154,16 +158,22 @@ book.show(
 # {glue:text}`intro_scale` times larger than ours (median over the points shown) and reach about
 # {glue:text}`intro_gap` points more, after 300 epochs on GPUs against our few epochs on two CPU cores.
 #
-# Within our runs, and always as the mean over the saved seeds of a model, the best attention model is
-# {glue:text}`intro_best`, at {glue:text}`intro_best_acc` test accuracy (n = {glue:text}`intro_best_seeds`
-# seeds), {glue:text}`intro_best_gap` points {glue:text}`intro_best_where` ResNet18 at
-# {glue:text}`intro_resnet_acc` (n = {glue:text}`intro_resnet_seeds`). Where ResNet18 leads, its built-in
-# locality is the likely reason: the attention models must first learn where to look (chapter 2).
-# {glue:text}`intro_ha` Chapter 4 asks whether such differences exceed what a second seed of the same model
-# changes, with Holm's correction for testing the five pairs at once: {glue:text}`intro_ha_survivors` of
-# the five differences survive it (the labels of {numref}`fig-glance` give each adjusted p). Chapter 1's result needs
-# no training: an attention layer built from a convolution matches it to float64 rounding once its width
-# α is large, and gradient descent finds that construction when the filters carry weight decay.
+# Within our runs, always as the mean over the saved seeds of a model and among the attention models with
+# the most seeds (n = {glue:text}`intro_best_seeds`), the best is {glue:text}`intro_best`, at
+# {glue:text}`intro_best_acc` test accuracy, {glue:text}`intro_best_gap` points {glue:text}`intro_best_where`
+# ResNet18 at {glue:text}`intro_resnet_acc` (n = {glue:text}`intro_resnet_seeds`). Where ResNet18 leads, its
+# built-in locality is the likely reason: the attention models must first learn where to look
+# ({ref}`chapter-reproduction`).
+#
+# Hierarchical Attention keeps {glue:text}`intro_ha_size` of its model's parameters. Of the
+# {glue:text}`intro_ha_pairs` pairs saved on both sides, its mean over the saved seeds ends above its model's in
+# {glue:text}`intro_ha_above` and below in {glue:text}`intro_ha_below` (HA − model from
+# {glue:text}`intro_ha_low` to {glue:text}`intro_ha_high` points). {ref}`chapter-hierarchical` asks whether
+# such differences exceed what a second seed of the same model changes, with Holm's correction for testing
+# the five pairs at once: {glue:text}`intro_ha_survivors` of the five differences survive it (the labels of
+# {numref}`fig-glance` give each adjusted p). The theory of {doc}`01_theory` needs no training: an attention
+# layer built from a convolution matches it to float64 rounding once its width α is large, and gradient
+# descent finds that construction when the filters carry weight decay.
 #
 # ```{admonition} Scale
 # :class: important
@@ -181,33 +191,48 @@ book.show(
 # where its runs are not saved; each verdict names the preset, epochs and seeds it rests on —
 # computed from the saved results of the *{glue:text}`intro_preset`* preset (or, for a model saved at the
 # `long` preset, 60-epoch CPU runs of the same models, from that run: its value then says "(long)") by a
-# rule stated with each claim in the fold-out under the table (`attnlib.claims`; chapters 2 and 4 repeat the claims their models test). {glue:text}`intro_verdicts` At the
-# budget preset these are verdicts on CPU-budget runs of a few epochs, not on the papers' protocols: a
-# claim "not reproduced" here may hold for the papers' models after 300 epochs, and the `long` preset
-# (60-epoch CPU runs, a fixed number of epochs) exists to narrow that gap.
+# rule stated with each claim in the fold-out under the table (its measures are defined in
+# {ref}`the measures' definitions <def-measures>`); {ref}`chapter-reproduction` and
+# {ref}`chapter-hierarchical` repeat the claims their models test. Of the {glue:text}`intro_claims` claims,
+# {glue:text}`intro_n_reproduced` are reproduced, {glue:text}`intro_n_not_reproduced` not reproduced,
+# {glue:text}`intro_n_inconclusive` inconclusive, {glue:text}`intro_n_untestable` untestable here and
+# {glue:text}`intro_n_not_measured` not measured. These are verdicts on CPU runs of a few to 60 epochs,
+# not on the papers' protocols: a claim "not reproduced" here may hold for the papers' models after 300
+# epochs.
 
 # %% tags=["hide-input"]
 ledger = book.claims_ledger(params)
-book.glue_str("intro_verdicts", book.verdict_phrase(ledger) + ".")
+counts = claims.verdict_counts(ledger)
+book.glue_text("intro_claims", len(ledger), "{:d}")
+for verdict, key in (
+    ("reproduced", "reproduced"),
+    ("not reproduced", "not_reproduced"),
+    ("inconclusive", "inconclusive"),
+    ("untestable here", "untestable"),
+    ("not measured", "not_measured"),
+):
+    book.glue_text(f"intro_n_{key}", counts.get(verdict, 0), "{:d}")
+book.glue_verdicts(ledger, "intro")
 book.show_ledger(
     ledger,
     caption=f"The claims ledger at preset {params.preset}: each claim and the verdict its rule gives; "
-    "the fold-out below gives its words (quoted, or as the research notes paraphrase it), measure, value and "
-    f"rule; a value taken from a 60-epoch CPU run (preset {params.long_preset}) says so.",
+    "the fold-out below gives its words, measure, value and rule; a value taken from a 60-epoch CPU run "
+    f"(preset {params.long_preset}) says so.",
 )
 
 # %% [markdown]
-# The verdicts on where heads attend need runs trained for longer than the budget's few epochs, so the
-# ledger takes them from the `long` preset (60-epoch CPU runs) where a run is saved there.
-# {glue:text}`long_plan` The table lists those runs,
-# the claims each informs and what each has cost; they resume from their checkpoints, so they are trained
-# over several sessions.
-
-# %% tags=["hide-input"]
-plan, plan_sentence = book.long_plan(params)
-book.glue_str("long_plan", plan_sentence)
-book.show_table(
-    plan,
-    caption="The 60-epoch CPU runs behind the ledger: saved state, CPU-hours (wall time times threads) and "
-    "the machine each trained on.",
-)
+# ## Conclusion
+#
+# Attention *can* be a convolution: Theorem 1's construction matches a convolution to float64 rounding
+# ({doc}`01_theory`; {glue:text}`intro_v_theorem`). Whether training *makes* it one is the papers' second
+# question, and this book answers it at CPU scale only. Whether quadratic centres leave their
+# initialisation: {glue:text}`intro_v_centres_move`; whether they settle on a grid around the query:
+# {glue:text}`intro_v_centres_grid`. Whether the learned positional heads of the paper's model attend at
+# fixed shifts: {glue:text}`intro_v_learned_shifts`; {ref}`chapter-reproduction` shows why such heads can
+# stay on a plateau of uniform attention when they start from the paper's small initialisation. Whether
+# attention comes close to ResNet18: {glue:text}`intro_v_near_resnet`. Hierarchical Attention keeps
+# {glue:text}`intro_ha_size` of its model's parameters at our budget (at the paper's settings:
+# {glue:text}`intro_v_ha_params`); whether it gains at least 5 points: {glue:text}`intro_v_ha_gain`, and
+# at our budget the sign of HA − model follows the learning rate as much as the model. Our runs agree with
+# the [Re] logs more on the order of the models than on the size of their gaps; what the papers claim for
+# 300 epochs on GPUs stays, for the most part, to be tested at that scale.

@@ -14,14 +14,16 @@
 # ---
 
 # %% [markdown]
+# (chapter-san-vit)=
 # # Two other ways to attend: SAN and ViT
 #
-# The [Re] report {cite}`varma2021re` tests its Hierarchical Attention (chapter 4) on two more families of
+# The [Re] report {cite}`varma2021re` tests its Hierarchical Attention ({ref}`chapter-hierarchical`) on two more families of
 # attention models besides the paper's: the Self-Attention Networks (SAN) of {cite:t}`zhao2020exploring`,
 # which attend inside a small window like a convolution does, and the Vision Transformer (ViT) of
 # {cite:t}`dosovitskiy2021image`, which attends globally over image patches. This chapter explains how each
 # attends, and the operations and GPU kernels SAN needs. Nothing here needs trained models: the checks run
-# live on random tensors, and the attention maps of trained models are in chapters 4 and 5.
+# live on random tensors, and the attention maps of trained models are in {ref}`chapter-hierarchical` and
+# {ref}`appendix-maps`.
 
 # %% tags=["hide-input"]
 import pandas as pd
@@ -44,6 +46,20 @@ params = book.check_params(preset=preset, device=device, seed=seed)
 # %% tags=["hide-input"]
 _ = torch.manual_seed(params.seed)
 dev = torch.device(params.device)
+
+# %% tags=["hide-input"]
+from attnbook import viz
+
+viz.set_style()
+book.show(
+    viz.attention_scopes(),
+    "fig-scopes",
+    "Where one query pixel (filled square) may attend, on a 9 × 9 image (a schematic, no trained model). "
+    "Left, SAN: only the K × K window around it (K = 3), with weights computed from the features. Middle, "
+    "ViT: every patch token (3 × 3-pixel patches here), the query's own patch outlined, with weights from "
+    "content (shade: an example). Right, quadratic heads (chapters 1 and 2): each head attends to a "
+    "Gaussian around its own fixed offset Δ from the query, the same for every image.",
+)
 
 # %% [markdown]
 # ## SAN: attention inside a window
@@ -134,15 +150,14 @@ if dev.type == "cuda":
         (outs[0] - outs[1]).abs().max().item(),
         *((a - b).abs().max().item() for a, b in zip(*grads, strict=True)),
     )
-    book.glue_str(
-        "san_triton_check", f"the Triton kernels match the reference to {diff:.1e} (values and gradients)"
-    )
-else:
-    book.glue_str("san_triton_check", "no GPU here, so the Triton kernels were not run in this build")
+    book.glue_text("san_triton_diff", diff, "{:.1e}")
+else:  # the build machine has no GPU: the kernels are checked by the tests, through Triton's interpreter
+    book.glue_str("san_triton_diff", "not measured (no GPU in this build)")
 
 # %% [markdown]
-# On this machine, {glue:text}`san_triton_check`. The benchmark (`python -m attnlib bench`) times both
-# backends side by side at the shapes of every stage.
+# The Triton kernels against the reference, values and gradients on a GPU, largest difference:
+# {glue:text}`san_triton_diff`. The benchmark (`python -m attnlib bench`) times both backends side by side
+# at the shapes of every stage.
 #
 # ## ViT: global attention over patches
 #
@@ -160,7 +175,7 @@ else:
 #
 # ## Sizes, and what HA saves
 #
-# Parameter counts of the models and their Hierarchical-Attention variants (chapter 4), at the paper's
+# Parameter counts of the models and their Hierarchical-Attention variants ({ref}`chapter-hierarchical`), at the paper's
 # settings and at the chosen preset, counted from the registry:
 
 # %% tags=["hide-input"]
@@ -181,16 +196,16 @@ book.glue_text("san_vit_ha_ratio_max", float(ratio[:, 0].max()))
 # %% [markdown]
 # At the paper's settings the HA variants keep between {glue:text}`san_vit_ha_ratio_min` and
 # {glue:text}`san_vit_ha_ratio_max` of the parameters: SAN's HA is the [Re] hierarchical network, one
-# layer of two bottlenecks at a constant 256 channels applied in 4 passes without pooling (chapter 4), and
+# layer of two bottlenecks at a constant 256 channels applied in 4 passes without pooling ({ref}`chapter-hierarchical`), and
 # ViT's shares one block across all layers.
 #
-# ## What this chapter found
+# ## Findings
 #
 # SAN keeps the locality of a convolution and lets its kernel vary with the content: with weights that do
 # not depend on the pixel, its aggregation is a grouped convolution (largest difference
 # {glue:text}`san_conv_diff` in float64). Its plain formulation unfolds every window, at $K^2$ times the
-# memory of its input per layer, which attnlib's Triton kernels avoid; on this machine,
-# {glue:text}`san_triton_check`. ViT attends globally and has no relative positional term, so any
-# locality it shows must be learned. Their Hierarchical-Attention variants keep
+# memory of its input per layer, which attnlib's Triton kernels avoid (their largest difference from the
+# reference: {glue:text}`san_triton_diff`). ViT attends globally and has no relative positional term, so
+# any locality it shows must be learned. Their Hierarchical-Attention variants keep
 # {glue:text}`san_vit_ha_ratio_min` to {glue:text}`san_vit_ha_ratio_max` of the parameters at the paper's
-# settings; chapter 4 measures what that costs in accuracy.
+# settings; {ref}`chapter-hierarchical` measures what that costs in accuracy.

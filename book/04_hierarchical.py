@@ -14,6 +14,7 @@
 # ---
 
 # %% [markdown]
+# (chapter-hierarchical)=
 # # Hierarchical Attention
 #
 # The [Re] report {cite}`varma2021re` does more than reproduce: it proposes **Hierarchical Attention
@@ -39,23 +40,25 @@
 # one (an apparent bug); our runs use the [Re] form (`raw_input=True`; the intended one is an option). The shared layer's batch norms also see four distributions, one per pass, and the [Re] code
 # keeps one set of running statistics for all four, so evaluation normalises every pass with their
 # average: our first budget run built that way scored 25.8% on 2,000 test images with its running
-# statistics and 53.9% with each batch's own (a measurement of 2026-11-30 on a model since replaced,
-# recorded in the protocol history of appendix A). Our runs keep the statistics per pass, the weights shared
+# statistics and 53.9% with each batch's own (a measurement on a model since replaced, recorded with the
+# protocols in {ref}`appendix-hyperparameters`). Our runs keep the statistics per pass, the weights shared
 # (`pass_statistics=True`: no parameter added; the [Re] form is an option). At the paper settings it has 352,750 (pairwise) and 356,282 (patchwise) parameters, the modules
 # the [Re] forward uses; their `Encoder` object also builds four stages it never calls in this mode
 # (691,582 and 709,242 parameters in all), which we neither build nor count.
 #
-# This chapter regenerates the report's Table 3 (each model beside its HA variant: accuracy, parameters
-# and inference wall time), asks whether the differences exceed what a second seed of the same model
-# changes, and draws the report's Fig. 8 (where the heads of a hierarchical model attend). It closes with
-# what HA does at our budget, and how far that can speak to the report's claim.
+# This chapter regenerates [Re] Table 3 (each model beside its HA variant: accuracy, parameters and
+# inference wall time), asks whether the differences exceed what a second seed of the same model changes,
+# and draws [Re] Fig. 8 (where the heads of a hierarchical model attend). It ends on what HA does at our
+# budget, and how far that can speak to the report's claim.
 #
 # **Running it yourself.** `papermill book/04_hierarchical.ipynb out.ipynb -p heads 16` (from the
 # repository root) loads every result of the table that `results/` holds for the chosen preset and trains
-# the missing ones; `-p train_missing False` only loads. The book build never trains (it shows missing
-# results as "not yet trained").
+# the missing ones; `-p train_missing False` only loads. The book build never trains (a missing result
+# shows as "—" in its table, with a note naming it).
 
 # %% tags=["hide-input"]
+import pandas as pd
+
 import attnbook as book
 from attnbook import viz
 from attnlib import experiments
@@ -94,16 +97,18 @@ frame = book.table3_frame(runs, params)
 paper_params = {name: experiments.count_parameters(name, "paper") for name in TABLE3}
 book.glue_str("ha_preset", params.preset)
 book.glue_text("ha_heads", params.heads, "{:d}")
+done = tables.complete(frame)
+book.glue_str("ha_data", "; ".join(sorted(set(done["dataset"].dropna()))) or "—")
 
 # %% [markdown]
 # ## The [Re] networks as their code ran them
 #
 # Every run of ours that reproduces a [Re] row is the network as the [Re] code ran it, quirks included.
 # The table below lists each way that code departs from the network its report describes (for the
-# initialisation: from Paper A's official code), what it does and in which of their files, and the
-# intended form. Each quirk is a switch of the model's configuration, so the intended form stays available
-# beside the [Re] one, and the registry declares the learned-2D pair with Paper A's initialisation as a
-# variant to train. The last columns are measured as this chapter runs. Where the two forms share their
+# initialisation: from the official code of Cordonnier et al.), what it does and in which of their files,
+# and the intended form. Each quirk is a switch of the model's configuration, so the intended form stays
+# available beside the [Re] one, and the registry declares the learned-2D pair with the initialisation of
+# Cordonnier et al. as a variant to train. The last columns are measured as this chapter runs. Where the two forms share their
 # parameters, the [Re]-form model is built at the size of the budget preset and seeded, and its initial
 # weights are copied into the same model with that one quirk switched to the intended form (a final
 # LayerNorm that the switch adds starts at weight 1 and bias 0); both run in float64 on the same fixed random images, and the table gives
@@ -111,9 +116,9 @@ book.glue_text("ha_heads", params.heads, "{:d}")
 # has no intended twin with the same weights, so its row compares two forwards of the [Re] form itself;
 # the initialisation rows give the standard deviation of what each form draws, on freshly built models at
 # the paper's size. The one departure our runs do not take over, the shared batch-norm statistics of the
-# hierarchical SAN, is described above.
+# hierarchical SAN, is described above. The table is folded below.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 quirk_table, quirk_models = book.re_quirks_table("budget")
 book.show_table(
     quirk_table,
@@ -125,14 +130,15 @@ book.show_table(
 book.show_folded_table(quirk_models, "Where each difference was measured, and the [Re] models each quirk applies to")
 
 # %% [markdown]
-# ## Table 3: each model and its HA variant
+# ## [Re] Table 3: each model and its HA variant
 #
 # Accuracy is top-1 on the whole test split, as mean ± standard deviation over the n saved seeds, "params"
-# counts trainable parameters of the model as trained at preset *{glue:text}`ha_preset`* (and, in the last
+# counts trainable parameters of the model as trained at preset *{glue:text}`ha_preset`* (data:
+# {glue:text}`ha_data`; and, in the last
 # column, at the paper's settings, counted from the registry), and wall time is the median of 300 timed
 # forward passes of a single image after 10 warm-up passes, in float32 (the [Re] protocol), measured for
-# every model together in one process, interleaved (`python -m attnlib time`), on the machine named below
-# the table; "HA / model time" compares the two round by round. The learned-2D rows use
+# every model together in one process, interleaved (`python -m attnlib time`), on the machine named in the
+# fold-out below the table; "HA / model time" compares the two round by round. The learned-2D rows use
 # {glue:text}`ha_heads` heads. The [Re] figures follow in a companion table: their accuracies are run-log
 # values (the best test accuracy encoded in the authors' run-folder names), not their printed table, which
 # we could not retrieve, and their parameter counts were derived from their code.
@@ -140,19 +146,20 @@ book.show_folded_table(quirk_models, "Where each difference was measured, and th
 # %% tags=["hide-input"]
 book.show_table(
     book.results_table(frame, params.preset, pairs=True, paper_params=paper_params),
-    caption=f"Table 3. Each model and its HA variant at preset {params.preset}: test accuracy as mean ± sd "
-    "over the n saved seeds, trainable parameters (as trained, and at the paper's settings) and "
-    "inference wall time per image (the median, as in Table 1).",
+    caption=f"[Re] Table 3, our models at preset {params.preset}: each model and its HA variant, test accuracy "
+    "as mean ± sd over the n saved seeds, trainable parameters (as trained, and at the paper's settings) and "
+    "inference wall time per image (the median, as in Paper Table 1).",
     wrap_names=True,
 )
-book.note(book.timing_markdown(params))
-book.note(book.provenance_markdown(frame))
+book.show_folded(book.timing_markdown(params), "How the wall times were measured")
+if book.unused_markdown(frame):
+    book.note(book.unused_markdown(frame))
 literature = book.literature_table(TABLE3, pairs=True, paper=False)
 if len(literature):
     book.show_table(
         literature,
         caption=book.literature_caption(
-            TABLE3, "Table 3, companion: the [Re] figures of the models that have any"
+            TABLE3, "[Re] Table 3, companion: the [Re] figures of the models that have any"
         ),
         compact=True,
     )
@@ -160,19 +167,13 @@ book.show_sources(TABLE3)
 book.note_below_target(frame, params.preset)
 missing = [n for n, r in runs.items() if r is None]
 if missing:
-    book.note_missing("Table 3", params.preset, missing, runs.status)
-book.note("\n".join(f"- {line}" for line in book.NOT_FOUND[2:]), "important")
+    book.note_missing("[Re] Table 3", params.preset, missing, runs.status)
 
 # %% tags=["hide-input"]
 pairs = book.ha_pairs(frame)  # the means over the saved seeds; the next section tests them
-book.glue_str("ha_summary", book.ha_sentence(pairs))
+book.glue_numbers("ha_pairs", book.ha_pair_numbers(pairs))
 headline = pairs[pairs["experiment"] == learned]
-book.glue_text(
-    "ha_our_gain",
-    headline["gain"].iloc[0] if len(headline) else None,
-    "our means over the saved seeds differ by {:+.1f} points",
-    missing="no pair of ours is saved at this preset",
-)
+book.glue_text("ha_our_gain", headline["gain"].iloc[0] if len(headline) else None, "{:+.1f}")
 re_acc = [book.reference_value(n, book.RE, "test_accuracy") for n in (learned, learned + "_ha")]
 re_params = [book.reference_value(n, book.RE, "params") for n in (learned, learned + "_ha")]
 book.glue_text("ha_re_gain", (re_acc[1] - re_acc[0]) * 100, "{:+.1f} points", missing="not found")
@@ -186,8 +187,12 @@ for heads_re in (9, 16):
     )
 
 # %% [markdown]
-# At this preset, {glue:text}`ha_summary` For the learned-2D model with content, the [Re] headline,
-# {glue:text}`ha_our_gain`; in the [Re] run logs HA changes its accuracy by
+# At this preset HA keeps {glue:text}`ha_pairs_size` of its model's parameters. Of the
+# {glue:text}`ha_pairs_pairs` pairs saved on both sides, its mean over the saved seeds ends above its
+# model's in {glue:text}`ha_pairs_above` and below in {glue:text}`ha_pairs_below` (HA − model from
+# {glue:text}`ha_pairs_low` to {glue:text}`ha_pairs_high` points; "—": no pair saved). For the learned-2D
+# model with content, the [Re] headline, HA − model over our saved seeds is {glue:text}`ha_our_gain`
+# points ("—": not saved on both sides); in the [Re] run logs HA changes its accuracy by
 # {glue:text}`ha_re_gain`, with {glue:text}`ha_re_size` of the parameters (counts derived from their
 # code). A difference of a point or two between two single runs can be run-to-run noise: the next section
 # weighs each against the spread over seeds.
@@ -206,20 +211,17 @@ for heads_re in (9, 16):
 # "inconclusive", even where its own interval excludes 0. With one seed on a side there is no interval, and
 # the verdict says so. As a robustness line, the fold-out gives the paired t-test over the seeds both sides
 # hold (seed $s$ of the model against seed $s$ of HA: the same data order and initial draw of the shared
-# parts), with its own p. The project's
-# standard asks for at least 3 seeds per side, 5 where the difference is still inconclusive after 3; the
-# "seeds asked" column of the fold-out under the table says where the saved runs fall short of it, and the
-# introduction's plan of runs whether the project's CPU-hours left room for the seeds still asked.
+# parts), with its own p. Three seeds per side make a first test, five a firmer one where three leave it
+# inconclusive; the fold-out's "seeds asked" column says how many each pair would still need.
 
 # %% tags=["hide-input"]
-effects = book.ha_effects(
-    ["learned_content_9h", "learned_content_16h", "san_pairwise", "san_patchwise", "vit"], params
-)
+HA_BASES = ["learned_content_9h", "learned_content_16h", "san_pairwise", "san_patchwise", "vit"]
+effects = book.ha_effects(HA_BASES, params)
 shown, details = book.ha_effects_split(effects)
 book.show_table(
     shown,
     caption=f"HA against its model over seeds at preset {params.preset}: seeds saved (model / HA), test "
-    "accuracy as mean ± sd (%; —: not yet trained), Δ = HA − model in points with its 95% Welch "
+    "accuracy as mean ± sd (%; —: not saved), Δ = HA − model in points with its 95% Welch "
     "confidence interval (CI), and p (Holm): the Welch p adjusted over the five pairs, which the verdict "
     "follows. The fold-out below gives each test's ν and unadjusted p, the paired-by-seed test and the [Re] "
     "run-log difference.",
@@ -228,27 +230,30 @@ book.show_table(
 book.show_folded_table(
     details,
     "Welch details: ν degrees of freedom, two-sided p before the adjustment, the paired-by-seed test (mean "
-    "difference over the shared seeds, its p, the seeds), seeds per side the standard asks; the [Re] run-log "
-    "difference and whether ours has its sign",
+    "difference over the shared seeds, its p, the seeds), the seeds per side a firmer test needs; the [Re] "
+    "run-log difference and whether ours has its sign",
 )
-book.glue_str("ha_verdicts", book.verdict_summary(effects))
+for base, verdict in zip(HA_BASES, effects["verdict"], strict=True):
+    book.glue_str(f"ha_verdict_{base}", verdict)
 book.glue_str("ha_epochs", book.epoch_range(params.preset))
 
 # %% [markdown]
-# {glue:text}`ha_verdicts`
+# The verdicts, pair by pair: SA learned 2D + content, 9 heads: {glue:text}`ha_verdict_learned_content_9h`;
+# 16 heads: {glue:text}`ha_verdict_learned_content_16h`; SAN pairwise: {glue:text}`ha_verdict_san_pairwise`;
+# SAN patchwise: {glue:text}`ha_verdict_san_patchwise`; ViT: {glue:text}`ha_verdict_vit`.
 #
 # **What this says about the [Re] claim, and what it cannot.** In the report's own words (§4.4), HA gives
 # "at least 5% gain in each case" with "almost 1/5th of the parameters". Their own run logs do not show
 # that gain in each case: HA − model is {glue:text}`ha_re_logged_9` for the learned-2D model with content
 # and 9 heads and {glue:text}`ha_re_logged_16` with 16 heads (the best test accuracies in the authors'
-# run-folder names, one run each; research notes B.2, `attnlib.literature.logged_gain`), and
+# run-folder names, one run each), and
 # for the {glue:text}`ha_heads`-head model HA keeps {glue:text}`ha_re_size` of its parameters. The table answers for our budget, pair by pair: "same sign as [Re]" (in its fold-out)
 # compares the sign of our difference with theirs, and the verdict says whether it is larger than our
 # run-to-run noise.
 # Three limits keep us from reading more into it:
 #
 # 1. *Learning speed, not capacity.* Our runs stop after {glue:text}`ha_epochs` epochs, while still learning (training and
-#    test accuracy are still close and rising, appendix C, {numref}`fig-curves`). A difference here says which model learns
+#    test accuracy are still close and rising, {numref}`fig-curves`). A difference here says which model learns
 #    faster in its first epochs; [Re] compare accuracies after 300.
 # 2. *Noise.* A difference between single runs is no evidence until it is compared with the spread
 #    between seeds of one configuration; the verdict column does that where several seeds are saved.
@@ -257,18 +262,18 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 # 3. *Stability.* Sharing one block makes every application add its gradient to the same weights. At the
 #    published learning rate (0.1) with a short warm-up, our first hierarchical learned-2D run collapsed
 #    to chance while its baseline trained normally, and at lr 0.1 the 16-head HA model stalled near 20%; the budget
-#    protocol of these models was changed for both members of each pair alike (appendix A, protocol
-#    `learned_content`). [Re] warm up for 15 of their 300 epochs. Even "alike" is not neutral: with the
+#    protocol of these models was changed for both members of each pair alike ({ref}`appendix-hyperparameters`,
+#    protocol `learned_content`). [Re] warm up for 15 of their 300 epochs. Even "alike" is not neutral: with the
 #    gradient norm clipped to 1, active on almost every step for both members, each update has the same
 #    length, which the normal model spreads over four blocks and HA puts into its one shared block.
 #    The learning rate therefore favours one member or the other: in the seed-0 runs of the 16-head pair,
-#    HA was ahead at lr 0.03 and behind at the current 0.06 (appendix A, protocol `learned_content`, gives
-#    both runs), so at this budget the sign of HA − model is a property of the protocol as much as of the
+#    HA was ahead at lr 0.03 and behind at the current 0.06 (the same protocol's history gives both runs),
+#    so at this budget the sign of HA − model is a property of the protocol as much as of the
 #    model.
 #    The 9-head pair, the [Re] headline, was trained at lr 0.06 only: its row of the table is one
 #    protocol's answer, not a verdict on HA at every learning rate.
 #
-# ## Fig. 8: where a hierarchical model attends
+# ## Where a hierarchical model attends ([Re] Fig. 8)
 #
 # {numref}`fig-ha-attention-one` and {numref}`fig-ha-attention-mean` show the attention probabilities of
 # the hierarchical learned-2D model with content for one query pixel: one row per application of the
@@ -283,8 +288,8 @@ book.show_attention(runs[learned + "_ha"], learned + "_ha", params, name="fig-ha
 #
 # The [Re] report describes the HA models' maps after training; the runs of the `long` preset (60-epoch
 # CPU runs of the budget's models) log after every epoch, per layer (per application of the shared
-# block for HA), the attention-weighted distance of the attended pixels, the attention peak, the maps'
-# dependence on the image and their similarity to the previous layer's. Each figure sets a model beside
+# block for HA), the measures of {ref}`the definitions <def-measures>`: distance, mean peak, image
+# dependence and similarity to the previous layer. Each figure sets a model beside
 # its HA variant, on shared axes (SAN's attention is a fixed window, so it has no such measures).
 
 # %% tags=["hide-input"]
@@ -296,26 +301,32 @@ drawn = book.show_measure_curves(
     params,
 )
 longer = book.measured_runs([learned, learned + "_ha"], params)
-book.glue_str(
-    "ha_long",
-    " ".join(
-        book.measured_peaks_phrase(n, r, params.long_preset, first=i == 0) for i, (n, r) in enumerate(longer.items())
+numbers = {book.title(n): book.long_run_numbers(r) for n, r in longer.items()}
+book.show_table(
+    pd.DataFrame(numbers).T.reset_index(names="model")[["model", "epochs", "accuracy", "peaks", "flat"]].rename(
+        columns={
+            "accuracy": "test accuracy",
+            "peaks": "mean peak per layer, last epoch (× uniform)",
+            "flat": f"layers below {book.NEAR_UNIFORM:g}× throughout",
+        }
     ),
+    caption="The 60-epoch runs (preset long, seed 0) of the learned-2D model with content and its HA variant "
+    "(— : not saved).",
+    wrap_names=True,
 )
 
 # %% [markdown]
-# {glue:text}`ha_long` These are single runs, one seed per side: they show where each layer's
-# attention ends after the longer training, while the comparison of accuracies over seeds above stays the
-# evidence on HA's gain.
+# These are single runs, one seed per side: they show where each layer's attention ends after the longer
+# training, while the comparison of accuracies over seeds above stays the evidence on HA's gain.
 #
 # ## The report's claims on trial
 #
-# The [Re] report's claims about HA, as the claims ledger (introduction) tests them at this preset, or from
+# The [Re] report's claims about HA, as the claims ledger ({ref}`chapter-intro`) tests them at this preset, or from
 # a pair's `long` runs (60-epoch CPU runs) where both are saved (the value then says "(long)"): the accuracy gain over
 # seeds with its Welch interval, the share of parameters at the paper's settings, and what the HA models'
 # attention maps do layer by layer. The gain is compared over the seeds of this preset until the
 # `long` preset holds as many (or three) per side: one long run per side shows the maps, it cannot
-# give an interval. The claims on the maps are judged on the report's Fig. 8 model, the learned-2D model
+# give an interval. The claims on the maps are judged on the model of [Re] Fig. 8, the learned-2D model
 # with content and 9 heads with HA, with the same model without HA as its control; the other HA models
 # are listed as secondary lines, not judged. An order between layers (local early, far later; the last two
 # layers flatter) counts only where training created it, against the model at initialisation: where the
@@ -323,20 +334,29 @@ book.glue_str(
 # claim is not passed on it.
 
 # %% tags=["hide-input"]
-book.show_ledger(
-    book.claims_ledger(params, ["ha_gain", "ha_params", "ha_layers_differ", "ha_depth", "ha_not_sparse"]),
-    caption=f"Claims of the [Re] report about Hierarchical Attention at preset {params.preset}.",
-)
+ledger = book.claims_ledger(params, ["ha_gain", "ha_params", "ha_layers_differ", "ha_depth", "ha_not_sparse"])
+book.glue_verdicts(ledger, "ha")
+book.show_ledger(ledger, caption=f"Claims of the [Re] report about Hierarchical Attention at preset {params.preset}.")
 
 # %% [markdown]
-# Appendix B (chapter 5) draws the same maps for the normal model and for every other attention model of
+# {ref}`appendix-maps` draws the same maps for the normal model and for every other attention model of
 # the table.
 #
-# ## What this chapter found
+# ## Findings
 #
-# Sharing one block keeps a fraction of the parameters at every scale we trained: {glue:text}`ha_summary`
-# Whether HA helps is another matter. Weighed against the spread over seeds, the pairs fall as follows.
-# {glue:text}`ha_verdicts` Our budget measures how fast each model learns in its first
-# {glue:text}`ha_epochs` epochs, under a protocol whose learning rate alone can change the sign of
-# HA − model (limit 3 above), so it can neither confirm nor refute the report's claim that HA improves the
-# learned-2D model after 300 epochs.
+# - **Parameters.** HA keeps {glue:text}`ha_pairs_size` of its model's parameters at this preset; about a
+#   fifth at the paper's settings: {glue:text}`ha_v_ha_params`.
+# - **Accuracy.** HA ends above its model in {glue:text}`ha_pairs_above` and below in
+#   {glue:text}`ha_pairs_below` of the {glue:text}`ha_pairs_pairs` pairs saved on both sides. Weighed
+#   against the spread over seeds with Holm's correction: SA learned 2D + content, 9 heads:
+#   {glue:text}`ha_verdict_learned_content_9h`; 16 heads: {glue:text}`ha_verdict_learned_content_16h`;
+#   SAN pairwise: {glue:text}`ha_verdict_san_pairwise`; SAN patchwise: {glue:text}`ha_verdict_san_patchwise`;
+#   ViT: {glue:text}`ha_verdict_vit`. The report's "at least 5% gain in each case":
+#   {glue:text}`ha_v_ha_gain`; the [Re] logs themselves give {glue:text}`ha_re_logged_9` (9 heads) and
+#   {glue:text}`ha_re_logged_16` (16 heads).
+# - **Attention maps.** Every layer attends differently: {glue:text}`ha_v_ha_layers_differ`; local early,
+#   far later: {glue:text}`ha_v_ha_depth`; last layers no longer sparse: {glue:text}`ha_v_ha_not_sparse`.
+#
+# Our budget measures how fast each model learns in its first {glue:text}`ha_epochs` epochs, under a
+# protocol whose learning rate alone can change the sign of HA − model (limit 3 above), so it can neither
+# confirm nor refute the report's claim that HA improves the learned-2D model after 300 epochs.

@@ -265,6 +265,12 @@ def test_chapter_runs_at_smoke(chapter, results_dir, tmp_path):
     needed = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)`", prose))
     names = {o["metadata"]["scrapbook"]["name"] for o in glued}
     assert needed <= names, f"glue keys used in the prose but never glued: {needed - names}"
+    texts = {
+        o["metadata"]["scrapbook"]["name"]: str(o["data"].get("application/papermill.record/text/plain", ""))
+        for o in glued
+    }
+    sentences = {k: v for k, v in texts.items() if len(v) > 100 or re.search(r"\w[.;:] [A-Z]", v)}
+    assert not sentences, f"glue carries numbers and short verdicts, the prose its sentences: {sentences}"
     if (
         chapter != "03_san_vit"
     ):  # figures as PNG (shown, or glued for a numbered figure), whatever the backend
@@ -387,26 +393,6 @@ def test_below_target_names_only_saved_attention_models():
     assert book.below_target(frame, "paper") == []  # the target is the budget preset's
 
 
-def test_learned_protocol_phrase_follows_registry_and_results():
-    from attnlib import experiments
-
-    names = [n for n in experiments.names() if experiments.get(n).protocol in ("learned", "learned_content")]
-    ok = experiments.BUDGET_TARGET + 0.05
-    done = book.learned_protocol_phrase(_frame([(n, "complete", ok) for n in names]), "budget")
-    content = experiments.preset_for("learned_content_9h", "budget").train
-    assert f"with content {content.epochs} epochs" in done and done.endswith("to pass 40%")
-    partial = _frame([(n, "complete" if i else "missing", ok) for i, n in enumerate(names)])
-    assert "not all are saved yet" in book.learned_protocol_phrase(partial, "budget")
-    low = _frame([(n, "complete", ok if i else 0.3) for i, n in enumerate(names)])
-    assert book.learned_protocol_phrase(low, "budget").endswith(
-        f"{book.title(names[0])} is still below 40% at this budget"
-    )
-    assert (
-        book.learned_protocol_phrase(_frame([]), "paper")
-        == "train as long as the other models at this preset"
-    )
-
-
 def test_attention_peaks_measure_distance_from_uniform():
     from types import SimpleNamespace
 
@@ -425,17 +411,9 @@ def test_attention_peaks_measure_distance_from_uniform():
     assert np.allclose(book.attention_peaks(runs["learned_9h"]), [1, 1, 1])
     assert np.allclose(book.attention_peaks(runs["learned_16h"]), [1, 1, keys])
     assert book.attention_peaks(runs["san_pairwise"]) is None and book.attention_peaks(None) is None
-    phrase = book.uniform_attention_phrase(runs)
-    assert "SA learned 2D, 9 heads: 1.00×" in phrase and "SA learned 2D, 16 heads: 1.00–16×" in phrase
-    assert phrase.endswith(
-        "SA learned 2D, 9 heads kept near-uniform attention (below 1.1× uniform) in every layer: at this budget they did not learn where to look."
-    )
-    assert "SAN" not in phrase and "ViT" not in phrase
-    assert book.uniform_attention_phrase({"learned_16h": runs["learned_16h"]}).endswith(
-        "in at least one layer."
-    )
-    assert book.uniform_attention_phrase({"vit": None}).startswith("No attention maps")
-    assert book.MISSING not in book.uniform_attention_phrase({"vit": None})  # a sentence, never the mark
+    assert book.peak_range(book.attention_peaks(runs["learned_9h"])) == "1.00×"
+    assert book.peak_range(book.attention_peaks(runs["learned_16h"])) == "1.00–16×"
+    assert book.peak_range(None) == "—"  # a model without token maps (or not saved): the table's mark
 
 
 def _saved_hours(preset: str, seed: int) -> tuple[int, float]:
@@ -578,7 +556,7 @@ def test_results_and_literature_tables_read_like_the_report():
     ]  # one wall-time statistic in both tables, named in the header
     assert table.iloc[0].tolist() == ["SA quadratic (isotropic)", "9", "49.0", "235,574", "1.80"]
     assert table.iloc[2, :2].tolist() == ["SA learned 2D + content, HA", "9"]
-    assert table.iloc[2, 2] == book.NOT_USED["stale"] and table.iloc[3].tolist()[1:3] == ["—", book.MISSING]
+    assert table.iloc[2, 2] == book.NOT_USED["stale"] and table.iloc[3].tolist()[1:3] == ["—", "—"]
     pairs = book.results_table(
         frame, "budget", pairs=True, paper_params={n: 2e6 for n in frame["experiment"]}
     )
@@ -593,7 +571,7 @@ def test_results_and_literature_tables_read_like_the_report():
     assert pairs.iloc[2, :2].tolist() == ["SA learned 2D + content, 9 heads", "HA"]
     assert pairs.iloc[0, 2:].tolist() == ["49.0", "235,574", "2,000,000", "1.80"]  # whole counts
     assert pairs["trainable parameters", "paper"].eq("2,000,000").all()
-    assert pairs.iloc[2, 2] == book.NOT_USED["stale"] and pairs.iloc[3, 3] == book.MISSING
+    assert pairs.iloc[2, 2] == book.NOT_USED["stale"] and pairs.iloc[3, 3] == "—"  # a missing run: "—"
     shown = book.results_table(_seeds_frame(), "smoke", pairs=True)  # Table 3 with seeds
     assert shown.columns.tolist()[2:] == [
         ("test accuracy (%), smoke", "mean ± sd (n)"),
@@ -604,7 +582,7 @@ def test_results_and_literature_tables_read_like_the_report():
     assert shown.iloc[:, 2:].values.tolist() == [
         ["43.4 (1)", "665,418", "2.89", ""],
         ["47.9\u00a0±\u00a00.1 (2)", "172,362", "2.36", "1.02×"],  # a number does not break across lines
-        [book.MISSING, book.MISSING, book.NOT_MEASURED, ""],
+        ["—", "—", book.NOT_MEASURED, ""],
     ]
     names = ["resnet18", "quadratic_iso_9h", "quadratic_aniso_9h", "san_pairwise", "learned_content_9h_ha"]
     literature = book.literature_table(names)  # laid out as Table 1: units in the grouped headers
@@ -647,7 +625,7 @@ def test_results_table_cells_hold_no_units():
         }  # fmt: skip
 
 
-def test_rank_sentence_and_flips_table():
+def test_rank_counts_and_flips_table():
     from types import SimpleNamespace
 
     runs = {  # [Re]: ResNet18 94.6 > quadratic 93.7 > learned 90.4; ours put the quadratic model first
@@ -656,11 +634,7 @@ def test_rank_sentence_and_flips_table():
         "learned_9h": SimpleNamespace(test_accuracy=0.40),
         "vit": SimpleNamespace(test_accuracy=0.45),  # no [Re] accuracy: not compared
     }
-    assert book.rank_counts(runs) == (2, 3)
-    assert book.rank_agreement(runs) == (
-        "Our runs order 2 of the 3 pairs of models that [Re] also reports the same way; "
-        "1 the other way round (the table below)."
-    )
+    assert book.rank_counts(runs) == {"pairs": 3, "same": 2, "flipped": 1, "tied": 0}
     flips = book.rank_flips(runs)
     assert flips.values.tolist() == [["ResNet18", "SA quadratic (non-isotropic), 9 heads", "+1.0", "-10.0"]]
     # a seeds_frame orders by the means over seeds: learned_9h's mean 0.55 now beats ResNet18's 0.50
@@ -673,7 +647,8 @@ def test_rank_sentence_and_flips_table():
             "accuracy": [0.50, 0.60, 0.55, 0.45, None],
         }
     )
-    assert book.rank_counts(frame) == (1, 3)  # only quadratic > learned keeps [Re]'s order
+    counts = book.rank_counts(frame)  # only quadratic > learned keeps [Re]'s order
+    assert (counts["same"], counts["pairs"], counts["flipped"]) == (1, 3, 2)
 
 
 def test_results_at_a_glance():
@@ -723,7 +698,9 @@ def test_results_at_a_glance():
         box = label.get_window_extent(renderer)
         assert not any(line.intersects_bbox(box, filled=False) for line in lines), label.get_text()
     assert book.ha_pairs(frame)["experiment"].tolist() == ["learned_content_9h"]
-    assert book.ha_sentence(book.ha_pairs(frame)).startswith("HA keeps 26% of its model's parameters")
+    numbers = book.ha_pair_numbers(book.ha_pairs(frame))  # what the prose glues: numbers, not a sentence
+    assert numbers == {"size": "26%", "pairs": "1", "above": "1", "below": "0", "low": "+1.2", "high": "+1.2"}
+    assert set(book.ha_pair_numbers(book.ha_pairs(frame.iloc[2:])).values()) == {"—", "0"}
 
 
 # ----------------------------------------------------- reliability: damaged and stale results, bad parameters
@@ -745,8 +722,8 @@ def test_damaged_and_stale_results_in_the_book(damaged, monkeypatch):
     cells = table.set_index(table["", "model"] + "/" + table["", "variant"])
     assert cells.loc["ViT/HA", ("test accuracy (%)", "smoke")] == book.NOT_USED["damaged"]
     assert cells.loc["ViT/normal", ("trainable parameters", "smoke")] == book.NOT_USED["stale"]
-    assert cells.loc["ResNet18/normal", ("wall time, median", "ms")] == book.MISSING
-    prose = book.provenance_markdown(frame.reset_index())
+    assert cells.loc["ResNet18/normal", ("wall time, median", "ms")] == "—"
+    prose = book.unused_markdown(frame.reset_index())
     assert f"{escaped(book.title('vit_ha'))} is damaged" in prose  # display names, the details as code
     assert "ViT was trained with another configuration (``" in prose
     assert "train.epochs: 2 saved, 1 now" in prose  # the detail shown as typed, in a code span
@@ -781,30 +758,3 @@ def test_bad_count_parameter_of_a_chapter(counts, message):
     """Negative or non-integer step counts of a chapter (01_theory's `steps`); papermill: tests/test_book.py."""
     with pytest.raises(book.ParameterError, match=re.escape(message)):
         book.check_params(counts=counts)
-
-
-def test_variant_phrase_compares_the_variant_with_its_base(tmp_path):
-    """The claim variant's sentence: accuracies, no interval on one seed each, the first layers' peaks."""
-    from types import SimpleNamespace
-
-    import pandas as pd
-
-    params = book.check_params(
-        preset="budget", data=None, device="cpu", results_dir=tmp_path, train_missing=False
-    )
-
-    def run(acc, peak):
-        row = {"epoch": 1, "distance_0": 10.0, "peak_0": peak, "image_dependence_0": 0.0}
-        return SimpleNamespace(test_accuracy=acc, history=pd.DataFrame([row]), attention=None, centers=None)
-
-    runs = {"learned_9h": run(0.468, 1.01), "learned_9h_pos_init": run(0.504, 12.18)}
-    assert book.variant_phrase("learned_9h_pos_init", runs, params) == (
-        "At preset budget learned_9h_pos_init reached 50.4% test accuracy against 46.8% for learned_9h "
-        "(one seed each: too few for an interval), and its first layer attends with a peak of 12.2 times "
-        "uniform (learned_9h: 1.01)."
-    )
-    assert "not trained at preset budget" in book.variant_phrase("learned_9h_pos_init", {}, params)
-    alone = book.variant_phrase(
-        "learned_9h_pos_init", {"learned_9h_pos_init": runs["learned_9h_pos_init"]}, params
-    )
-    assert alone.endswith("(learned_9h is not trained at this preset).")

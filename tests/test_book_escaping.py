@@ -15,7 +15,7 @@ from markdown_it import MarkdownIt
 
 import attnbook as book
 from attnbook import display
-from attnbook.phrases import escaped, markdown_table, provenance_markdown
+from attnbook.phrases import escaped, markdown_table, unused_markdown
 from attnlib.results.config import run_dir
 from attnlib.results.load import inspect_run
 from attnlib.results.tables import collect
@@ -53,13 +53,6 @@ def test_escaped_text_renders_as_typed():
     assert "&lt;b onmouseover=&quot;alert(document.domain)&quot;&gt;cifar10&lt;/b&gt;" in rendered
 
 
-def test_provenance_sentence_shows_the_payload_as_text(payload):
-    frame = collect(payload, "smoke", ["vit", "vit_ha"])
-    text = provenance_markdown(frame)
-    page = _page(text)
-    assert injected_markup(page) == [] and "&lt;b onmouseover" in page and "data: " in text
-
-
 def test_unused_detail_shows_a_payload_as_text(payload):
     folder = run_dir(payload, "vit", "smoke")
     metrics = json.loads((folder / "metrics.json").read_text())
@@ -67,7 +60,7 @@ def test_unused_detail_shows_a_payload_as_text(payload):
     (folder / "metrics.json").write_text(json.dumps(metrics))
     frame = collect(payload, "smoke", ["vit", "vit_ha"])
     assert frame.set_index("experiment").at["vit", "status"] == "damaged"
-    page = _page(provenance_markdown(frame))
+    page = _page(unused_markdown(frame))
     assert injected_markup(page) == [] and "is damaged" in page
 
 

@@ -40,11 +40,11 @@ def test_a_chapter_at_its_long_preset_draws_nothing_twice(trained, monkeypatch):
     shown = []
     monkeypatch.setattr(display, "show", lambda fig, name=None, caption=None: shown.append(name))
     same = _params(trained, long_preset="smoke")
-    assert attnbook.show_measured_attention(["vit"], same) == "At the smoke preset they are the figures above."
-    assert attnbook.show_measured_centres(["quadratic_iso_9h"], {}, same) == "the figures above."
+    assert attnbook.show_measured_attention(["vit"], same) == []  # the chapter's own figures are those runs
+    assert attnbook.show_measured_centres(["quadratic_iso_9h"], same) == {}
     assert not shown
     other = dataclasses.replace(same, long_preset="paper")
-    assert attnbook.show_measured_attention(["vit"], other) == "No paper run is saved yet."
+    assert attnbook.show_measured_attention(["vit"], other) == [] and not shown  # none saved at `paper`
 
 
 def test_the_ledger_prefers_the_chapters_long_preset(tmp_path, monkeypatch):

@@ -207,7 +207,8 @@ def test_chapter_figure_or_one_note(tiny_long, tmp_path, monkeypatch):
     run = train_run("vit_ha", "long", results_dir=tmp_path, progress=False)
     assert book.show_measure_curves(figures, params) == 1
     ((fig, name, caption),) = shown
-    assert name == "fig-a" and "Not yet trained at this preset: ViT." in caption
+    assert name == "fig-a" and "not yet trained" not in caption.lower()  # a missing run: a note, not the caption
+    assert notes[-1] == "Not drawn, as no 60-epoch run of them is saved: ViT."
     assert [ax.get_title() for ax in fig.axes if ax.get_title()] == [book.title("vit_ha")]
     np.testing.assert_allclose(fig.axes[0].get_lines()[0].get_ydata(), run.history["distance_0"])
 
@@ -248,7 +249,7 @@ def test_ha_effects_split_keeps_every_column():
     assert {v.removesuffix(" %") for v in effects.iloc[0]} <= shown  # every value is on the page or folded
     assert main.iloc[0][("test accuracy (%)", "HA")] == "49.0\u00a0±\u00a01.0"  # never broken inside
     assert main.iloc[0][("", "Δ [95% CI]")] == "+1.2 [−3.0,\u00a0+5.4]"  # wraps before the interval only
-    missing = effects.assign(**{"HA acc.": book.MISSING})
+    missing = effects.assign(**{"HA acc.": "—"})
     assert book.ha_effects_split(missing)[0].iloc[0][("test accuracy (%)", "HA")] == "—"
     md = book.markdown_table(details).splitlines()
     assert (
@@ -304,44 +305,41 @@ def test_measure_endpoints_give_each_layers_first_and_last_epoch():
     assert table.iloc[3]["layer 1"] == "1.2 → 4.2"
 
 
-def test_measured_peaks_phrase_names_the_flat_layers_and_where_the_others_ended():
-    from attnbook import measured_peaks_phrase
+def test_long_run_numbers_give_each_layers_last_peak_and_the_flat_layers():
+    from attnbook import long_run_numbers
 
     run = lambda history: type("R", (), {"history": history, "test_accuracy": 0.5})()  # noqa: E731
     sharp = _history(5, 3)  # peaks 2, 3, 4 in every epoch
-    assert measured_peaks_phrase("m", run(sharp)) == (
-        "Trained at the long preset for 5 epochs (50.0% test accuracy), m ended with attention peaks of "
-        "2.00, 3.00 and 4.00 times uniform in its layers 1, 2 and 3."
-    )
+    assert long_run_numbers(run(sharp)) == {
+        "epochs": "5", "accuracy": "50.0%", "peaks": "2.00, 3.00 and 4.00", "flat": "0", "layers": "3"
+    }  # fmt: skip
     flat = sharp.assign(peak_0=1.01, peak_1=[1.0, 1.0, 1.0, 1.0, 1.2])  # layer 2 passes 1.1 once: not flat
-    text = measured_peaks_phrase("m", run(flat))
-    assert "m kept layer 1 below 1.1 times uniform attention in every epoch" in text
-    assert text.endswith("and its layers 2 and 3 ended at 1.20 and 4.00 times uniform.")
-    assert measured_peaks_phrase("m", None) == "The long run of m is not saved yet."
-    assert measured_peaks_phrase("m", run(flat), first=False).startswith(
-        "m, after 5 epochs (50.0%), kept layer 1 below"
-    )
+    numbers = long_run_numbers(run(flat))
+    assert numbers["flat"] == "1" and numbers["peaks"] == "1.01, 1.20 and 4.00"
+    assert set(long_run_numbers(None).values()) == {"—"}  # not saved: the table's mark, never a sentence
 
 
-def test_measured_centres_phrase_gives_each_layers_displacement_and_spread():
-    from attnbook import measured_centres_phrase
+def test_centre_numbers_give_each_layers_displacement_and_spread_in_input_pixels():
+    from attnbook import centre_numbers
 
     start = np.array([[[0.0, 0.0], [2.0, 0.0]], [[0.0, 0.0], [0.0, 4.0]]])  # 2 layers, 2 heads
     step = np.array([[[1.0, 0.0], [1.0, 0.0]], [[0.0, 0.0], [0.0, 2.0]]])
-    run = lambda *epochs: type(  # noqa: E731
-        "R", (), {"centers": {"centers": np.stack(epochs)}, "test_accuracy": 0.5}
-    )()
-    # layer 1: both heads move 1 (to 1, 0 and 3, 0: spread stays 1); layer 2: heads move 0 and 2 (spread 2 -> 3)
-    text = measured_centres_phrase(
-        "m", run(start, start + step / 2, start + step), run(start, start + step / 2)
-    )
-    assert text == (
-        "Trained at the long preset for 2 epochs (50.0% test accuracy), m moved its centres by 1.00 and "
-        "1.00 key positions on average in its layers 1 and 2 (after the shorter run's 1 epoch: 0.50 and 0.50); "
-        "their spread per layer went from 1.0 and 2.0 to 1.0 and 3.0 key positions."
-    )
-    assert measured_centres_phrase("m", None) == "The long run of m is not saved yet."
-    assert "shorter" not in measured_centres_phrase("m", run(start, start + step))
+    fields = {"test_accuracy": 0.5, "attention": {"grid": [8, 8]}}
+    run = lambda *epochs: type("R", (), {"centers": {"centers": np.stack(epochs)}, **fields})()  # noqa: E731
+    # layer 1: both heads move 1 (to 1, 0 and 3, 0: spread stays 1); layer 2: heads move 0 and 2 (spread 2 -> 3);
+    # a token of the 8 x 8 grid spans 4 input pixels
+    numbers = centre_numbers(run(start, start + step / 2, start + step), run(start, start + step / 2))
+    assert numbers == {
+        "epochs": "2",
+        "accuracy": "50.0%",
+        "moved": "4.0 and 4.0",
+        "short_moved": "2.0 and 2.0",
+        "short_epochs": "1",
+        "spread_start": "4.0 and 8.0",
+        "spread_end": "4.0 and 12.0",
+    }
+    assert set(centre_numbers(None).values()) == {"—"}
+    assert centre_numbers(run(start, start + step))["short_moved"] == "—"
 
 
 def test_appendix_draws_the_maps_of_each_saved_long_run(tiny_long, tmp_path, monkeypatch):
@@ -356,17 +354,17 @@ def test_appendix_draws_the_maps_of_each_saved_long_run(tiny_long, tmp_path, mon
     monkeypatch.setattr(display, "note", lambda text, kind="note": None)
     params = book.check_params(preset="smoke", results_dir=str(tmp_path), train_missing=False)
     names = ["learned_9h", "resnet18", "vit"]
-    assert book.show_measured_attention(names, params) == "No long run is saved yet." and not shown
+    assert book.show_measured_attention(names, params) == [] and not shown
     for name in ("learned_9h", "resnet18"):
         train_run(name, "long", results_dir=tmp_path, progress=False)
-    assert book.show_measured_attention(names, params) == "Saved so far: learned_9h."
+    assert book.show_measured_attention(names, params) == ["learned_9h"]
     # learned_9h has no content term: its maps are the same for every image, so one figure stands for the
     # image and for the mean (shown once, labelled both ways: `also`)
     assert [n for n, _ in shown] == ["fig-learned_9h-long-one"]
-    assert "also their mean" in shown[0][1]
+    assert "the same for every test image" in shown[0][1]
     assert all(c.startswith(f"{book.title('learned_9h')} (long preset, 2 epochs): ") for _, c in shown)
     at_long = dataclasses.replace(params, preset="long")
-    assert book.show_measured_attention(names, at_long).startswith("At the long preset")
+    assert book.show_measured_attention(names, at_long) == []
     assert len(shown) == 1
 
 

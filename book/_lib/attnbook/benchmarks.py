@@ -123,7 +123,7 @@ def bench_machine_markdown(report: dict) -> str:
             )
         else:
             text += (
-                f". Matmul peak ({listed}): best of several sizes and repetitions on otherwise idle cores."
+                f" Matmul peak ({listed}): best of several sizes and repetitions on otherwise idle cores."
             )
     elif shared:
         text += "."

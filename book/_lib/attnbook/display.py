@@ -25,8 +25,9 @@ from attnlib.measures import NEAR_UNIFORM, attention_peaks
 from attnlib.results.tables import below_target
 
 
-def glue_text(name: str, value, spec: str = "{:.1%}", missing: str = MISSING) -> None:
-    """Glue a number, formatted, for ``{glue:text}`name``` in the prose (missing -> ``missing``)."""
+def glue_text(name: str, value, spec: str = "{:.1%}", missing: str = "—") -> None:
+    """Glue a number, formatted, for ``{glue:text}`name``` in the prose (missing -> ``missing``, "—" by
+    default: a sentence never carries the mark of a missing run)."""
     from myst_nb import glue
 
     glue(name, fmt(value, spec, missing), display=False)
@@ -39,6 +40,19 @@ def glue_str(name: str, text: str) -> None:
     from myst_nb import glue
 
     glue(name, display_names(text), display=False)
+
+
+def glue_numbers(prefix: str, numbers: dict) -> None:
+    """Glue each entry of ``numbers`` (already formatted) as ``{prefix}_{key}``."""
+    for key, value in numbers.items():
+        glue_str(f"{prefix}_{key}", value)
+
+
+def glue_verdicts(ledger, prefix: str) -> None:
+    """Glue each claim's verdict with its evidence and scale (the ledger's ``label``: "not reproduced — at
+    60 epochs (long), 1 seed each") as ``{prefix}_v_{claim}``, the words a chapter's findings quote."""
+    for row in ledger.itertuples():
+        glue_str(f"{prefix}_v_{row.claim}", getattr(row, "label", row.verdict))
 
 
 def png(figure):
@@ -96,9 +110,8 @@ def note_below_target(frame, preset: str) -> None:
     if low:
         names = "; ".join(f"{title(n)} {a:.1%}" for n, a in low)
         note(
-            f"Below the budget preset's target of {experiments.BUDGET_TARGET:.0%} test accuracy: {names}. "
-            "Their protocol is still being tuned (appendix A gives its history); read their rows as "
-            "measured, not as what the preset is meant to deliver.",
+            f"Below {experiments.BUDGET_TARGET:.0%} test accuracy, the level the budget protocols were tuned "
+            f"to reach: {names}. Read their rows as measured (appendix A gives the protocols' history).",
             "warning",
         )
 
@@ -233,6 +246,13 @@ def show_bench(report: dict, device: str) -> None:
         )
 
 
+def show_folded(markdown: str, summary: str) -> None:
+    """MyST Markdown in a fold-out titled ``summary`` (a reader opens it to check a detail)."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(f":::{{dropdown}} {summary}\n{markdown}\n:::"))
+
+
 def show_folded_table(frame, summary: str) -> None:
     """A table (no index) in a fold-out titled ``summary``, under the table it completes."""
     from IPython.display import Markdown, display
@@ -306,10 +326,7 @@ def show_attention(
     if "rows" in att:
         grid = tuple(int(g) for g in att["grid"])
         pixel = divmod(int(att["queries"][query]), grid[1])
-        layout = (
-            f"One row per {unit}, one column per head, the mean over heads last; one colour scale for every "
-            f"panel, its bar marking uniform attention 1/{grid[0] * grid[1]}."
-        )
+        layout = f"Rows: {unit}s; columns: heads, their mean last."
         drawn = {
             part: png(viz.token_attention(att, query=query, image=image, layer_label=unit.split(" ")[0]))
             for image, part in ((0, "one"), (None, "mean"))
@@ -318,8 +335,8 @@ def show_attention(
             show(
                 drawn["one"],
                 f"{label}-one",
-                f"{model}: attention of query pixel {pixel} (outlined), the same for every test image (the "
-                f"model has no content term), so this figure is also their mean. {layout}",
+                f"{model}: attention of query pixel {pixel} (outlined), the same for every test image (no "
+                f"content term). {layout}",
                 also=(f"{label}-mean",),
             )
         else:
@@ -331,14 +348,10 @@ def show_attention(
                 )
         peaks = attention_peaks(run)
         listed = ", ".join(f"{_times(p)}×" for p in peaks)
-        flat = (
-            " (near-uniform: on the figures' shared colour scale every panel is flat)"
-            if peaks.max() < NEAR_UNIFORM
-            else ""
-        )
+        flat = " (near-uniform in every layer)" if peaks.max() < NEAR_UNIFORM else ""
         note(
-            f"Strongest attention probability per {unit}, over heads, the saved query pixels and "
-            f"{len(att['rows'])} test images: {listed} the uniform 1/{att['rows'].shape[-1]}{flat}."
+            f"Max peak per {unit} (the strongest attention probability over heads, the saved query pixels and "
+            f"{len(att['rows'])} test images, as a multiple of uniform): {listed}{flat}."
         )
         return
     weights, means = viz.san_layers(att)
@@ -349,14 +362,13 @@ def show_attention(
         viz.window_maps([w[0] for w in weights], fraction, layer_names=names),
         f"{label}-one",
         f"{model}: aggregation weights of the query pixel at {fraction} of the image over its K×K window "
-        f"(centre outlined), one test image, one panel per {unit}, averaged over weight groups; one colour "
-        "scale for every panel.",
+        f"(centre outlined), one test image, one panel per {unit}, averaged over weight groups.",
     )
     show(
         viz.window_means(means, layer_names=names),
         f"{label}-mean",
         f"{model}: aggregation weights averaged over pixels and {images} test images, one row per weight "
-        f"group (the mean of all groups last), one column per {unit}; one colour scale for every panel.",
+        f"group (the mean of all groups last), one column per {unit}.",
     )
 
 
@@ -434,42 +446,36 @@ def measured_runs(experiments, params: Params):
     )
 
 
-def show_measured_attention(experiments, params: Params, query: int = 0) -> str:
+def show_measured_attention(experiments, params: Params, query: int = 0) -> list[str]:
     """The attention maps of the saved runs of ``experiments`` at the chapter's ``long_preset`` (those that
     have maps), each as ``show_attention`` draws them, labelled ``fig-<experiment>-long`` and captioned with
     the preset; nothing when the chapter's own preset is its ``long_preset`` (its figures are those runs).
-    Returns a sentence saying which were drawn (plain text, for ``glue:text``)."""
+    Returns the experiments drawn."""
     import dataclasses
 
     if params.preset == params.long_preset:
-        return f"At the {params.long_preset} preset they are the figures above."
+        return []
     runs = measured_runs(experiments, params)
     longer = dataclasses.replace(params, preset=params.long_preset, seed=0)
     drawn = [e for e, run in runs.items() if run is not None and run.attention]  # ResNet18 saves none
     for e in drawn:
         show_attention(runs[e], e, longer, query, name=f"fig-{e}-long", named=True)
-    return f"Saved so far: {word_list(drawn)}." if drawn else f"No {params.long_preset} run is saved yet."
+    return drawn
 
 
-def show_measured_centres(experiments, shorter, params: Params) -> str:
+def show_measured_centres(experiments, params: Params) -> dict:
     """The final centres and the paths of the saved runs at the chapter's ``long_preset`` of the quadratic
     ``experiments`` (``show_centres`` / ``show_centre_paths``, labelled ``fig-centres-<experiment>-long`` and
     ``fig-paths-<experiment>-long``, captioned with the preset); nothing when the chapter's own preset is its
-    ``long_preset``. Returns the sentences on how far their centres moved (``measured_centres_phrase``, beside
-    the ``shorter`` runs at the chapter's preset), plain text for ``glue:text``."""
-    from attnbook.phrases import measured_centres_phrase
-
+    ``long_preset``. Returns {experiment: run} of the runs drawn (the chapter quotes their numbers)."""
     longer = params.long_preset
     if params.preset == longer:
-        return "the figures above."
+        return {}
     runs = {e: r for e, r in measured_runs(experiments, params).items() if r is not None}
     for e, run in runs.items():
         show_centres(e, run, f"fig-centres-{e}-long", longer, named=True)
         show_centre_paths(e, run, f"fig-paths-{e}-long", longer, named=True)
-    if not runs:
-        return "none is saved yet."
-    phrases = [measured_centres_phrase(e, r, shorter[e], preset=longer) for e, r in runs.items()]
-    return " ".join([*phrases, "Their centres and paths follow, each figure naming the preset."])
+    return runs
 
 
 def show_measure_curves(figures: dict, params: Params) -> int:
@@ -505,25 +511,21 @@ def show_measure_curves(figures: dict, params: Params) -> int:
         figure = viz.measures_vs_epochs(
             {title(e): runs[e].history for e in shown}, displacements=displacements
         )
-        epochs = ", ".join(f"{title(e)} {len(runs[e].history)}" for e in shown)
         images = runs[shown[0]].config.get("probe_images")
         absent = [e for e in experiments if e not in shown]
         show(
             figure,
             name,
-            f"{what} Per-layer attention measures of the `{params.long_preset}` runs (seed 0) after every epoch, "
-            f"on {images or 'the'} fixed test images: attention-weighted distance of the attended pixels from "
-            "the query, the attention peak as a multiple of uniform, the quadratic centres' mean displacement "
-            "from their initialisation (epoch 0), image dependence and similarity to the previous layer; one "
-            "line per layer (per application of the shared block for HA), dark to light with depth. Epochs "
-            f"trained: {epochs}."
-            + (f" Not yet trained at this preset: {', '.join(title(e) for e in absent)}." if absent else ""),
+            f"{what} The measures of {{ref}}`the definitions <def-measures>` for each layer of the 60-epoch runs "
+            f"(seed 0) after every epoch, on {images or 'the'} fixed test images; one line per layer (per "
+            "application of the shared block for HA), dark to light with depth.",
         )
-        show_table(
+        if absent:
+            note(f"Not drawn, as no 60-epoch run of them is saved: {word_list([title(e) for e in absent])}.")
+        show_folded_table(
             measure_endpoints({title(e): runs[e].history for e in shown}),
-            caption=f"The figure's numbers: each layer's attention peak and attended distance after the first "
-            f"and after the last epoch ({params.long_preset} runs, seed 0).",
-            wrap_names=True,
+            "The figure's numbers: each layer's mean peak and attended distance after the first and after the "
+            "last epoch",
         )
         drawn += 1
     return drawn

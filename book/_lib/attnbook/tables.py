@@ -11,7 +11,6 @@ import re
 
 from attnbook.params import Params
 from attnbook.phrases import (
-    MISSING,
     NOT_MEASURED,
     NOT_USED,
     VERDICT_SHORT,
@@ -27,6 +26,9 @@ from attnlib.lab import plan
 from attnlib.results.tables import collect, complete
 
 NOT_FOUND_CELL = "—"
+
+#: The verdict of an HA pair without saved runs on both sides (a table cell and the prose's verdict word).
+NO_PAIR = "no saved pair"
 
 #: The mark of each kind of literature figure in a table cell (explained by ``literature_caption``).
 KIND_MARKS = {"printed": "", "claimed": "*", "run-log": "†", "derived": "‡"}
@@ -60,7 +62,7 @@ def results_table(frame, preset: str, *, pairs: bool = False, paper_params: dict
     the HA / model ratio), so the cells hold only numbers,
     "47.8", or "47.9 ± 0.1 (2)" (mean ± sd (n seeds)) for rows with seed statistics, whose spaces do not
     break; show it with ``show_table(..., wrap_names=True)`` (the model names wrap). A missing result reads
-    "not yet trained"; a damaged or stale one says so (``NOT_USED``); an unmeasured wall time "not measured".
+    "—"; a damaged or stale one says so (``NOT_USED``); an unmeasured wall time "not measured".
 
     frame: rows of ``attnlib.results.tables.frame`` (``experiment``, ``status``, ``accuracy``, ``params``,
     ``wall_time_ms``...; ``seeds``, ``accuracy_sd``, ``wall_time_measured``, ``time_ratio`` from
@@ -77,7 +79,7 @@ def results_table(frame, preset: str, *, pairs: bool = False, paper_params: dict
     rows = []
     for _, r in frame.iterrows():
         done = r.get("status") == "complete"
-        absent = NOT_USED.get(r.get("status"), MISSING)  # damaged / stale rows say so
+        absent = NOT_USED.get(r.get("status"), NOT_FOUND_CELL)  # damaged / stale rows say so; missing: "—"
         if pairs:
             row = {("", "model"): r["pair"], ("", "variant"): r["variant"]}
         else:
@@ -227,12 +229,12 @@ def ha_effects(bases, params: Params, seeds=range(10)):
         row = {
             "model": title(base),
             "seeds (model / HA)": f"{len(acc_a)} / {len(acc_b)}",
-            "model acc.": compare.mean_sd(acc_a) if acc_a else fmt(None),
-            "HA acc.": compare.mean_sd(acc_b) if acc_b else fmt(None),
+            "model acc.": compare.mean_sd(acc_a) if acc_a else NOT_FOUND_CELL,
+            "HA acc.": compare.mean_sd(acc_b) if acc_b else NOT_FOUND_CELL,
         }
         w, adjusted, verdict, pair = family[base]
         if w is None:
-            row.update({"HA − model [95% CI]": "—", "p (Holm)": "—", "ν": "—", "p": "—", "verdict": MISSING})
+            row.update({"HA − model [95% CI]": "—", "p (Holm)": "—", "ν": "—", "p": "—", "verdict": NO_PAIR})
             row["paired by seed"] = "—"
             row["seeds asked"] = f"{compare.MIN_SEEDS} per side"
         else:
@@ -295,7 +297,7 @@ def ha_effects_split(effects):
         ]
     )
     for column in [c for c in main.columns if c[0]]:  # the unit is in the header
-        main[column] = main[column].map(lambda v: "—" if v == MISSING else v.removesuffix(" %"))
+        main[column] = main[column].map(lambda v: v.removesuffix(" %"))
     for column in main.columns[1:]:
         main[column] = main[column].map(lambda v: v.replace(" ± ", "\u00a0±\u00a0").replace(", ", ",\u00a0"))
     details = effects[["model"] + [c for c in effects.columns if c not in HA_EFFECTS_SHOWN]]
@@ -320,22 +322,87 @@ def welch_labels(bases, params: Params, seeds=range(10)) -> dict[str, str]:
 
 def best_attention(frame) -> dict:
     """The best attention model of ``frame`` (rows of ``seeds_frame``: means over the saved seeds) against
-    ResNet18: ``model`` (its title, None when no attention model is saved), ``accuracy``, ``seeds``,
-    ``resnet`` (ResNet18's accuracy, None when not saved), ``resnet_seeds`` and ``gap`` (ResNet18 − best, in
-    points; None without both). A NaN accuracy never wins (``idxmax`` skips it)."""
+    ResNet18, chosen among the attention models with the most saved seeds (a mean over n seeds is never set
+    beside a single run): ``model`` (its title, None when no attention model is saved), ``accuracy``,
+    ``seeds`` (that n), ``resnet`` (ResNet18's accuracy, None when not saved), ``resnet_seeds`` and ``gap``
+    (ResNet18 − best, in points; None without both). A NaN accuracy never wins."""
     done = complete(frame)
+    if "seeds" not in done:
+        done = done.assign(seeds=1)
     attention = done[done["experiment"] != "resnet18"].dropna(subset=["accuracy"])
+    attention = attention[attention["seeds"] == attention["seeds"].max()]
     resnet = done[done["experiment"] == "resnet18"].dropna(subset=["accuracy"])
     out = dict(model=None, accuracy=None, seeds=None, resnet=None, resnet_seeds=None, gap=None)
     if len(attention):
         best = attention.loc[attention["accuracy"].astype(float).idxmax()]
-        out.update(model=best["model"], accuracy=float(best["accuracy"]), seeds=int(best.get("seeds", 1)))
+        out.update(model=best["model"], accuracy=float(best["accuracy"]), seeds=int(best["seeds"]))
     if len(resnet):
         r = resnet.iloc[0]
-        out.update(resnet=float(r["accuracy"]), resnet_seeds=int(r.get("seeds", 1)))
+        out.update(resnet=float(r["accuracy"]), resnet_seeds=int(r["seeds"]))
     if out["accuracy"] is not None and out["resnet"] is not None:
         out["gap"] = (out["resnet"] - out["accuracy"]) * 100
     return out
+
+
+def ha_pair_numbers(pairs) -> dict[str, str]:
+    """What ``ha_pairs`` says, as numbers for the prose: ``size`` (the share of its model's parameters HA
+    keeps, "15%–26%"), ``pairs`` (pairs saved on both sides), ``above`` / ``below`` (pairs whose mean over
+    the saved seeds ends above / below its model's, to 0.1 point), ``low`` / ``high`` (the smallest and
+    largest HA − model, points); "—" for each when no pair is saved."""
+    if pairs.empty:
+        return dict.fromkeys(("size", "pairs", "above", "below", "low", "high"), NOT_FOUND_CELL) | {
+            "pairs": "0"
+        }
+    low, high = f"{pairs['size'].min():.0%}", f"{pairs['size'].max():.0%}"
+    return {
+        "size": low if low == high else f"{low}–{high}",
+        "pairs": f"{len(pairs)}",
+        "above": f"{int((pairs['gain'].round(1) > 0).sum())}",
+        "below": f"{int((pairs['gain'].round(1) < 0).sum())}",
+        "low": f"{pairs['gain'].min():+.1f}",
+        "high": f"{pairs['gain'].max():+.1f}",
+    }
+
+
+def architecture_table(names, presets=("paper", "budget")):
+    """The models of ``names`` as each preset builds them (from the registry, ``experiments.resolve``): token
+    grid, layers, hidden size, heads, epochs and trainable parameters, each cell "paper / budget". ResNet18
+    has no token grid nor heads ("—"); its "hidden" is its first stage's width."""
+    import pandas as pd
+
+    from attnlib import experiments
+
+    def cells(name, preset):
+        rc = experiments.resolve(name, preset)
+        m = rc.model
+        if rc.family == "resnet":
+            width = m.get("width", 64)
+            return "—", f"{2 * sum(m.get('blocks', (2, 2, 2, 2))) + 2}", f"{width}", "—", rc
+        from attnlib.models import make_config
+
+        c = make_config(rc.family, **m)
+        side = 32 // c.downsample
+        return f"{side}×{side}", f"{c.layers}", f"{c.hidden}", f"{c.heads}", rc
+
+    rows = []
+    for name in names:
+        per = [cells(name, p) for p in presets]
+
+        def both(i, per=per):  # "16×16 / 8×8"; one value where the presets agree on a missing one ("—")
+            return " / ".join(dict.fromkeys(c[i] for c in per) if per[0][i] == "—" else (c[i] for c in per))
+
+        rows.append(
+            {
+                "model": title(name),
+                "token grid": both(0),
+                "layers": both(1),
+                "hidden": both(2),
+                "heads": both(3),
+                "epochs": " / ".join(str(c[4].train.epochs) for c in per),
+                "parameters": " / ".join(f"{experiments.count_parameters(name, p):,}" for p in presets),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def ha_pairs(frame):
@@ -498,40 +565,18 @@ def measure_endpoints(histories: dict, measures=("peak", "distance")):
     return pd.DataFrame(rows).fillna("")
 
 
-def _seeds_asked(params: Params) -> tuple[list[tuple[str, int]], float]:
-    """(runs as (experiment, seed), estimated CPU-hours on an idle core) of the budget seeds the HA
-    comparisons still lack by the project's standard (``attnlib.lab.plan.seeds_asked``)."""
-    jobs = plan.seeds_asked(params.results_dir, PLAN_PRESETS[0], data=params.data)
-    return jobs, sum(plan.estimate_seconds(name, PLAN_PRESETS[0]) for name, _ in jobs) / 3600
-
-
-def seed_runs_phrase(jobs) -> str:
-    """ "vit seed 4 and vit_ha seeds 3 and 4": runs (experiment, seed) grouped by experiment, in order."""
-    seeds: dict[str, list[int]] = {}
-    for name, seed in jobs:
-        seeds.setdefault(name, []).append(seed)
-    return ", ".join(
-        f"{name} seed{'s' if len(s) > 1 else ''} {word_list(str(x) for x in s)}" for name, s in seeds.items()
-    )
-
-
-#: The presets of the CPU plan (``long_plan``): the budget grid's seeds and the ledger's `long` runs, the only
-#: presets whose throughput is measured (``attnlib.lab.plan.THROUGHPUT``), so the only ones with estimates.
+#: The presets of the compute record (``long_plan``): the budget grid's seeds and the ledger's `long` runs.
 PLAN_PRESETS = ("budget", "long")
 
 
 def long_plan(params: Params):
-    """(table, sentence): the CPU plan of the ``PLAN_PRESETS``, whatever the chapter's presets (only their
-    throughput is measured: no other preset has estimates). The `long` runs the ledger needs
-    (``plan.LONG_PLAN``), one row each: the claims
-    it informs, its saved state (epochs and CPU-hours, wall time times threads, when complete, else "not
-    yet"), the machine it trained on and its estimated CPU-hours for its epochs on an idle core. The
-    sentence sums the saved hours, the estimates of the runs not saved yet, the budget's further seeds (1
-    and up, behind the comparisons over seeds) and the estimates of the seeds those comparisons still ask
-    for, against ``plan.LONG_CPU_HOURS``. Never trains."""
+    """(table, numbers): the `long` runs the ledger reads (``plan.LONG_PLAN``), one row each: the claims it
+    informs, its saved state (epochs and CPU-hours, wall time times threads, when complete, else "—"), the
+    machine it trained on and its estimated CPU-hours on an idle core; and the numbers the appendix's compute
+    section quotes: ``done`` / ``runs`` (long runs saved / listed), ``hours`` (their CPU-hours), ``seed_runs``
+    and ``seed_hours`` (the budget grid's further seeds, 1 and up). Never trains."""
     import pandas as pd
 
-    from attnlib import experiments
     from attnlib.analysis import claims
     from attnlib.results import tables
 
@@ -539,71 +584,91 @@ def long_plan(params: Params):
     saved = tables.collect(params.results_dir, long_preset, list(plan.LONG_PLAN), data=params.data)
     saved = saved.set_index("experiment")
     keys = {c.key: c.title for c in claims.CLAIMS}
-    rows, spent, ahead, done = [], 0.0, 0.0, 0
+    rows, spent, done = [], 0.0, 0
     for name, informs in plan.LONG_PLAN.items():
         complete = saved.at[name, "status"] == "complete"
         done += complete
-        hours = saved.at[name, "cpu_seconds"] / 3600 if complete else None  # wall time x CPU threads
-        estimate = plan.estimate_seconds(name, long_preset) / 3600
-        if complete:
-            spent += hours
-        else:
-            ahead += estimate
-        cell = f"{saved.at[name, 'epochs']:.0f} epochs, {hours:.1f} CPU-hours" if complete else "not yet"
+        hours = saved.at[name, "cpu_seconds"] / 3600 if complete else 0.0  # wall time x CPU threads
+        spent += hours
+        device = str(saved.at[name, "wall_time_device"]) if complete else ""
         rows.append(
             {
                 "run": title(name),  # the display name, as every table names a model
                 "claims it informs": "; ".join(keys[k] for k in informs),
-                "saved": cell,
-                "trained on": saved.at[name, "wall_time_device"] if complete else "",
-                "estimate (h)": f"{estimate:.1f}",
+                "trained": f"{saved.at[name, 'epochs']:.0f} epochs, {hours:.1f} CPU-hours"
+                if complete
+                else "—",
+                "machine": device.replace("(1 threads)", "(1 thread)"),
+                "estimate (CPU-hours)": f"{plan.estimate_seconds(name, long_preset) / 3600:.1f}",
             }
         )
-    asked, asked_hours = _seeds_asked(params)
-    budget = plan.LONG_CPU_HOURS
     seeds = [
         tables.collect(params.results_dir, budget_preset, seed=s, data=params.data) for s in range(1, 10)
     ]
     seeds = pd.concat(seeds)
     seeds = seeds[seeds["status"] == "complete"]
-    extra = float(seeds["cpu_seconds"].sum()) / 3600
-    left = len(rows) - done
-    parts = [f"{done} of the {len(rows)} {experiments.LONG_EPOCHS}-epoch CPU runs the ledger needs are saved"]
-    if done:
-        parts[0] += f", {spent:.1f} CPU-hours of training in all"
-    if left:
-        parts.append(
-            f"the other {left} would take about {ahead:.1f} CPU-hours on idle cores (on shared cores runs "
-            "take longer)"
-        )
-    sentence = "; ".join(parts) + "."
-    if len(seeds):
-        sentence += (
-            f" The {budget_preset} grid's further seeds, behind the comparisons over seeds, took {extra:.1f} "
-            f"CPU-hours ({len(seeds)} runs)."
-        )
-    planned = spent + ahead + extra
-    room = planned + asked_hours <= budget  # the long runs come first: the ledger's maps need them
-    if asked:
-        sentence += (
-            f" The comparisons over seeds still ask for {len(asked)} more {budget_preset} runs "
-            f"({seed_runs_phrase(asked)}; about {asked_hours:.1f} CPU-hours on idle cores)"
-        )
-        sentence += (
-            "."
-            if room
-            else f", which the {budget:g} CPU-hours leave no room for: those comparisons keep the seeds "
-            "they have."
-        )
-    total = planned + (asked_hours if room else 0.0)
-    shown = f"{total:.{2 if f'{total:.1f}' == f'{budget:.1f}' else 1}f}"  # 30.04 is beyond 30: show why
-    if left or (asked and room):
-        together = f"come to {shown} CPU-hours (as saved, and the estimates of the runs to come)"
-    else:
-        together = f"took {shown} CPU-hours"
-    where = "within" if total <= budget else "beyond"
-    sentence += f" Together these runs {together}, {where} the {budget:g} CPU-hours set for them."
-    return pd.DataFrame(rows), sentence
+    numbers = {
+        "done": f"{done}",
+        "runs": f"{len(rows)}",
+        "hours": f"{spent:.1f}",
+        "seed_runs": f"{len(seeds)}",
+        "seed_hours": f"{float(seeds['cpu_seconds'].sum()) / 3600:.1f}",
+    }
+    return pd.DataFrame(rows), numbers
+
+
+def long_run_numbers(run) -> dict[str, str]:
+    """The numbers the prose quotes of a 60-epoch run (its history logs the per-layer measures every epoch):
+    ``epochs``, ``accuracy``, ``peaks`` (each layer's mean peak after the last epoch, "1.01, 1.02 and
+    1.69"), ``flat`` (how many layers stayed below ``NEAR_UNIFORM`` times uniform in every epoch) and
+    ``layers``; "—" for each when the run is not saved."""
+    from attnbook import viz
+    from attnlib.measures import NEAR_UNIFORM
+
+    keys = ("epochs", "accuracy", "peaks", "flat", "layers")
+    series = {} if run is None else viz.layer_series(run.history, "peak")
+    if not series:
+        return dict.fromkeys(keys, NOT_FOUND_CELL)
+    return {
+        "epochs": f"{len(run.history)}",
+        "accuracy": fmt(run.test_accuracy),
+        "peaks": word_list(f"{v[-1]:.2f}" for v in series.values()),
+        "flat": f"{sum(v.max() < NEAR_UNIFORM for v in series.values())}",
+        "layers": f"{len(series)}",
+    }
+
+
+def centre_numbers(run, shorter=None) -> dict[str, str]:
+    """The numbers the prose quotes of a quadratic model's centres (``measures.logged_centres``), in input
+    pixels (a token spans 32 / grid-width of them): ``epochs``, ``accuracy``, ``moved`` (each layer's mean
+    displacement from initialisation at the end), ``short_moved`` / ``short_epochs`` (the same of the
+    ``shorter`` run) and ``spread_start`` / ``spread_end`` (each layer's RMS distance of its centres from
+    their mean, at initialisation and at the end); "—" where a run is not saved."""
+    from attnlib.measures import centre_displacement, centre_spread, logged_centres
+
+    def pixels(r):
+        return 32 / float(r.attention["grid"][1]) if r is not None and r.attention else 1.0
+
+    out = dict.fromkeys(
+        ("epochs", "accuracy", "moved", "short_moved", "short_epochs", "spread_start", "spread_end"),
+        NOT_FOUND_CELL,
+    )
+    ours = logged_centres(run)
+    if ours is not None:
+        scale = pixels(run)
+        out |= {
+            "epochs": f"{len(ours) - 1}",
+            "accuracy": fmt(run.test_accuracy),
+            "moved": word_list(f"{v * scale:.1f}" for v in centre_displacement(ours)[-1].tolist()),
+            "spread_start": word_list(f"{v * scale:.1f}" for v in centre_spread(ours[0]).tolist()),
+            "spread_end": word_list(f"{v * scale:.1f}" for v in centre_spread(ours[-1]).tolist()),
+        }
+    before = logged_centres(shorter)
+    if before is not None:
+        scale = pixels(shorter)
+        out["short_epochs"] = f"{len(before) - 1}"
+        out["short_moved"] = word_list(f"{v * scale:.1f}" for v in centre_displacement(before)[-1].tolist())
+    return out
 
 
 def ledger_table(frame):
