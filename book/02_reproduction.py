@@ -56,7 +56,7 @@
 # published and [Re] figures are shown as found, each with its source and kind; figures that were not
 # found say so.
 #
-# The chapter first sets our accuracies beside theirs (Table 1), then looks at where the heads of the
+# The chapter first sets our accuracies beside theirs (Paper Table 1), then looks at where the heads of the
 # trained models attend: the quadratic ones around their learned centres, the learned ones over the whole
 # grid, and ends with what agrees with the papers at this budget and what does not.
 
