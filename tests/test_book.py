@@ -478,8 +478,9 @@ def test_appendix_b_follows_the_report():
 
 
 def test_panels_share_one_colour_scale_with_a_bar():
-    """Panels compared side by side share one colour scale (a near-uniform map looks flat), shown by a
-    colour bar; weights of both signs (SAN patchwise) get a diverging scale symmetric around 0."""
+    """Panels compared side by side share one colour scale of multiples of uniform attention (log, centred
+    on 1: a uniform map sits at the scale's middle), shown by one colour bar; weights of both signs (SAN
+    patchwise) get a diverging scale symmetric around 0."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -492,8 +493,11 @@ def test_panels_share_one_colour_scale_with_a_bar():
     fig = viz.attention_grid(rows, (4, 4), (1, 2))
     images = [im for a in fig.axes for im in a.images]
     assert len(images) == 2 * (3 + 1)
-    assert {im.get_clim() for im in images} == {(0.0, 1.0)}
-    bars = [a for a in fig.axes if a.get_ylabel() == "attention probability"]
+    assert {im.get_clim() for im in images} == {(1 / 16, 16.0)}  # the sharp head: 16 × uniform
+    uniform = images[1]  # head 2 of layer 1: uniform, drawn as 1 × uniform, the log scale's centre
+    np.testing.assert_allclose(uniform.get_array(), 1.0)
+    assert uniform.norm(1.0) == 0.5
+    bars = [a for a in fig.axes if a.get_ylabel() == "multiple of uniform attention 1/16 (log scale)"]
     assert len(bars) == 1 and not fig._suptitle  # the caption, not a title, names the figure
     weights = [
         np.broadcast_to(np.linspace(low, high, 9)[:, None, None], (9, 2, 2))
@@ -677,7 +681,8 @@ def test_results_at_a_glance():
     assert (points[points["source"] != "ours"]["kind"] != "measured").all()
     fig = viz.accuracy_vs_params(points, verdicts={"san_pairwise": "verdict"})
     ax = fig.axes[0]
-    arrows = [a for a in ax.texts if getattr(a, "arrow_patch", None) is not None]
+    # the HA arrows: annotations without text (a label far from its point has a leader line, and text)
+    arrows = [a for a in ax.texts if getattr(a, "arrow_patch", None) is not None and not a.get_text()]
     # one arrow model -> HA for ours (the SAN HA run is missing) and one per [Re] pair with both points
     re_pairs = sum(
         1
@@ -693,7 +698,7 @@ def test_results_at_a_glance():
     renderer = fig.canvas.get_renderer()
     lines = [Path(ax.transData.transform([a.xyann, a.xy])) for a in arrows]
     labels = [t for t in ax.texts if t.get_text() and t not in arrows and t.get_text() != "verdict"]
-    assert "9h HA" in [t.get_text() for t in labels]
+    assert "9h HA, n=1" in [t.get_text() for t in labels]  # ours: with the seeds behind the point
     for label in labels:
         box = label.get_window_extent(renderer)
         assert not any(line.intersects_bbox(box, filled=False) for line in lines), label.get_text()

@@ -10,16 +10,19 @@ Conventions (the model contract of CONTRIBUTING.md):
 Every function returns the figure and leaves displaying or saving it to the caller. One module per kind of
 figure:
 
-    style      the style (``set_style``), colours, widths, the shared colour scale, ``placeholder``
+    style      the style (``set_style``), colours, widths, the colour scales (``multiple_scale``: multiples of
+               uniform attention on a log scale), ``placeholder``
     attention  attention maps: layers × heads grids (``token_attention``), SAN windows (``window_maps``)
     centres    quadratic heads: centres after training (``quadratic_centres``) and during it
     curves     error against α, losses, training histories, per-layer measures against the epoch
     glance     accuracy against parameter count (``accuracy_vs_params``), ours beside the literature's
+    schematic  where one query attends in SAN, ViT and quadratic heads (``attention_scopes``; no results)
 """
 
 from .attention import (
     SAN_COLUMNS,
     attention_grid,
+    head_split,
     offset_grid,
     san_layers,
     token_attention,
@@ -47,12 +50,17 @@ from .glance import (
     _spread_boxes,  # noqa: F401 -- reached as viz._spread_boxes by the tests of the box placement
     accuracy_vs_params,
 )
+from .schematic import SCOPE_TITLES, attention_scopes
 from .style import (
     CMAP,
     DIVERGING,
     GRID_WIDTH,
+    MAX_COLUMNS,
+    MULTIPLE_CMAP,
     PAGE_WIDTH,
+    PANEL,
     QUERY_COLOR,
+    multiple_scale,
     placeholder,
     set_style,
     shared_scale,
@@ -69,17 +77,24 @@ __all__ = [
     "LABEL_SPOTS",
     "LAYER_MEASURES",
     "LITERATURE_MARKERS",
+    "MAX_COLUMNS",
+    "MULTIPLE_CMAP",
     "PAGE_WIDTH",
+    "PANEL",
     "QUERY_COLOR",
     "SAN_COLUMNS",
+    "SCOPE_TITLES",
     "accuracy_vs_params",
     "attention_grid",
+    "attention_scopes",
     "centre_trajectories",
     "error_vs_alpha",
+    "head_split",
     "layer_colours",
     "layer_series",
     "loss_curve",
     "measures_vs_epochs",
+    "multiple_scale",
     "offset_grid",
     "placeholder",
     "quadratic_centres",

@@ -8,7 +8,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from .style import GRID_WIDTH, _as_numpy, _clean, _colorbar, _mark_query, _panel_grid, shared_scale
+from .style import (
+    GRID_WIDTH,
+    MAX_COLUMNS,
+    PANEL,
+    _as_numpy,
+    _clean,
+    _colorbar,
+    _mark_query,
+    _panel_grid,
+    multiple_scale,
+    shared_scale,
+)
 
 
 # ----------------------------------------------------------------------------- attention grids
@@ -20,14 +31,16 @@ def attention_grid(
     title: str | None = None,
     layer_names: Sequence[str] | None = None,
     average: bool = True,
-    panel: float = 1.05,
+    heads: Sequence[int] | None = None,
 ) -> Figure:
     """Attention probabilities of one query pixel, layers (rows) × heads (columns).
 
     rows: (L, heads, N) (or (heads, N) for one layer): the attention of the query over the N = H·W keys.
-    ``average`` adds a last column with the mean over heads. Every panel shares one colour scale (0 to the
-    largest probability in the figure), shown by a colour bar that marks uniform attention 1/N; the query
-    pixel is outlined.
+    ``heads``: the heads shown (indices, default all), ``average`` adds the mean over all heads after
+    them. Each map is coloured by its multiple of uniform attention, p·N, on one log scale centred on 1
+    (``multiple_scale``) computed from every head of ``rows``, shown or not: figures of the same rows
+    that show different heads share it. The query pixel is outlined. A layer of more than ``MAX_COLUMNS``
+    maps wraps onto several rows.
     """
     r = _as_numpy(rows)
     r = r[None] if r.ndim == 2 else r
@@ -43,10 +56,41 @@ def attention_grid(
         xlabel=xlabel,
         layer_names=layer_names,
         average=average,
-        panel=panel,
-        label="attention probability",
+        heads=heads,
+        label=f"multiple of uniform attention 1/{height * width} (log scale)",
         uniform=1.0 / (height * width),
     )
+
+
+def _layer_panels(maps, heads, average) -> list[list[tuple[np.ndarray, str]]]:
+    """Per layer the (map, name) of the ``heads`` shown, then the mean over all heads when ``average``."""
+    out = []
+    for layer in maps:
+        row = [(layer[h], f"head {h + 1}") for h in heads]
+        if average:
+            row.append((layer.mean(0), "mean of heads"))
+        out.append(row)
+    return out
+
+
+def _arrange(layers, layer_names) -> tuple[list[list], list[str], list[str] | None]:
+    """The cells of a figure from per-layer (map, name) lists: -> (rows of (map, title) cells or None,
+    the row labels, the column titles or None when every cell has its own title). One row per layer when
+    a layer's maps fit ``MAX_COLUMNS``, titled by column; else each layer wraps onto rows of equal length
+    (its name beside its first row), every map titled."""
+    per_layer = len(layers[0])
+    names = list(layer_names) if layer_names else [f"layer {li + 1}" for li in range(len(layers))]
+    if per_layer <= MAX_COLUMNS:
+        return [list(row) for row in layers], names, [name for _, name in layers[0]]
+    wraps = int(np.ceil(per_layer / MAX_COLUMNS))
+    cols = int(np.ceil(per_layer / wraps))
+    rows, labels = [], []
+    for li, layer in enumerate(layers):
+        for w in range(wraps):
+            chunk = list(layer[w * cols : (w + 1) * cols])
+            rows.append(chunk + [None] * (cols - len(chunk)))
+            labels.append(names[li] if w == 0 else "")
+    return rows, labels, None
 
 
 def _panels(
@@ -57,48 +101,50 @@ def _panels(
     xlabel,
     layer_names=None,
     average=True,
-    panel=1.05,
-    label="attention probability",
-    uniform=None,
+    heads=None,
+    label="multiple of uniform attention (log scale)",
+    uniform,
 ) -> Figure:
-    """Layers (rows) × heads (columns, plus the mean of heads when ``average``) of 2D maps (L, heads, h, w)
-    on one shared colour scale with a colour bar, with the pixel ``centre`` outlined."""
-    n_layers, heads = maps.shape[:2]
-    cols = heads + (1 if average else 0)
-    scale = min(panel, (GRID_WIDTH - 1.4) / cols)
-    compact = cols > 10  # 16 heads: number the columns, the x label says they are heads
+    """Layers × (the ``heads`` shown, plus the mean of all heads when ``average``) of 2D maps
+    (L, heads, h, w) as multiples of ``uniform`` on one colour scale (``multiple_scale``, from every map of
+    ``maps``, shown or not) with one colour bar under the maps, the pixel ``centre`` outlined. Maps of
+    ``PANEL`` inches, at most ``MAX_COLUMNS`` in a row (``_arrange``)."""
+    n_layers, n_heads = maps.shape[:2]
+    heads = list(range(n_heads)) if heads is None else [int(h) for h in heads]
+    if not heads and not average or any(not 0 <= h < n_heads for h in heads):
+        raise ValueError(f"heads: got {heads}; allowed: indices 0 to {n_heads - 1} (some, or the mean)")
+    every = [layer[h] for layer in maps for h in range(n_heads)]
+    every += [layer.mean(0) for layer in maps] if average else []
+    _, colours = multiple_scale(every, uniform)
+    rows, labels, columns = _arrange(_layer_panels(maps, heads, average), layer_names)
+    cols = len(rows[0])
     fig, axes = plt.subplots(
-        n_layers,
+        len(rows),
         cols,
-        figsize=(scale * cols + 1.4, scale * n_layers + 0.9),
+        figsize=(PANEL * cols + 1.6, (PANEL + (0.0 if columns else 0.2)) * len(rows) + 0.9),
         squeeze=False,
         layout="constrained",
     )
-    panels = [
-        [(maps[li, ci], f"{ci + 1}" if compact else f"head {ci + 1}") for ci in range(heads)]
-        for li in range(n_layers)
-    ]
-    if average:
-        for li in range(n_layers):
-            panels[li].append((maps[li].mean(0), "mean" if compact else "mean of\nheads"))
-    colours = shared_scale([p for row in panels for p, _ in row])
     image = None
-    for li, row in enumerate(panels):
-        for ci, (p, name) in enumerate(row):
-            ax = axes[li, ci]
+    for ri, row in enumerate(rows):
+        for ci, cell in enumerate(row):
+            ax = axes[ri, ci]
             _clean(ax)
-            image = ax.imshow(p, **colours)
+            if cell is None:
+                ax.set_visible(False)
+                continue
+            p, name = cell
+            image = ax.imshow(np.clip(p / uniform, colours["norm"].vmin, None), **colours)
             _mark_query(ax, *centre)
-            if li == 0:
-                ax.set_title(name, fontsize=9, fontweight="normal")
-            if ci == 0:
-                row_name = layer_names[li] if layer_names else f"layer {li + 1}"
+            if columns is None or ri == 0:
+                ax.set_title(name if columns is None else columns[ci], fontsize=8, fontweight="normal", pad=2)
+            if ci == 0 and labels[ri]:
                 # horizontal, so the labels of neighbouring rows never overlap
-                ax.set_ylabel(row_name, fontsize=9, rotation=0, ha="right", va="center")
+                ax.set_ylabel(labels[ri], fontsize=9, rotation=0, ha="right", va="center")
     _colorbar(fig, image, axes, label, uniform)
     if title:
         fig.suptitle(title)
-    fig.supxlabel(("columns: heads (mean of heads last); " if compact else "") + xlabel, fontsize=9)
+    fig.supxlabel(xlabel, fontsize=9)
     return fig
 
 
@@ -112,12 +158,19 @@ def offset_grid(
     o = _as_numpy(offsets)
     h2, w2 = o.shape[-2:]
     ch, cw = h2 // 2, w2 // 2
+    uniform = 1.0 / ((ch + 1) * (cw + 1))  # 1/N on the H×W grid, H = ch + 1
     if radius is not None:
         o = o[..., max(ch - radius, 0) : ch + radius + 1, max(cw - radius, 0) : cw + radius + 1]
         ch, cw = min(radius, ch), min(radius, cw)
     xlabel = "relative offset δ = key − query (query outlined at the centre)"
     return _panels(
-        o, (ch, cw), title=title, xlabel=xlabel, layer_names=layer_names, label="mean attention probability"
+        o,
+        (ch, cw),
+        title=title,
+        xlabel=xlabel,
+        layer_names=layer_names,
+        label="mean attention, multiple of uniform (log scale)",
+        uniform=uniform,
     )
 
 
@@ -128,22 +181,44 @@ def token_attention(
     query: int = 0,
     image: int | None = 0,
     layer_label: str = "layer",
+    heads: Sequence[int] | None = None,
+    average: bool = True,
 ) -> Figure:
     """``attention_grid`` from a saved ``attention.npz`` (``attnlib.snapshots.attention_summary``).
 
     query: index into the saved fixed query pixels; image: index of a saved test image, or None for the
-    average over all the averaged test images (``rows_mean``).
+    average over all the averaged test images (``rows_mean``). ``heads`` and ``average`` as in
+    ``attention_grid``: ``head_split`` gives the heads of a figure and of its fold-out.
     """
     grid = tuple(int(g) for g in attention["grid"])
     token = int(attention["queries"][query])
     pixel = divmod(token, grid[1])
     rows = attention["rows_mean"][:, :, query] if image is None else attention["rows"][image][:, :, query]
     names = [f"{layer_label} {i + 1}" for i in range(rows.shape[0])]
-    return attention_grid(rows, grid, pixel, title=title, layer_names=names)
+    return attention_grid(rows, grid, pixel, title=title, layer_names=names, heads=heads, average=average)
+
+
+def head_split(n_heads: int) -> tuple[list[int], list[int]]:
+    """The heads of an attention figure (the first ``MAX_COLUMNS`` − 1, beside the mean of heads: one row
+    per layer) and those of its fold-out (the rest, none for a model of that few heads): every head once."""
+    first = min(n_heads, MAX_COLUMNS - 1)
+    return list(range(first)), list(range(first, n_heads))
 
 
 #: Panels per row of the SAN figures (one per layer): four keep each panel's two-line title apart.
 SAN_COLUMNS = 4
+
+
+def _window_scale(maps: Sequence[np.ndarray], what: str) -> tuple[list[np.ndarray], dict, str]:
+    """SAN's K×K window weights for one colour scale: non-negative weights (pairwise SAN's softmax over
+    the window) as multiples of uniform 1/K² on a log scale (``multiple_scale``); weights of both signs
+    (patchwise SAN's unnormalised ones) as they are, on the diverging linear scale around 0
+    (``shared_scale``). -> (the maps to draw, ``imshow`` keywords, the colour bar's label)."""
+    if min(float(np.min(m)) for m in maps) < 0:
+        return list(maps), shared_scale(maps), f"{what} (signed, linear scale)"
+    kk = maps[0].size
+    shown, colours = multiple_scale(maps, 1.0 / kk)
+    return shown, colours, f"{what}, multiple of uniform 1/K² = 1/{kk} (log scale)"
 
 
 def window_maps(
@@ -171,18 +246,18 @@ def window_maps(
         k = int(round(np.sqrt(kk)))
         i, j = min(int(query[0] * h), h - 1), min(int(query[1] * w), w - 1)
         panels.append((layer[:, i, j].reshape(k, k), k, h, w, i, j))
-    colours = shared_scale([p[0] for p in panels])
+    drawn, colours, label = _window_scale([p[0] for p in panels], "aggregation weight")
     image = None
     for ax in axes.flat:
         _clean(ax)
     for li, ax in enumerate(shown):
-        p, k, h, w, i, j = panels[li]
-        image = ax.imshow(p, **colours)
+        _, k, h, w, i, j = panels[li]
+        image = ax.imshow(drawn[li], **colours)
         _mark_query(ax, k // 2, k // 2)
         name = layer_names[li] if layer_names else f"layer {li + 1}"
         ax.set_title(name, fontsize=9, fontweight="normal")
         ax.set_xlabel(f"{h}×{w} grid, pixel ({i}, {j})", fontsize=8)
-    _colorbar(fig, image, axes, "aggregation weight")
+    _colorbar(fig, image, axes, label)
     if title:
         fig.suptitle(title)
     fig.supxlabel("K×K window around the query pixel (centre outlined); mean over weight groups", fontsize=9)
@@ -197,16 +272,23 @@ def window_means(
     layer_names: Sequence[str] | None = None,
 ) -> Figure:
     """SAN aggregation weights averaged over pixels and images: weight groups (rows, with their mean
-    last) × layers (columns), on one colour scale with a colour bar.
+    last) × layers (columns, at most ``MAX_COLUMNS`` in a block of rows: more layers wrap onto a second
+    block), on one colour scale (``_window_scale``) with one colour bar.
 
     means: per layer (G, K²). Shows the first ``max_groups`` groups and the mean over all groups.
     """
     layers = [_as_numpy(m) for m in means]
     groups = min(max(m.shape[0] for m in layers), max_groups)
-    n_rows, cols = groups + 1, len(layers)
-    scale = min(1.05, (GRID_WIDTH - 1.4) / cols)
+    n_rows, n_layers = groups + 1, len(layers)
+    blocks = int(np.ceil(n_layers / MAX_COLUMNS))
+    cols = int(np.ceil(n_layers / blocks))
+    size = min(PANEL, 1.0)  # K×K windows of a few taps read at a smaller size than token grids
     fig, axes = plt.subplots(
-        n_rows, cols, figsize=(scale * cols + 1.6, scale * n_rows + 0.9), squeeze=False, layout="constrained"
+        n_rows * blocks,
+        cols,
+        figsize=(size * cols + 1.9, (size + 0.15) * n_rows * blocks + 0.9),
+        squeeze=False,
+        layout="constrained",
     )
     cells = {}
     for li, m in enumerate(layers):
@@ -214,36 +296,39 @@ def window_means(
         k = int(round(np.sqrt(kk)))
         for ri in range(n_rows):
             if ri == n_rows - 1:
-                cells[ri, li] = (m.mean(0).reshape(k, k), "mean of groups", k)
+                cells[ri, li] = (m.mean(0).reshape(k, k), k)
             elif ri < g:
-                cells[ri, li] = (m[ri].reshape(k, k), f"group {ri + 1}", k)
-    colours = shared_scale([c[0] for c in cells.values()])
-    names = list(layer_names) if layer_names else [f"layer {li + 1}" for li in range(cols)]
-    compact = cols > 4  # numbered columns (a long name over each would run into the next)
+                cells[ri, li] = (m[ri].reshape(k, k), k)
+    keys = list(cells)
+    drawn, colours, label = _window_scale([cells[c][0] for c in keys], "aggregation weight")
+    drawn = dict(zip(keys, drawn, strict=True))
+    names = list(layer_names) if layer_names else [f"layer {li + 1}" for li in range(n_layers)]
     image = None
-    for li in range(cols):
-        for ri in range(n_rows):
-            ax = axes[ri, li]
-            _clean(ax)
-            if ri == 0:
-                ax.set_title(
-                    names[li].split(" ")[-1] if compact else names[li], fontsize=8, fontweight="normal"
-                )
-            if li == 0:
-                label = "mean of groups" if ri == n_rows - 1 else f"group {ri + 1}"
-                ax.set_ylabel(label, fontsize=8, rotation=0, ha="right", va="center")
-            if (ri, li) not in cells:  # this layer has fewer groups: an empty cell, its row label kept
-                ax.set_frame_on(False)
-                continue
-            p, _, k = cells[ri, li]
-            image = ax.imshow(p, **colours)
-            _mark_query(ax, k // 2, k // 2)
-    _colorbar(fig, image, axes, "aggregation weight (mean over pixels and images)")
+    for ax in axes.flat:
+        _clean(ax)
+    for b in range(blocks):
+        for c in range(cols):
+            li = b * cols + c
+            for ri in range(n_rows):
+                ax = axes[b * n_rows + ri, c]
+                if li >= n_layers:
+                    ax.set_visible(False)
+                    continue
+                if ri == 0:
+                    ax.set_title(names[li], fontsize=8, fontweight="normal", pad=2)
+                if c == 0:
+                    row = "mean of groups" if ri == n_rows - 1 else f"group {ri + 1}"
+                    ax.set_ylabel(row, fontsize=8, rotation=0, ha="right", va="center")
+                if (ri, li) not in cells:  # this layer has fewer groups: an empty cell, its row label kept
+                    ax.set_frame_on(False)
+                    continue
+                image = ax.imshow(drawn[ri, li], **colours)
+                k = cells[ri, li][1]
+                _mark_query(ax, k // 2, k // 2)
+    _colorbar(fig, image, axes, label + "\nmean over pixels and images")
     if title:
         fig.suptitle(title)
-    unit = names[0].rsplit(" ", 1)[0] if compact else ""
-    columns = f"columns: {unit}s 1–{cols}; " if compact else ""
-    fig.supxlabel(f"{columns}K×K window (centre outlined)", fontsize=9)
+    fig.supxlabel("K×K window (centre outlined)", fontsize=9)
     return fig
 
 

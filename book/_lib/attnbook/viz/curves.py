@@ -11,8 +11,17 @@ from matplotlib.figure import Figure
 
 from .style import CMAP, GRID_WIDTH, PAGE_WIDTH, _as_numpy, _panel_grid
 
-
 # ----------------------------------------------------------------------------- curves
+#: Marker and line style of each series of ``error_vs_alpha`` and ``loss_curve`` in turn: series that
+#: coincide stay distinguishable (a filled line under a hollow dashed one).
+SERIES_STYLES = (
+    {"marker": "o", "linestyle": "-", "markersize": 6.5, "linewidth": 2.2},
+    {"marker": "x", "linestyle": "--", "markersize": 5.0, "linewidth": 1.2},
+    {"marker": "^", "linestyle": ":", "markersize": 4.5, "linewidth": 1.2, "mfc": "none"},
+    {"marker": "s", "linestyle": "-.", "markersize": 4.0, "linewidth": 1.2, "mfc": "none"},
+)
+
+
 def error_vs_alpha(
     alphas,
     errors: Mapping[str, Sequence] | Sequence,
@@ -21,7 +30,8 @@ def error_vs_alpha(
     tolerance: float | None = None,
     guide: bool = True,
 ) -> Figure:
-    """Relative error ‖MHSA(X) − Conv(X)‖ / ‖Conv(X)‖ against α (linear α, log error): one line per series.
+    """Relative error ‖MHSA(X) − Conv(X)‖ / ‖Conv(X)‖ against α (linear α, log error): one line per series,
+    each in its own ``SERIES_STYLES`` (a series that coincides with another stays visible under it).
 
     ``guide`` adds a dashed e^(−α) line through the first series' value at the median α, the rate at
     which the softmax mass off the target key vanishes (the nearest other key is one pixel further).
@@ -29,14 +39,24 @@ def error_vs_alpha(
     series = errors if isinstance(errors, Mapping) else {"": errors}
     a = _as_numpy(alphas)
     fig, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
-    for label, err in series.items():
-        ax.semilogy(a, _as_numpy(err), marker="o", markersize=3.5, label=label or None)
+    for k, (label, err) in enumerate(series.items()):
+        style = SERIES_STYLES[k % len(SERIES_STYLES)]
+        ax.semilogy(a, _as_numpy(err), label=label or None, zorder=2.2 + 0.1 * k, **style)
     if guide:
         first = _as_numpy(next(iter(series.values())))
         mid = len(a) // 2
-        ax.semilogy(a, first[mid] * np.exp(-(a - a[mid])), "--", color="0.5", linewidth=1.0, label="∝ e^(−α)")
+        guide_line = first[mid] * np.exp(-(a - a[mid]))
+        ax.semilogy(
+            a,
+            guide_line,
+            color="0.5",
+            linewidth=1.0,
+            linestyle=(0, (6, 3)),
+            zorder=1.5,
+            label=r"$\propto e^{-\alpha}$",
+        )
     if tolerance is not None:
-        ax.axhline(tolerance, color="0.3", linestyle=":", linewidth=1.0, label=f"{tolerance:g}")
+        ax.axhline(tolerance, color="0.3", linestyle=":", linewidth=1.0, label=f"tolerance {tolerance:g}")
     low = min(float(np.min(_as_numpy(e))) for e in series.values())
     ax.set_ylim(max(low / 10, 1e-17), 2.0)
     ax.set_xlabel("α (inverse width of the quadratic encoding, 1/pixel²)")
@@ -48,9 +68,20 @@ def error_vs_alpha(
 
 
 def loss_curve(steps, losses, *, title: str | None = None, y_label: str = "mean squared error") -> Figure:
-    """One loss curve against optimisation steps, log-scale y."""
+    """Loss curves against optimisation steps, log-scale y: ``losses`` one sequence (one curve, with
+    ``steps`` its steps) or a mapping label → losses (one curve each, in the ``SERIES_STYLES`` in turn
+    without markers, and a legend; ``steps`` shared, or a mapping label → steps)."""
     fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
-    ax.semilogy(_as_numpy(steps), _as_numpy(losses))
+    if isinstance(losses, Mapping):
+        for k, (label, values) in enumerate(losses.items()):
+            x = steps[label] if isinstance(steps, Mapping) else steps
+            style = SERIES_STYLES[k % len(SERIES_STYLES)]
+            ax.semilogy(
+                _as_numpy(x), _as_numpy(values), label=label, linestyle=style["linestyle"], linewidth=1.6
+            )
+        ax.legend(frameon=False, fontsize=9)
+    else:
+        ax.semilogy(_as_numpy(steps), _as_numpy(losses))
     ax.set_xlabel("gradient step")
     ax.set_ylabel(y_label)
     if title:
@@ -147,6 +178,14 @@ def layer_colours(n: int) -> list:
     return [cmap(0.85 * i / max(n - 1, 1)) for i in range(n)]
 
 
+def _line_unit(run: str) -> str:
+    """What one line of a run is: "application" (of the shared block) for an HA run, named with the word
+    "HA" ("SA learned 2D, 9 heads, HA"), else "layer"."""
+    import re
+
+    return "application" if re.search(r"\bHA\b", run) else "layer"
+
+
 def layer_series(history, key: str) -> dict[int, np.ndarray]:
     """{layer: values per epoch} of the history's ``<key>_<layer>`` columns."""
     out = {}
@@ -163,6 +202,7 @@ def measures_vs_epochs(
     displacements: Mapping[str, np.ndarray] | None = None,
     measures: Sequence[str] | None = None,
     title: str | None = None,
+    units: Mapping[str, str] | None = None,
 ) -> Figure:
     """Per-layer attention measures against the epoch: one column per run (a model beside its HA variant),
     one row per measure (shared y axis along a row), one line per layer coloured by ``layer_colours``.
@@ -171,7 +211,11 @@ def measures_vs_epochs(
     ``distance_<l>``, ``peak_<l>``, ``image_dependence_<l>``, ``similarity_<l>``); displacements: run name →
     (epochs + 1, layers) array of the quadratic centres' mean displacement (row 0: initialisation, epoch 0;
     ``attnlib.measures.centre_displacement``). Rows are the measures of ``LAYER_MEASURES`` (or ``measures``)
-    that some run has; a run without one shows "not logged" in that panel.
+    that some run has; a run without one shows "not logged" in that panel, and a run whose image
+    dependence is 0 at every epoch (positional attention: the same maps for every image) says so in its
+    panel instead of drawing a flat line. ``units``: run name → what a line is ("layer", or "application"
+    for an HA run, whose lines are the applications of its shared block); by default "application" for a
+    run named with the word "HA", else "layer"; the legend names the lines by it.
     """
     names = list(histories)
     if not names:
@@ -200,6 +244,7 @@ def measures_vs_epochs(
         raise ValueError("measures_vs_epochs: no per-layer measure in the histories given")
     layers = max(max(found[n, k][1], default=-1) for n in names for k in rows) + 1
     colours = layer_colours(layers)
+    units = {n: (units or {}).get(n) or _line_unit(n) for n in names}
     fig, axes = plt.subplots(
         len(rows),
         len(names),
@@ -213,18 +258,39 @@ def measures_vs_epochs(
         for c, name in enumerate(names):
             ax = axes[r, c]
             epoch, lines = found[name, key]
+            flat = (
+                key == "image_dependence"
+                and lines
+                and all(np.nanmax(np.abs(v)) < 1e-9 for v in lines.values())
+            )
+            if flat:  # positional attention: no line at 0, a sentence
+                lines = {}
+                note = "0 at every epoch:\nthe same maps for every image\n(positional attention only)"
+            else:
+                note = "not logged"
             for layer, values in lines.items():
-                ax.plot(epoch, values, "-", color=colours[layer], linewidth=1.4, label=f"layer {layer + 1}")
+                ax.plot(
+                    epoch,
+                    values,
+                    "-",
+                    color=colours[layer],
+                    linewidth=1.4,
+                    label=f"{units[name]} {layer + 1}",
+                )
             if not lines:
-                ax.text(0.5, 0.5, "not logged", ha="center", va="center", color="0.5", transform=ax.transAxes)
+                ax.text(
+                    0.5, 0.5, note, ha="center", va="center", color="0.4", fontsize=8, transform=ax.transAxes
+                )
             if r == 0:
                 ax.set_title(name, fontsize=9)
             if c == 0:
                 ax.set_ylabel(labels[key], fontsize=8)
             if r == len(rows) - 1:
                 ax.set_xlabel("epoch")
+    kinds = list(dict.fromkeys(units.values()))
+    word = kinds[0] if len(kinds) == 1 else " / ".join(kinds)
     handles = [
-        plt.Line2D([], [], color=colours[i], linewidth=2, label=f"layer {i + 1}") for i in range(layers)
+        plt.Line2D([], [], color=colours[i], linewidth=2, label=f"{word} {i + 1}") for i in range(layers)
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=min(layers, 8), frameon=False, fontsize=8)
     if title:

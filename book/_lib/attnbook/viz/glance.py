@@ -9,6 +9,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
 
 # ----------------------------------------------------------------------------- results at a glance
 #: Markers of the literature sources in ``accuracy_vs_params`` (hollow; ours are filled circles).
@@ -16,7 +17,8 @@ LITERATURE_MARKERS = ("s", "D", "^", "v")
 #: Palette entries of the groups in order (seaborn "colorblind": grey first, for the convolutional
 #: baseline, then blue, green, vermilion, purple, brown, pink...): neighbours never both orange.
 GROUP_COLOURS = (7, 0, 2, 3, 4, 5, 6, 9, 8, 1)
-#: Where a point's label may go, in points from the point, tried in order until it overlaps nothing.
+#: Where a point's label may go, in points from the point, tried in order until it overlaps nothing: next
+#: to it first, then further out (a thin leader line then joins label and point).
 LABEL_SPOTS = (
     (5, 3, "left"),
     (5, -10, "left"),
@@ -24,58 +26,81 @@ LABEL_SPOTS = (
     (-5, -10, "right"),
     (0, 7, "center"),
     (0, -15, "center"),
+    (14, 12, "left"),
+    (14, -20, "left"),
+    (-14, 12, "right"),
+    (-14, -20, "right"),
+    (0, 18, "center"),
+    (0, -26, "center"),
+    (24, 0, "left"),
+    (-24, 0, "right"),
+    (22, 24, "left"),
+    (-22, 24, "right"),
+    (22, -30, "left"),
+    (-22, -30, "right"),
 )
+#: Spots of ``LABEL_SPOTS`` from this index on stand apart from their point: a leader line joins them.
+LEADER_FROM = 6
 #: Pixels kept free around an arrow (its head is about this wide) when a label is placed.
 ARROW_MARGIN = 4
 
 
-def _place_labels(ax, items, fontsize: float = 7, avoid=(), lines=()) -> None:
+def _place_labels(ax, items, fontsize: float = 7, avoid=(), lines=(), bars=None) -> None:
     """Write each (x, y, text) next to its point where it overlaps no label written before nor a point nor
-    an artist of ``avoid`` (texts already placed) nor a line of ``lines`` (((x0, y0), (x1, y1)) in data
-    coordinates: the arrows, heads included, with a margin of ``ARROW_MARGIN`` pixels); greedy, first free
-    spot of ``LABEL_SPOTS``; the first spot when none is free."""
+    an artist of ``avoid`` (texts, legends already drawn) nor a line of ``lines``
+    (((x0, y0), (x1, y1)) in data coordinates: the arrows, heads included, with a margin of
+    ``ARROW_MARGIN`` pixels) nor a box of ``bars()`` (pixels, once the figure is laid out: the error
+    bars) and stays inside the axes; greedy, first free spot of ``LABEL_SPOTS`` (a leader
+    line to the point from ``LEADER_FROM`` on); where none is free, the spot overlapping least."""
     fig = ax.figure
     fig.canvas.draw()  # lay the figure out first (constrained layout): positions are final
     renderer = fig.canvas.get_renderer()
     points = [ax.transData.transform((x, y)) for x, y, _ in items]
     taken = [matplotlib.transforms.Bbox.from_extents(px - 4, py - 4, px + 4, py + 4) for px, py in points]
-    taken += [a.get_window_extent(renderer) for a in avoid]
+    taken += [a.get_window_extent(renderer).padded(BOX_PAD) for a in avoid]  # a box: its frame too
+    taken += list(bars()) if bars is not None else []
     paths = [matplotlib.path.Path(ax.transData.transform(np.asarray(line, float))) for line in lines]
+    frame = ax.get_window_extent(renderer)
 
-    def crowded(box) -> bool:
-        if any(box.overlaps(t) for t in taken):
-            return True
+    def crowding(box) -> float:
+        """Overlapped area (pixels²) with what is taken, plus a penalty per arrow crossed and off the axes."""
+        area = sum(_overlap(box, t) for t in taken)
         padded = box.padded(ARROW_MARGIN)
-        return any(path.intersects_bbox(padded, filled=False) for path in paths)
+        area += 400 * sum(path.intersects_bbox(padded, filled=False) for path in paths)
+        return area + 4 * (box.width * box.height - _overlap(box, frame))
 
     for x, y, text in items:
-        for k, (dx, dy, ha) in enumerate(LABEL_SPOTS):
+        scores = []
+        for dx, dy, ha in LABEL_SPOTS:
             label = ax.annotate(
-                text,
-                (x, y),
-                textcoords="offset points",
-                xytext=(dx, dy),
-                fontsize=fontsize,
-                color="0.25",
-                ha=ha,
+                text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=fontsize, ha=ha
             )
-            box = label.get_window_extent(renderer)
-            if not crowded(box) or k == len(LABEL_SPOTS) - 1:
-                if crowded(box):
-                    label.remove()
-                    label = ax.annotate(
-                        text,
-                        (x, y),
-                        textcoords="offset points",
-                        xytext=LABEL_SPOTS[0][:2],
-                        fontsize=fontsize,
-                        color="0.25",
-                        ha=LABEL_SPOTS[0][2],
-                    )
-                    box = label.get_window_extent(renderer)
-                taken.append(box)
-                break
+            scores.append(crowding(label.get_window_extent(renderer)))
             label.remove()
+            if scores[-1] == 0:
+                break
+        k = int(np.argmin(scores))
+        dx, dy, ha = LABEL_SPOTS[k]
+        leader = {"arrowstyle": "-", "color": "0.55", "linewidth": 0.6, "shrinkA": 0, "shrinkB": 3}
+        label = ax.annotate(
+            text,
+            (x, y),
+            textcoords="offset points",
+            xytext=(dx, dy),
+            fontsize=fontsize,
+            color="0.25",
+            ha=ha,
+            va="baseline",
+            arrowprops=leader if k >= LEADER_FROM else None,
+        )
+        taken.append(label.get_window_extent(renderer))
+
+
+def _overlap(a, b) -> float:
+    """The area (pixels²) two boxes share."""
+    w = min(a.x1, b.x1) - max(a.x0, b.x0)
+    h = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return max(w, 0.0) * max(h, 0.0)
 
 
 def accuracy_vs_params(
@@ -94,8 +119,11 @@ def accuracy_vs_params(
     get an error bar of ± one sd over seeds where it is finite) and ``baseline`` (the experiment an HA
     variant is compared with, else None).
     ``source_labels``: how the legend names each source. ``verdicts``: {experiment: short text} written
-    under our point of that experiment (e.g. an HA variant's Welch result against its model, from
-    ``attnbook.welch_labels``; none are drawn when None); the variants' labels are placed around them.
+    in a box on the arrow from its model to our point of that experiment (an HA variant's Welch difference
+    against its model, from ``attnbook.welch_labels``; under the point where there is no arrow; none are
+    drawn when None). Every point is labelled: its ``label``, or its group where that is empty (ResNet18),
+    our points with the number of seeds behind them ("n=3", from ``seeds`` where given); labels are placed
+    where they overlap no other label, box, legend, error bar or arrow.
     """
     groups = list(dict.fromkeys(points["group"]))
     sources = list(dict.fromkeys(points["source"]))
@@ -113,10 +141,40 @@ def accuracy_vs_params(
     _glance_legends(ax, groups, sources, colours, markers, dict(source_labels or {}))
     if title:
         ax.set_title(title)
-    labelled = [(r.params, r.accuracy * 100, r.label) for r in points.itertuples() if r.label]
+    labelled = [(r.params, r.accuracy * 100, _point_label(r)) for r in points.itertuples()]
     _spread_boxes(ax, written, [(r.params, r.accuracy * 100) for r in points.itertuples()])
-    _place_labels(ax, labelled, avoid=written, lines=arrows)  # last: the axes limits and legends are final
+    avoid = [*written, *_legends(ax)]
+    _place_labels(
+        ax, labelled, avoid=avoid, lines=arrows, bars=lambda: _bars(ax, points)
+    )  # last: the axes limits and legends are final
     return fig
+
+
+def _point_label(r) -> str:
+    """A point's label: its ``label`` or else its group; ours with its seeds, "iso 9h, n=3"."""
+    text = r.label if isinstance(r.label, str) and r.label else r.group
+    seeds = getattr(r, "seeds", None)
+    if r.source == "ours" and seeds is not None and np.isfinite(seeds):
+        text += f", n={int(seeds)}"
+    return text
+
+
+def _legends(ax) -> list:
+    """The legends drawn on ``ax`` (the one ``ax.legend`` returns and those added as artists)."""
+    return [a for a in ax.get_children() if isinstance(a, Legend)]
+
+
+def _bars(ax, points) -> list:
+    """The boxes (pixels) of our points' error bars (± one sd over seeds), 3 pixels wide on each side:
+    what a label must not cover."""
+    out = []
+    for r in points.itertuples():
+        sd = getattr(r, "accuracy_sd", float("nan"))
+        if r.source == "ours" and np.isfinite(sd):
+            low = ax.transData.transform((r.params, (r.accuracy - sd) * 100))
+            high = ax.transData.transform((r.params, (r.accuracy + sd) * 100))
+            out.append(matplotlib.transforms.Bbox.from_extents(low[0] - 3, low[1], high[0] + 3, high[1]))
+    return out
 
 
 def _colours(groups) -> dict:
@@ -180,14 +238,25 @@ def _glance_points(ax, points, colours, markers, verdicts) -> list:
             zorder=3,
         )
         if verdicts and filled and r.experiment in verdicts:
-            written.append(
-                _verdict_box(ax, verdicts[r.experiment], (r.params, r.accuracy * 100), colours[r.group])
-            )
+            anchor = _arrow_middle(points, r) or (r.params, r.accuracy * 100)
+            written.append(_verdict_box(ax, verdicts[r.experiment], anchor, colours[r.group]))
     return written
 
 
+def _arrow_middle(points, r):
+    """The middle of the arrow from our point of ``r``'s baseline to ``r`` (geometric mean of the parameter
+    counts: the middle on the log axis), or None without that point."""
+    if not isinstance(r.baseline, str):
+        return None
+    base = points[(points["experiment"] == r.baseline) & (points["source"] == r.source)]
+    if not len(base):
+        return None
+    b = base.iloc[0]
+    return (float(np.sqrt(b["params"] * r.params)), float((b["accuracy"] + r.accuracy) * 50))
+
+
 def _verdict_box(ax, text: str, xy, colour):
-    """A verdict in a framed box under its point (``_spread_boxes`` may move it later)."""
+    """A verdict in a framed box under its anchor (``_spread_boxes`` may move it later)."""
     return ax.annotate(
         text,
         xy,

@@ -5,16 +5,26 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import FixedLocator, NullLocator
 
 CMAP = "viridis"
 DIVERGING = "RdBu_r"  # for values of both signs (SAN patchwise weights), symmetric around 0
 QUERY_COLOR = "#e4572e"
+#: Multiples of uniform attention (p·N: 1 is uniform), on a log scale centred on 1: blue below, white at,
+#: red above uniform.
+MULTIPLE_CMAP = "RdBu_r"
+OUTLINE_COLOR = "0.1"  # the query pixel's outline on a map: thin and dark, over any colour of MULTIPLE_CMAP
 PAGE_WIDTH = 10.0  # inches: the width of a figure that fills the book's text column
 #: Width (inches) of the panel grids (attention maps): narrower than PAGE_WIDTH, so that shown at the text
 #: column's width their labels stay legible; panels shrink instead.
 GRID_WIDTH = 7.5
+#: Side (inches) of one map of a panel grid, and the most maps in a row: 5 × 1.25 in of a 7.75 in figure is
+#: 16% of the figure's width per map, ≥ 90 px in a text column ≥ 560 px wide.
+PANEL = 1.25
+MAX_COLUMNS = 5
 
 
 def set_style() -> None:
@@ -50,9 +60,10 @@ def _grid_side(n_tokens: int) -> tuple[int, int]:
 
 
 def _mark_query(ax, row: int, col: int, size: float = 1.0) -> None:
+    """Outline the query pixel (row, col) of a map: a thin line on the pixel's border, its inside left free."""
     ax.add_patch(
         Rectangle(
-            (col - size / 2, row - size / 2), size, size, fill=False, edgecolor=QUERY_COLOR, linewidth=1.6
+            (col - size / 2, row - size / 2), size, size, fill=False, edgecolor=OUTLINE_COLOR, linewidth=0.9
         )
     )
 
@@ -80,11 +91,55 @@ def shared_scale(arrays) -> dict:
     return {"cmap": CMAP, "vmin": 0.0, "vmax": max(high, 1e-12)}
 
 
+def multiple_scale(arrays, uniform: float) -> tuple[list[np.ndarray], dict]:
+    """Maps of non-negative weights as multiples of the uniform weight (p / uniform, e.g. p·N: 1 is uniform),
+    and one ``imshow`` colour scale for all of them: ``MULTIPLE_CMAP`` on a log scale symmetric around 1,
+    from 1/b to b with b the smallest power of 2 ≥ max(2, the largest multiple) (a near-uniform map stays
+    near white instead of filling the scale). Multiples below 1/b take the scale's lowest colour.
+    -> (the maps as multiples, the ``imshow`` keywords)."""
+    multiples = [_as_numpy(a) / uniform for a in arrays]
+    values = np.concatenate([m.ravel() for m in multiples])
+    high = float(np.nanmax(values)) if values.size else 1.0
+    bound = 2.0 ** np.ceil(np.log2(max(high, 2.0)))  # smallest power of 2 ≥ max(2, high)
+    floor = 1.0 / bound
+    return [np.clip(m, floor, None) for m in multiples], {
+        "cmap": MULTIPLE_CMAP,
+        "norm": LogNorm(vmin=floor, vmax=bound),
+    }
+
+
+def _multiple_ticks(bar) -> None:
+    """Ticks of a multiple-of-uniform colour bar at the powers of 2 (at most 9 of them), "×1/4", "×1", "×4"."""
+    low, high = bar.norm.vmin, bar.norm.vmax
+    top = int(round(np.log2(high)))
+    step = max(1, int(np.ceil(2 * top / 8)))
+    powers = [k for k in range(-top, top + 1) if k % step == 0]
+    bar.ax.yaxis.set_major_locator(FixedLocator([2.0**k for k in powers]))
+    bar.ax.yaxis.set_minor_locator(NullLocator())
+    bar.ax.set_yticklabels([f"×{2**k:g}" if k >= 0 else f"×1/{2**-k:g}" for k in powers])
+    if low <= 1.0 <= high:
+        bar.ax.axhline(1.0, color=OUTLINE_COLOR, linewidth=1.0)
+
+
 def _colorbar(fig, image, axes, label: str, uniform: float | None = None):
-    """A colour bar for all ``axes`` (one scale), with the uniform level 1/N marked when given."""
-    bar = fig.colorbar(image, ax=axes, shrink=0.9, aspect=30, pad=0.02)
+    """A colour bar for all ``axes`` (one scale, at most 4.5 inches long), with the uniform level 1/N
+    marked when given; on a multiple-of-uniform scale (``multiple_scale``), ticks at the powers of 2 and a
+    line at ×1 (uniform)."""
+    multiple = isinstance(image.norm, LogNorm)
+    shrink = min(0.9, 4.5 / fig.get_figheight())
+    bar = fig.colorbar(
+        image,
+        ax=axes,
+        shrink=shrink,
+        aspect=30 * shrink / 0.9,
+        pad=0.02,
+        extend="min" if multiple else "neither",
+    )
     bar.set_label(label, fontsize=9)
     bar.ax.tick_params(labelsize=8)
+    if multiple:
+        _multiple_ticks(bar)
+        return bar
     if uniform is not None and image.norm.vmin <= uniform <= image.norm.vmax:
         bar.ax.axhline(uniform, color=QUERY_COLOR, linewidth=1.5)
         bar.ax.text(
