@@ -1,12 +1,11 @@
 """attnlib.results.load (issue 32): reading a saved run without the trainer. What `read` returns equals what the
-run wrote (read back independently from the files), each status of a folder, the cache that spares a second
-read, and that the results and analysis sides import neither the trainer, data loading nor the lab."""
+run wrote (read back independently from the files), each status of a folder, and that the results and
+analysis sides import neither the trainer, data loading nor the lab."""
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 import sys
 
@@ -17,13 +16,6 @@ import pytest
 from attnlib.errors import ConfigError
 from attnlib.results import load
 from attnlib.results.config import run_config, run_dir
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    load.clear_cache()
-    yield
-    load.clear_cache()
 
 
 def _npz(path) -> dict[str, np.ndarray]:
@@ -92,50 +84,6 @@ def test_bad_arguments_raise_config_error_and_nothing_else(trained):
         load.read("vit", "no_such_preset", results_dir=trained)
     with pytest.raises(ConfigError):
         load.read("vit", "smoke", seed=-1, results_dir=trained)
-
-
-def _age(folder, seconds: float = 60.0) -> None:
-    """Date every file of `folder` `seconds` back: a folder changed in the last seconds is not cached."""
-    import time
-
-    for f in folder.iterdir():
-        os.utime(f, (time.time() - seconds, time.time() - seconds), follow_symlinks=False)
-
-
-def test_an_unchanged_folder_is_not_read_again_and_a_changed_one_is(copy, monkeypatch):
-    _age(run_dir(copy, "vit", "smoke"))
-    first = load.read("vit", "smoke", results_dir=copy)
-    calls = []
-    real = load._check
-    monkeypatch.setattr(load, "_check", lambda *a: calls.append(a) or real(*a))
-    again = load.read("vit", "smoke", results_dir=copy)
-    assert calls == [] and again.metrics == first.metrics and again.run is not first.run
-    again.metrics["test_accuracy"] = 2.0  # a caller's change stays its own
-    again.run.attention[next(iter(again.run.attention))][...] = -1
-    third = load.read("vit", "smoke", results_dir=copy)
-    assert third.metrics == first.metrics and calls == []
-    for k in first.run.attention:
-        np.testing.assert_array_equal(third.run.attention[k], first.run.attention[k])
-    folder = run_dir(copy, "vit", "smoke")
-    history = folder / "history.csv"
-    tmp = folder / "history.new"
-    tmp.write_bytes(history.read_bytes() + b"\n")  # replaced as a writer replaces files: a new inode
-    os.replace(tmp, history)
-    changed = load.read("vit", "smoke", results_dir=copy)
-    assert len(calls) == 1 and changed.status == "damaged"
-
-
-def test_a_folder_changed_in_the_last_seconds_is_not_cached(copy, monkeypatch):
-    """A file rewritten in place within one clock tick, its size unchanged, keeps its signature: a folder
-    that changed within RACY_SECONDS is read again every time."""
-    folder = run_dir(copy, "vit", "smoke")
-    os.utime(folder / "history.csv")  # now
-    load.read("vit", "smoke", results_dir=copy)
-    calls = []
-    real = load._check
-    monkeypatch.setattr(load, "_check", lambda *a: calls.append(a) or real(*a))
-    load.read("vit", "smoke", results_dir=copy)
-    assert len(calls) == 1
 
 
 def test_read_seeds_and_read_runs(copy):
