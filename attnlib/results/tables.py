@@ -197,19 +197,18 @@ def timing_columns(results_dir: str | Path, preset: str, names):
     ratios = (report or {}).get("ratios", {})
     rows = []
     for name in names:
-        m, r = measured.get(name), ratios.get(name)
-        if r is not None and r["baseline"] not in measured:
-            r = None
+        m = measured.get(name, {})
+        r = ratios.get(name, {}) if m and ratios.get(name, {}).get("baseline") in measured else {}
         rows.append(
             {
                 "experiment": name,
-                "wall_time_measured": m is not None,
-                "wall_time_ms": None if m is None else m["median_ms"],
-                "wall_time_p25_ms": None if m is None else m["p25_ms"],
-                "wall_time_p75_ms": None if m is None else m["p75_ms"],
-                "time_ratio": None if m is None or r is None else r["ratio"],
-                "time_ratio_p25": None if m is None or r is None else r["round_ratio_p25"],
-                "time_ratio_p75": None if m is None or r is None else r["round_ratio_p75"],
+                "wall_time_measured": bool(m),
+                "wall_time_ms": m.get("median_ms"),
+                "wall_time_p25_ms": m.get("p25_ms"),
+                "wall_time_p75_ms": m.get("p75_ms"),
+                "time_ratio": r.get("ratio"),
+                "time_ratio_p25": r.get("round_ratio_p25"),
+                "time_ratio_p75": r.get("round_ratio_p75"),
             }
         )
     return pd.DataFrame(rows)
