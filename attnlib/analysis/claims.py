@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnlib import experiments
-from attnlib.analysis import controls
+from attnlib.analysis import controls, costs
 from attnlib.analysis.literature import PAPER, RE
 from attnlib.analysis.rules import (
     COMPARABLE_SIZE,
@@ -197,6 +197,33 @@ CLAIMS: tuple[Claim, ...] = (
         _ha_fifth,
     ),
     Claim(
+        "ha_train_cost",
+        "HA: training without memory constraints",
+        RE,
+        "§4.4 (paraphrase; the report's text was not retrieved)",
+        "Hierarchical Attention allows deeper models without memory constraints.",
+        "peak memory of one training step (MiB above its start: activations, gradients, temporaries) and time "
+        "per step, HA / model, each pair on the same batch in one run on one machine (python -m attnlib "
+        "train-cost), time per epoch beside",
+        f"reproduced when every pair's HA step allocates less than its model's (ratio < {costs.SAVES:g}), not "
+        "reproduced otherwise; time is shown, not judged",
+        costs.ha_train_cost,
+    ),
+    Claim(
+        "ha_inference_time",
+        "HA: inference wall time",
+        RE,
+        "Table 3 (wall-time column; its values were not retrieved) and the OpenReview abstract",
+        "HA “shows improved performance with significantly lesser parameters”; Table 3 sets each model's "
+        "inference wall time beside its HA variant's.",
+        "HA / model inference wall time per image (each saved run's own 300 timed single-image passes after "
+        "training): the ratio of the seed means, the range of the per-seed ratios, the machine",
+        f"reproduced (HA faster) when every pair's per-seed ratios (≥ 2 seeds both sides have) lie below "
+        f"{costs.SAVES:g}, not reproduced when some pair's all lie above {1 / costs.SAVES:.2f}, inconclusive "
+        "otherwise",
+        costs.ha_inference_time,
+    ),
+    Claim(
         "ha_layers_differ",
         "HA: every layer attends differently",
         RE,
@@ -255,6 +282,8 @@ EVIDENCE: dict[str, tuple[tuple[str, ...], str]] = {
     "near_resnet": (("resnet18", *QUADRATIC, *LEARNED_POSITIONAL, *LEARNED_CONTENT), "means"),
     "ha_gain": (tuple(n for b in HA_PAIRS for n in (b, b + "_ha")), "seeds"),
     "ha_params": ((), "counted"),
+    "ha_train_cost": ((), "measured"),
+    "ha_inference_time": (tuple(n for b in HA_PAIRS for n in (b, b + "_ha")), "seeds"),
     "ha_layers_differ": (
         tuple(n for b in HA_PAIRS if not b.startswith("san_") for n in (b, b + "_ha")),  # SAN: no token maps
         "maps",
@@ -286,6 +315,8 @@ def evidence_scale(ev: Evidence, key: str) -> str:
         return "live check, float64"
     if kind == "counted":
         return "counted at the paper's settings"
+    if kind == "measured":  # one run of the train-cost measure at the ledger's preset
+        return f"at {ev.preset}, one measured training step per model, 1 run"
     if key == "near_resnet":  # compared within ResNet18's preset
         names = [n for n in names if ev.preset_of(n) == ev.preset_of("resnet18")]
     groups: dict[str, list[int]] = {}
@@ -365,12 +396,19 @@ def theorem_error(kernel_size: int = 3, alpha: float = 40.0, seed: int = 0) -> f
 
 
 def _saved(results_dir, name: str, preset: str, seeds, data) -> tuple[object, list[float]]:
-    """(seed-0 RunResult or None, test accuracies of every saved seed among `seeds`) of `name` at `preset`,
+    """(seed-0 RunResult or None, test accuracies of every saved seed among `seeds`, their inference wall times
+    {seed: (ms, device)}) of `name` at `preset`,
     complete for today's configuration (`attnlib.results.load.read_seeds`: reads, never trains)."""
     found = read_seeds(name, preset, results_dir=results_dir, data=data, seeds=seeds)
     complete = {seed: saved for seed, saved in found.items() if saved.complete}
     first = complete[0].run if 0 in complete else None
-    return first, [saved.test_accuracy for saved in complete.values()]
+    walls = {s: (m.get("wall_time_ms"), m.get("wall_time_device")) for s, m in _metrics(complete).items()}
+    walls = {s: w for s, w in walls.items() if isinstance(w[0], int | float) and w[0] > 0}
+    return first, [saved.test_accuracy for saved in complete.values()], walls
+
+
+def _metrics(complete: dict) -> dict[int, dict]:
+    return {seed: saved.metrics or {} for seed, saved in complete.items()}
 
 
 # _paper_params' answers: {(name, ids of the registry objects behind it): (count, those objects)}
@@ -408,7 +446,7 @@ def gather(
     longer = {}
     if prefer and prefer != preset:
         longer = {name: _saved(results_dir, name, prefer, seeds, data) for name in names}
-    has = {name for name, (run, _) in longer.items() if run is not None}
+    has = {name for name, (run, *_) in longer.items() if run is not None}
     paper_attention = [
         n for n in experiments.names() if n != "resnet18" and not n.startswith(("san_", "vit"))
     ]
@@ -422,13 +460,14 @@ def gather(
         for name in group:
             ev.runs[name] = (longer if moves else own)[name][0]
             ev.accuracies[name] = (longer if enough else own)[name][1]
+            ev.wall_times[name] = (longer if enough else own)[name][2]
             if moves:
                 ev.presets[name] = prefer
             if enough:
                 ev.seed_presets[name] = prefer
     if "resnet18" in own:
         moves = "resnet18" in has and any(n in has for n in paper_attention)
-        ev.runs["resnet18"], ev.accuracies["resnet18"] = (longer if moves else own)["resnet18"]
+        ev.runs["resnet18"], ev.accuracies["resnet18"], _ = (longer if moves else own)["resnet18"]
         if moves:
             ev.presets["resnet18"] = ev.seed_presets["resnet18"] = prefer
     ev.runs = {n: ev.runs[n] for n in names}  # registry order, as before
@@ -437,6 +476,7 @@ def gather(
         for name in (base, base + "_ha"):
             ev.params_paper[name] = _paper_params(name)
     ev.theorem_error = theorem_error()
+    ev.train_cost = costs.train_cost_report(results_dir, preset)
     return ev
 
 

@@ -70,6 +70,9 @@ class Evidence:
     theorem_error: float | None = None
     presets: dict[str, str] = field(default_factory=dict)
     seed_presets: dict[str, str] = field(default_factory=dict)
+    # {experiment: {seed: (inference wall time ms, device)}} of the runs behind `accuracies`
+    wall_times: dict[str, dict] = field(default_factory=dict)
+    train_cost: dict | None = None  # the train-cost report of the ledger's preset (attnlib.analysis.costs)
 
     def preset_of(self, experiment: str) -> str:
         """The preset the evidence of `experiment` comes from."""

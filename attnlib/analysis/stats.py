@@ -244,3 +244,15 @@ def concordance(ours: dict[str, float], theirs: dict[str, float]) -> tuple[int, 
         elif d_theirs != 0:
             flipped.append((a, b) if d_theirs > 0 else (b, a))
     return same, len(common) * (len(common) - 1) // 2, flipped
+
+
+def best_by_seed_mean(accuracies: dict[str, list[float]]) -> tuple[str, float, int] | None:
+    """(model, mean accuracy over its seeds, n) of the model with the highest seed mean among those with the
+    most seeds of any model given (a model with fewer seeds is never named beside means over more: issue 29
+    §4); None when none has a seed. Ties keep the order given."""
+    full = max((len(v) for v in accuracies.values()), default=0)
+    if not full:
+        return None
+    means = {m: sum(v) / len(v) for m, v in accuracies.items() if len(v) == full}
+    best = max(means, key=means.get)
+    return best, means[best], full

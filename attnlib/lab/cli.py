@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
         _add_san_bench,
     ):
         add(sub, style, preset)
+    from attnlib.lab import train_cost  # HA's training time and memory (issue 29); imports no torch here
+
+    train_cost.add_parser(sub, style, preset)
     return parser
 
 

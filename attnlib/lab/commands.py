@@ -379,6 +379,12 @@ def cmd_san_bench(args) -> int:
     return 0
 
 
+def cmd_train_cost(args) -> int:
+    from attnlib.lab import train_cost
+
+    return train_cost.command(args)
+
+
 def run(args) -> int:
     """Run the command `args` names (ConfigError for an empty --results-dir: it would write into the current
     folder)."""
@@ -397,4 +403,5 @@ COMMANDS = {
     "time": cmd_time,
     "bench": cmd_bench,
     "san-bench": cmd_san_bench,
+    "train-cost": cmd_train_cost,
 }

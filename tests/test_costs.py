@@ -1,0 +1,93 @@
+"""HA's cost rows of the ledger (attnlib.analysis.costs) and the measure behind one of them (attnlib.lab.train_cost),
+and the best model by seed mean (attnlib.analysis.stats.best_by_seed_mean)."""
+
+import json
+import math
+
+import pytest
+
+from attnlib.analysis import claims, costs, stats
+from attnlib.analysis.rules import INCONCLUSIVE, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, Evidence
+
+
+def test_wall_ratio_is_the_ratio_of_seed_means_with_per_seed_ratios_of_common_seeds():
+    model = {0: (2.0, "cpu A"), 1: (4.0, "cpu A"), 2: (6.0, "cpu A")}
+    ha = {0: (1.0, "cpu A"), 1: (3.0, "cpu B")}
+    mean, paired, machines = costs.wall_ratio(model, ha)
+    assert mean == pytest.approx(2.0 / 4.0) and paired == [0.5, 0.75] and machines == {"cpu A", "cpu B"}
+    assert costs.wall_ratio({}, ha) is None
+
+
+@pytest.mark.parametrize(
+    "ha_ms,verdict",
+    [((1.0, 1.5), REPRODUCED), ((3.0, 5.0), NOT_REPRODUCED), ((1.0, 5.0), INCONCLUSIVE)],
+)
+def test_inference_time_verdict_follows_the_per_seed_ratios(ha_ms, verdict):
+    ev = Evidence("budget")
+    ev.wall_times = {
+        "vit": {0: (2.0, "x"), 1: (2.0, "x")},
+        "vit_ha": {0: (ha_ms[0], "x"), 1: (ha_ms[1], "x")},
+    }
+    text, got = costs.ha_inference_time(ev)
+    assert got == verdict and "vit:" in text and "n = 2/2" in text
+
+
+def test_inference_time_with_one_common_seed_is_inconclusive_and_nothing_saved_is_not_measured():
+    ev = Evidence("budget")
+    ev.wall_times = {"vit": {0: (2.0, "x")}, "vit_ha": {0: (1.0, "x")}}
+    assert costs.ha_inference_time(ev)[1] == INCONCLUSIVE
+    assert costs.ha_inference_time(Evidence("budget"))[1] == NOT_MEASURED
+
+
+def _report(memory_ha: float) -> dict:
+    entry = dict(step_s=0.5, epoch_s=250.0, peak_mib=100.0, params=10, bf16=False, batch=100)
+    return dict(
+        preset="budget",
+        protocol=dict(threads=1),
+        machine=dict(cpu="Test CPU", cpu_flags=["avx2"], torch="2"),
+        git=dict(commit="abcdef0123"),
+        models={"vit": entry, "vit_ha": {**entry, "peak_mib": memory_ha}},
+        ratios={"vit_ha": dict(time=1.0, memory=memory_ha / 100.0)},
+    )
+
+
+@pytest.mark.parametrize("memory_ha,verdict", [(50.0, REPRODUCED), (100.0, NOT_REPRODUCED)])
+def test_train_cost_row_reads_the_saved_report(tmp_path, memory_ha, verdict):
+    ev = Evidence("budget")
+    assert costs.ha_train_cost(ev)[1] == NOT_MEASURED
+    (tmp_path / "train_cost").mkdir()
+    (tmp_path / "train_cost" / "budget.json").write_text(json.dumps(_report(memory_ha)))
+    ev.train_cost = costs.train_cost_report(tmp_path, "budget")
+    text, got = costs.ha_train_cost(ev)
+    assert got == verdict and f"memory {memory_ha / 100:.2f}×" in text and "Test CPU (avx2" in text
+    (tmp_path / "train_cost" / "budget.json").write_text("{")
+    assert costs.train_cost_report(tmp_path, "budget") is None
+
+
+def test_the_ledger_has_the_cost_rows_with_their_scale():
+    ev = Evidence("budget")
+    ev.train_cost = _report(50.0)
+    frame = claims.ledger(ev, [c for c in claims.CLAIMS if c.key in ("ha_train_cost", "ha_inference_time")])
+    rows = frame.set_index("claim")
+    assert rows.loc["ha_train_cost", "verdict"] == REPRODUCED
+    assert "one measured training step" in rows.loc["ha_train_cost", "label"]
+    assert rows.loc["ha_inference_time", "verdict"] == NOT_MEASURED
+
+
+def test_train_cost_measures_each_pair_on_one_batch_and_the_ratios_are_its_numbers():
+    import torch
+
+    from attnlib.lab import train_cost
+
+    models, ratios = train_cost.measure_pair("vit", "smoke", torch.device("cpu"), rounds=1, min_run_time=0.01)
+    ha, base = models["vit_ha"], models["vit"]
+    assert ratios["memory"] == pytest.approx(ha["peak_mib"] / base["peak_mib"])
+    assert ratios["time"] == pytest.approx(ha["round_step_s"][0] / base["round_step_s"][0])
+    assert base["epoch_s"] == pytest.approx(math.ceil(50_000 / base["batch"]) * base["step_s"])
+    assert ha["params"] < base["params"] and base["peak_mib"] > 0
+
+
+def test_best_by_seed_mean_names_only_models_with_the_full_seed_count():
+    acc = {"a": [0.50, 0.52, 0.54], "b": [0.60], "c": [0.51, 0.53, 0.58]}
+    assert stats.best_by_seed_mean(acc) == ("c", pytest.approx(0.54), 3)  # b: one seed, not named
+    assert stats.best_by_seed_mean({"a": []}) is None
