@@ -163,8 +163,8 @@ def training_curves(histories: Mapping[str, object], *, title: str | None = None
 #: ``<key>_<layer>``) in the order they are drawn, each with its axis label; "displacement" is the
 #: quadratic centres' mean displacement from their initialisation (``centers.npz``, not the history).
 LAYER_MEASURES = (
-    ("distance", "attended distance (px)"),
-    ("peak", "peak (× uniform)"),
+    ("distance", "attended distance (input pixels)"),
+    ("peak", "mean peak (× uniform)"),
     ("displacement", "centre displacement (key positions)"),
     ("image_dependence", "image dependence (TV)"),
     ("similarity", "similarity σ to previous layer"),
