@@ -212,7 +212,8 @@ for verdict, key in (
     ("not measured", "not_measured"),
 ):
     book.glue_text(f"intro_n_{key}", counts.get(verdict, 0), "{:d}")
-book.glue_verdicts(ledger, "intro")
+CONCLUSION = ("theorem", "centres_move", "centres_grid", "learned_shifts", "near_resnet", "ha_params", "ha_gain")
+book.glue_verdicts(ledger, "intro", CONCLUSION)
 book.show_ledger(
     ledger,
     caption=f"The claims ledger at preset {params.preset}: each claim and the verdict its rule gives; "

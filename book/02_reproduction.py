@@ -109,8 +109,8 @@ book.show_table(
 # - **Distance** $\bar d = \sum_k p_{hqk}\, \lVert \mathrm{pos}(k) - \mathrm{pos}(q) \rVert$: how far from
 #   the query the attention goes, **in input pixels** of the 32 × 32 image (one token of the budget's
 #   8 × 8 grid spans 4 × 4 input pixels, of the paper's 16 × 16 grid 2 × 2). Uniform attention on the
-#   8 × 8 grid, over all queries: {glue:text}`def_uniform_distance` px. Every distance and centre
-#   displacement in the prose of this book is in input pixels; the ledger's centres are in tokens.
+#   8 × 8 grid, over all queries: {glue:text}`def_uniform_distance` px. Every distance and centre of the
+#   prose and figures of this book is in input pixels; only the ledger gives centres in tokens.
 # - **Mean peak** $\pi = N \max_k p_{hqk}$, averaged over heads, queries and images: how concentrated
 #   a typical map is, as a multiple of uniform (1: uniform; $N$: all attention on one key).
 # - **Max peak**: the single strongest probability in a layer's saved maps (over heads, query pixels and
@@ -219,10 +219,10 @@ book.glue_text("lit_re_quadratic_ha", book.RE_QUADRATIC_9H_HA.value, "{:.2%}")
 book.glue_text("lit_re_resnet", book.reference_value("resnet18", book.RE, "test_accuracy"), "{:.2%}")
 book.glue_str("repro_epochs", book.epoch_range(params.preset))
 for key, name in (("quad", "quadratic_iso_9h"), ("pos", "learned_9h"), ("content", "learned_content_9h")):
-    train = experiments.preset_for(name, params.preset).train
-    book.glue_text(f"repro_{key}_epochs", train.epochs, "{:d}")
-    book.glue_text(f"repro_{key}_lr", train.lr, "{:g}")
-    book.glue_text(f"repro_{key}_clip", train.grad_clip, "{:g}", missing="none")
+    book.glue_text(f"repro_{key}_epochs", experiments.preset_for(name, params.preset).train.epochs, "{:d}")
+content = experiments.preset_for("learned_content_9h", params.preset).train
+book.glue_text("repro_content_lr", content.lr, "{:g}")
+book.glue_text("repro_content_clip", content.grad_clip, "{:g}", missing="none")
 LEARNED = ("learned_9h", "learned_16h", "learned_content_9h", "learned_content_16h")
 low = [n for n, _ in book.below_target(frame, params.preset) if n in LEARNED]
 book.glue_text("repro_learned_low", len(low), "{:d}")
@@ -310,10 +310,10 @@ for name in ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h"):
 
 # %% [markdown]
 # How the centres moved during training ({numref}`fig-paths-quadratic_iso_9h` and
-# {numref}`fig-paths-quadratic_aniso_9h`): each line goes from a head's initial centre (hollow) to its
-# final one (filled), one panel per layer.
+# {numref}`fig-paths-quadratic_aniso_9h`, folded below): each line goes from a head's initial centre
+# (hollow) to its final one (filled), one panel per layer.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 for name in ("quadratic_iso_9h", "quadratic_aniso_9h"):
     book.show_centre_paths(name, runs[name], f"fig-paths-{name}", params.preset, runs.status)
 
@@ -324,10 +324,10 @@ for name in ("quadratic_iso_9h", "quadratic_aniso_9h"):
 # {glue:text}`quad_long_moved` input pixels on average in its four layers (after the budget run's
 # {glue:text}`quad_long_short_epochs` epochs: {glue:text}`quad_long_short_moved`); their spread per layer
 # (distance from the layer's mean centre, root mean square) went from {glue:text}`quad_long_spread_start`
-# to {glue:text}`quad_long_spread_end` input pixels. Its centres and paths follow, each caption naming the
-# preset.
+# to {glue:text}`quad_long_spread_end` input pixels. Its centres and paths are folded below, each caption
+# naming the preset.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 QUADRATIC = ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h")
 longer = book.show_measured_centres(QUADRATIC, params)
 quad = book.centre_numbers(longer.get("quadratic_aniso_9h"), runs["quadratic_aniso_9h"])

@@ -194,9 +194,9 @@ book.show_attention(runs["vit_ha"], "vit_ha", params, query, status=runs.status)
 #
 # The variant of {ref}`chapter-reproduction`: the model of B.2 with its positional tables and
 # head keys drawn from $\mathcal N(0, 0.2^2)$ instead of the paper's $\mathcal N(0, 0.02^2)$, trained
-# with the same protocol. Compare with B.2.
+# with the same protocol. Compare with B.2 (folded below).
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 variant = book.load_all(["learned_9h_pos_init"], params)
 book.show_attention(
     variant["learned_9h_pos_init"], "learned_9h_pos_init", params, query, status=variant.status
@@ -207,9 +207,9 @@ book.show_attention(
 #
 # The runs of the `long` preset, which the claims ledger reads where they are saved (60-epoch CPU runs: the
 # budget's models and protocols trained for a fixed 60 epochs), drawn as above, each caption naming the
-# preset and the epochs; section E lists which are saved.
+# preset and the epochs (folded below); section E lists which are saved.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 drawn = book.show_measured_attention(plan.LONG_PLAN, params, query)
 
 # %% [markdown]

@@ -57,7 +57,6 @@ from attnlib.results.tables import frame as results_frame
 
 from .benchmarks import bench_machine_markdown, bench_reports, peak_shared, profile_layout, throughput_tables
 from .display import (
-    glue_figure,
     glue_numbers,
     glue_str,
     glue_text,
@@ -203,7 +202,6 @@ __all__ = [
     "epoch_range",
     "fmt",
     "glance_points",
-    "glue_figure",
     "glue_str",
     "glue_numbers",
     "glue_text",

@@ -48,11 +48,13 @@ def glue_numbers(prefix: str, numbers: dict) -> None:
         glue_str(f"{prefix}_{key}", value)
 
 
-def glue_verdicts(ledger, prefix: str) -> None:
+def glue_verdicts(ledger, prefix: str, claims=None) -> None:
     """Glue each claim's verdict with its evidence and scale (the ledger's ``label``: "not reproduced — at
-    60 epochs (long), 1 seed each") as ``{prefix}_v_{claim}``, the words a chapter's findings quote."""
+    60 epochs (long), 1 seed each") as ``{prefix}_v_{claim}``, the words a chapter's findings quote; only
+    the ``claims`` given, when given."""
     for row in ledger.itertuples():
-        glue_str(f"{prefix}_v_{row.claim}", getattr(row, "label", row.verdict))
+        if claims is None or row.claim in claims:
+            glue_str(f"{prefix}_v_{row.claim}", getattr(row, "label", row.verdict))
 
 
 def png(figure):
@@ -67,13 +69,6 @@ def png(figure):
     figure.savefig(buffer, format="png")
     plt.close(figure)
     return Image(data=buffer.getvalue(), format="png")
-
-
-def glue_figure(name: str, figure) -> None:
-    """Glue a matplotlib figure for ``{glue:figure}`` (and close it)."""
-    from myst_nb import glue
-
-    glue(name, png(figure), display=False)
 
 
 def note(text: str, kind: str = "note") -> None:
@@ -350,8 +345,8 @@ def show_attention(
         listed = ", ".join(f"{_times(p)}×" for p in peaks)
         flat = " (near-uniform in every layer)" if peaks.max() < NEAR_UNIFORM else ""
         note(
-            f"Max peak per {unit} (the strongest attention probability over heads, the saved query pixels and "
-            f"{len(att['rows'])} test images, as a multiple of uniform): {listed}{flat}."
+            f"Max peak per {unit} ({{ref}}`definitions <def-measures>`; over heads, the saved query pixels and "
+            f"{len(att['rows'])} test images): {listed}{flat}."
         )
         return
     weights, means = viz.san_layers(att)
@@ -392,14 +387,21 @@ def show_centres(name: str, run, label: str, preset: str, status: dict | None = 
 
     if _centres_missing(name, run, label, preset, "Attention centres", status):
         return
-    grid = "×".join(str(int(g)) for g in run.attention["grid"])
     show(
-        viz.quadratic_centres(run.centers["centers"][-1], run.centers["inverse_covariance"][-1]),
+        viz.quadratic_centres(
+            run.centers["centers"][-1], run.centers["inverse_covariance"][-1], **_input_pixels(run)
+        ),
         label,
         f"{title(name)}{_at(preset, run, named)}: attention centres $\\Delta^{{(h)}}$ after training, one panel per "
-        f"layer, in pixels of the {grid} attention grid. Dots are the heads' centres (numbered), ellipses one "
-        "standard deviation of each head's Gaussian; the query pixel is the square at the origin.",
+        "layer, in input pixels: dots the heads' centres (numbered), ellipses one standard deviation of each "
+        "head's Gaussian, the square the query pixel.",
     )
+
+
+def _input_pixels(run) -> dict:
+    """The keywords that draw a run's centres in input pixels (``viz.quadratic_centres``): a token of its
+    attention grid spans 32 / grid-width of them (4 on the budget's 8 × 8 grid)."""
+    return {"pixel_size": 32 / float(run.attention["grid"][1]), "unit": "input pixels"}
 
 
 def show_centre_paths(
@@ -412,10 +414,10 @@ def show_centre_paths(
     if _centres_missing(name, run, label, preset, "Evolution of the centres", status):
         return
     show(
-        viz.centre_trajectories(run.centers["centers"], x_values=run.centers["epoch"]),
+        viz.centre_trajectories(run.centers["centers"], x_values=run.centers["epoch"], **_input_pixels(run)),
         label,
-        f"{title(name)}{_at(preset, run, named)}: attention centres during training, one panel per layer, from the "
-        "initial centre of each head (hollow) to its final one (filled).",
+        f"{title(name)}{_at(preset, run, named)}: attention centres during training, one panel per layer, in "
+        "input pixels, from the initial centre of each head (hollow) to its final one (filled).",
     )
 
 
