@@ -146,11 +146,8 @@ def _write_cache(path: Path, key: str, data: CIFAR10Data) -> None:
             f.write(buf.getbuffer())
             os.fchmod(f.fileno(), 0o644)  # the cache may be shared
     except Exception as err:  # noqa: BLE001 -- whatever failed, the data in memory is good
-        if isinstance(err, OSError) and err.strerror:
-            named = err.filename and err.filename != str(path)  # another file than the cache named above
-            reason = err.strerror + (f" ({err.filename})" if named else "")
-        else:
-            reason = f"{type(err).__name__}: {err}"
+        # atomic_write names `path` in every OSError (`attnlib.errors.with_path`): its reason is enough
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else f"{type(err).__name__}: {err}"
         log.warning("could not write the data cache %s: %s; training from memory", path, reason)
 
 
