@@ -2,8 +2,9 @@
 
 Time: ``torch.utils.benchmark.Timer.blocked_autorange``: after a warm-up that sizes them, blocks of calls long
 enough that the timer's own overhead is negligible, with the accelerator synchronised around each block, run
-for at least ``min_run_time`` seconds; ``interleaved_blocks`` gives several calls their blocks in turn. By hand
-only the interleaved Table-3 protocol (`attnlib.lab.timing`).
+for at least ``min_run_time`` seconds; ``interleaved_blocks`` gives several calls their blocks in turn;
+``mean_seconds`` times a fixed count of calls (``Timer.timeit``: the throughput behind the CPU-hour estimates).
+By hand only the interleaved Table-3 protocol (`attnlib.lab.timing`).
 
 Peak memory: what a call allocates above what existed before it, from torch's own accounting: the CUDA
 caching allocator's statistics on a GPU, the profiler's allocation events on the CPU (the CPU allocator keeps
@@ -13,6 +14,7 @@ no statistics; the resident set size would count the C library's caching too).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -29,6 +31,19 @@ def block_times(fn: Callable[[], object], min_run_time: float = MIN_RUN_TIME) ->
 
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     return list(timer.blocked_autorange(min_run_time=min_run_time).times)
+
+
+def mean_seconds(fn: Callable[[], object], calls: int, *, warmup: int = 0, cpu_time: bool = False) -> float:
+    """Mean seconds per call of ``fn()`` over ``calls`` timed calls (``Timer.timeit``) after ``warmup`` untimed
+    ones. ``cpu_time``: one thread, timed by this process's CPU time (``time.process_time``), which other
+    processes sharing the machine barely disturb; otherwise wall time with torch's threads, synchronised."""
+    from torch.utils import benchmark
+
+    for _ in range(warmup):
+        fn()
+    clock = {"timer": time.process_time} if cpu_time else {}
+    threads = 1 if cpu_time else torch.get_num_threads()
+    return benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads, **clock).timeit(calls).mean
 
 
 def interleaved_blocks(steps: dict[str, Callable[[], object]], repeats: int, min_run_time: float) -> dict:

@@ -160,24 +160,22 @@ def _env_flag(name: str, default: bool) -> bool:
 
 
 def git_state() -> dict:
-    """{"commit": sha or None, "dirty": bool or None} of the repository holding attnlib."""
-    root = Path(__file__).resolve().parent.parent
+    """{"commit": sha or None, "dirty": bool or None} of the repository holding attnlib (one `git status`:
+    the commit from its branch header, a change from any other line)."""
+    command = ["git", "status", "--porcelain=v2", "--branch", "--untracked-files=no"]
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
-        ).stdout.strip()
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
+            command, cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
         )
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
+    if status.returncode != 0:
+        return {"commit": None, "dirty": None}
+    lines = status.stdout.splitlines()
+    oid = next((line.split()[2] for line in lines if line.startswith("# branch.oid ")), "(initial)")
     return {
-        "commit": commit or None,
-        "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None,
+        "commit": None if oid == "(initial)" else oid,
+        "dirty": any(not line.startswith("#") for line in lines),
     }
 
 

@@ -3,12 +3,11 @@ registry's CPU-hour estimates (`attnlib.lab.plan.estimate_seconds`)."""
 
 from __future__ import annotations
 
-import time
-
 import torch
 from torch import nn
 
 from attnlib.config import TrainConfig
+from attnlib.lab.measure import mean_seconds
 from attnlib.train.device import autocast, resolve_device, use_bf16
 from attnlib.train.loop import train_step
 from attnlib.train.schedule import make_optimizer
@@ -22,10 +21,8 @@ def measure_throughput(
     On the CPU: per core, i.e. one thread, timed by this process's CPU time, which other processes sharing
     the machine barely disturb (multi-threaded CPU time is not: waiting threads spin).
     `attnlib.lab.plan.CPU_PARALLEL_EFFICIENCY` turns it into a multi-core estimate. On CUDA: wall time after
-    synchronising. `warmup` untimed calls first (and torch.utils.benchmark's own two), then `steps` timed
-    ones (torch.utils.benchmark.Timer). Updates the model's weights."""
-    from torch.utils import benchmark  # imported on first use: it loads torch's C++ extension machinery
-
+    synchronising. `warmup` untimed calls first, then `steps` timed ones (`attnlib.lab.measure.mean_seconds`).
+    Updates the model's weights."""
     device = resolve_device(device)
     bf16 = use_bf16(cfg.bf16, device)
     model = model.to(device)
@@ -33,14 +30,9 @@ def measure_throughput(
     x = torch.randn(cfg.batch_size, 3, 32, 32, device=device)
     y = torch.randint(0, 10, (cfg.batch_size,), device=device)
     cpu = device.type == "cpu"
-    clock = {"timer": time.process_time} if cpu else {}  # CUDA: the Timer's own clock, synchronised
-    threads = 1 if cpu else torch.get_num_threads()
 
     def rate(fn) -> float:
-        for _ in range(warmup):
-            fn()
-        timer = benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads, **clock)
-        return cfg.batch_size / timer.timeit(steps).mean
+        return cfg.batch_size / mean_seconds(fn, steps, warmup=warmup, cpu_time=cpu)
 
     model.train()
     train_ips = rate(lambda: train_step(model, optimizer, x, y, cfg.label_smoothing, bf16, cfg.grad_clip))
