@@ -74,8 +74,12 @@ def page_count(pdf: bytes) -> int:
     return len(PdfReader(io.BytesIO(pdf)).pages)
 
 
-def print_pages(files: list[Path], paper: str, chromium: str, timeout_ms: int = 120_000) -> list[Printed]:
-    """Each file printed to PDF by headless Chromium, network off, after MathJax has typeset it."""
+def print_pages(
+    files: list[Path], paper: str, chromium: str, timeout_ms: int = 120_000, paper_style: bool = True
+) -> list[Printed]:
+    """Each file printed to PDF by headless Chromium, network off, after MathJax has typeset it;
+    ``paper_style``: with ``PRINT_CSS`` over the theme's print style sheet (False: the theme's alone, as a
+    reader's "Print" button gets it)."""
     from playwright.sync_api import sync_playwright
 
     printed = []
@@ -87,7 +91,8 @@ def print_pages(files: list[Path], paper: str, chromium: str, timeout_ms: int = 
                 page = context.new_page()
                 page.set_default_timeout(timeout_ms)
                 page.goto(file.resolve().as_uri(), wait_until="load")
-                page.add_style_tag(content=PRINT_CSS)
+                if paper_style:
+                    page.add_style_tag(content=PRINT_CSS)
                 page.evaluate(bookcheck.MATHJAX_READY)
                 pdf = page.pdf(
                     format=paper,
@@ -132,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("html", nargs="?", default="_build/html", help="the built book (default _build/html)")
     parser.add_argument("-o", "--output", default=None, help="the PDF (default: attnlib.pdf beside html)")
     parser.add_argument("--paper", choices=PAPERS, default="A4", help="paper size (default A4)")
+    parser.add_argument(
+        "--theme-style", action="store_true", help="print with the theme's print style sheet alone (12 pt)"
+    )
     args = parser.parse_args(argv)
     html = Path(args.html)
     if not (html / "index.html").is_file():
@@ -143,11 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     target = Path(args.output) if args.output else html.parent / "attnlib.pdf"
     start = time.perf_counter()
-    printed = print_pages(chapter_pages(html), args.paper, chromium)
+    printed = print_pages(chapter_pages(html), args.paper, chromium, paper_style=not args.theme_style)
     join(printed, target)
-    print(
-        f"pdf: {target} ({args.paper}, margins {MARGIN}, {time.perf_counter() - start:.0f} s); printed pages:"
-    )
+    style = "the theme's print style" if args.theme_style else "10 pt paper style"
+    elapsed = time.perf_counter() - start
+    print(f"pdf: {target} ({args.paper}, margins {MARGIN}, {style}, {elapsed:.0f} s); printed pages:")
     for chapter in printed:
         print(f"  {chapter.pages:4d}  {chapter.page}")
     for name, count in totals(printed).items():
