@@ -134,3 +134,14 @@ def test_glance_labels_every_point_with_its_seeds_apart_from_each_other():
     assert np.hypot(box.x0 - middle[0], box.y0 - middle[1]) < 80  # pixels
     bars = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
     assert len(bars) == 5  # the points of 3 seeds: ± one sd; never one for a single seed
+
+
+def test_centre_displacement_in_input_pixels():
+    history = _history(2, 2, False)
+    moved = np.array([[0.0, 0.0], [0.5, 1.0], [1.0, 2.0]])  # key positions, epochs 0-2
+    fig = viz.measures_vs_epochs({"q": history}, displacements={"q": moved}, pixel_size=4.0)
+    row = [a for a in fig.axes if a.get_ylabel().startswith("centre displacement")][0]
+    assert row.get_ylabel() == "centre displacement (input pixels)"
+    np.testing.assert_allclose(row.get_lines()[1].get_ydata(), moved[:, 1] * 4.0)
+    plain = viz.measures_vs_epochs({"q": history}, displacements={"q": moved})
+    assert "centre displacement (key positions)" in [a.get_ylabel() for a in plain.axes]

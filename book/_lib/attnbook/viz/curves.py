@@ -203,6 +203,7 @@ def measures_vs_epochs(
     measures: Sequence[str] | None = None,
     title: str | None = None,
     units: Mapping[str, str] | None = None,
+    pixel_size: float | None = None,
 ) -> Figure:
     """Per-layer attention measures against the epoch: one column per run (a model beside its HA variant),
     one row per measure (shared y axis along a row), one line per layer coloured by ``layer_colours``.
@@ -215,13 +216,18 @@ def measures_vs_epochs(
     dependence is 0 at every epoch (positional attention: the same maps for every image) says so in its
     panel instead of drawing a flat line. ``units``: run name → what a line is ("layer", or "application"
     for an HA run, whose lines are the applications of its shared block); by default "application" for a
-    run named with the word "HA", else "layer"; the legend names the lines by it.
+    run named with the word "HA", else "layer"; the legend names the lines by it. ``pixel_size``: input
+    pixels per key position of the attention grid (4 on an 8×8 grid): the displacements are drawn in input
+    pixels, the book's one unit of distance (in key positions without it).
     """
     names = list(histories)
     if not names:
         raise ValueError("measures_vs_epochs: no history given")
     displacements = dict(displacements or {})
     labels = dict(LAYER_MEASURES)
+    if pixel_size is not None:
+        labels["displacement"] = "centre displacement (input pixels)"
+        displacements = {n: np.asarray(d, dtype=float) * pixel_size for n, d in displacements.items()}
     wanted = list(measures) if measures is not None else [k for k, _ in LAYER_MEASURES]
     unknown = [k for k in wanted if k not in labels]
     if unknown:
