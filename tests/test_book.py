@@ -97,8 +97,10 @@ def test_single_configuration_and_toc():
     assert config["only_build_toc_files"] is True
     assert "attnbook.sphinx" in config["sphinx"]["extra_extensions"]
     toc = yaml.safe_load((BOOK / "_toc.yml").read_text())
-    listed = [toc["root"]] + [c["file"] for c in toc["chapters"]]
+    listed = [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
     assert [c for c in listed if c in CHAPTERS] == CHAPTERS
+    numbered = [c["file"] for part in toc["parts"] if part.get("numbered") for c in part["chapters"]]
+    assert numbered == CHAPTERS[1:]  # chapters 1-5 numbered (the introduction, the root, and references not)
     for name in listed:
         assert (BOOK / f"{name}.ipynb").exists() or (BOOK / f"{name}.md").exists(), name
 
