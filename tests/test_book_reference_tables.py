@@ -74,10 +74,10 @@ def test_model_tables_keep_every_field(family):
             ]  # a field the model does not have: "—", never "nan"
         seen += names
     assert seen == list(full.index)
-    if family == "paper":  # twelve models: a table per kind of attention, the six with content in two
+    if family == "paper":  # fourteen models: the five quadratic ones and the six with content in two tables each
         assert [g for g, _ in chunks] == [
             ["SA quadratic"],
-            ["SA learned 2D"],
+            ["SA quadratic", "SA learned 2D"],
             ["SA learned 2D + content"],
             ["SA learned 2D + content"],
         ]

@@ -110,14 +110,14 @@ def test_peak_verdicts_follow_the_peaks():
     text, verdict = claim.test(ev)
     assert (
         verdict == INCONCLUSIVE
-        and "positional init std 0.2 (learned_9h_pos_init, not the paper's model)" in text
+        and "SA learned 2D, 9 heads, positional init std 0.2, our variant, not the paper's model:" in text
     )
     start = rules.initial_peaks("learned_9h_pos_init", "budget")[0]
     assert f"first layer 12.00× uniform, {start:.2f}× at initialisation" in text
     assert 1.5 < start < 5 and rules.initial_peaks("learned_9h", "budget")[0] < 1.1
     ev.runs["resnet18"] = _run(0.5)
     ev.runs["learned_9h_pos_init"].test_accuracy = 0.49  # a variant is not one of the paper's models
-    assert "learned_9h_pos_init" not in next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)[0]
+    assert "init std" not in next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)[0]
     # Fig. 8b: the last two layers of the Fig. 8 model peak lower than every earlier one
     fig8 = claims.FIG8_MODEL
     ha = Evidence("x", runs={fig8: _probed([8.0, 6.0, 2.0, 1.5], [2, 2, 2, 2], uniform=1.0, key="peak")})
@@ -128,9 +128,9 @@ def test_peak_verdicts_follow_the_peaks():
     ha.runs["vit_ha"] = _probed([8.0, 6.0, 2.0, 1.5], [2, 2, 2, 2], uniform=1.0, key="peak")
     ha.runs[claims.FIG8_CONTROL] = _measured([1, 1, 1, 1], [1.5, 5.1, 5.0, 2.0])
     text, verdict = next(c for c in claims.CLAIMS if c.key == "ha_not_sparse").test(ev=ha)
-    assert verdict == NOT_REPRODUCED and "secondary, not judged: vit_ha" in text
+    assert verdict == NOT_REPRODUCED and "secondary, not judged: ViT, HA" in text
     assert (
-        f"control (no HA) {claims.FIG8_CONTROL}: 1.5 / 5.1 / 5.0 / 2.0× uniform, the order does not hold"
+        f"control (no HA) {rules.display(claims.FIG8_CONTROL)}: 1.5 / 5.1 / 5.0 / 2.0× uniform, the order does not hold"
         in text
     )
     assert _verdict("ha_not_sparse", Evidence("x", runs={"vit_ha": ha.runs["vit_ha"]})) == NOT_MEASURED
@@ -225,7 +225,10 @@ def test_ha_gain_verdict_follows_the_welch_intervals():
         Evidence("budget", accuracies=base | far)
     )
     assert verdict == UNTESTABLE and "Holm p" in text
-    assert "[Re]'s own run logs: learned_content_9h +4.64, learned_content_16h +2.12" in text
+    assert (
+        "[Re]'s own run logs: SA learned 2D + content, 9 heads +4.64, SA learned 2D + content, 16 heads +2.12, "
+        "SA quadratic (non-isotropic; [Re] code), 9 heads -0.83" in text
+    )
     assert _verdict("ha_gain", Evidence("budget")) == NOT_MEASURED
 
 

@@ -52,7 +52,11 @@ def test_centres_on_grid_verdict_against_initialisation():
     on_grid = np.stack([GRID3 + 0.05, rng.normal(0, 2, (9, 2))])  # layer 1 on the grid, layer 2 not
     ev = Evidence("x", runs={"quadratic_iso_9h": _centres_run(scattered, on_grid)})
     text, verdict = _verdict("centres_grid", ev)
-    assert verdict == REPRODUCED and "quadratic_iso_9h: 0.07 / " in text and "at initialisation" in text
+    assert (
+        verdict == REPRODUCED
+        and "SA quadratic (isotropic), 9 heads: 0.07 / " in text
+        and "at initialisation" in text
+    )
     ev.runs["quadratic_iso_9h"] = _centres_run(scattered, scattered + 0.1)  # moved, not onto the grid
     assert _verdict("centres_grid", ev)[1] == NOT_REPRODUCED
     ev.runs["quadratic_iso_9h"] = _centres_run(on_grid, on_grid)  # on the grid from the start: not training
@@ -67,7 +71,11 @@ def test_quadratic_vs_learned_over_seeds_with_holm():
     learned = {"learned_9h": [0.40, 0.41, 0.42]}
     above = {"quadratic_iso_9h": [0.50, 0.51, 0.52], "quadratic_aniso_9h": [0.49, 0.50, 0.51]}
     text, verdict = _verdict("quadratic_vs_learned", Evidence("x", accuracies=learned | above))
-    assert verdict == REPRODUCED and "quadratic_iso_9h − learned_9h: +10.0 [" in text and "Holm p" in text
+    assert (
+        verdict == REPRODUCED
+        and "SA quadratic (isotropic), 9 heads − SA learned 2D, 9 heads: +10.0 [" in text
+        and "Holm p" in text
+    )
     below = above | {"quadratic_aniso_9h": [0.30, 0.31, 0.32]}
     assert _verdict("quadratic_vs_learned", Evidence("x", accuracies=learned | below))[1] == NOT_REPRODUCED
     holds_zero = above | {"quadratic_aniso_9h": [0.35, 0.41, 0.47]}  # its interval holds 0: no verdict

@@ -29,7 +29,7 @@ def test_inference_time_verdict_follows_the_per_seed_ratios(ha_ms, verdict):
         "vit_ha": {0: (ha_ms[0], "x"), 1: (ha_ms[1], "x")},
     }
     text, got = costs.ha_inference_time(ev)
-    assert got == verdict and "vit:" in text and "n = 2/2" in text
+    assert got == verdict and "ViT:" in text and "n = 2/2" in text
 
 
 def test_inference_time_with_one_common_seed_is_inconclusive_and_nothing_saved_is_not_measured():
@@ -91,3 +91,15 @@ def test_best_by_seed_mean_names_only_models_with_the_full_seed_count():
     acc = {"a": [0.50, 0.52, 0.54], "b": [0.60], "c": [0.51, 0.53, 0.58]}
     assert stats.best_by_seed_mean(acc) == ("c", pytest.approx(0.54), 3)  # b: one seed, not named
     assert stats.best_by_seed_mean({"a": []}) is None
+
+
+def test_inference_time_prefers_table3_timing_of_the_pair(tmp_path):
+    """Both models timed together (Table 3's report) are judged on the quartiles of their per-round ratios; the
+    runs' own timing stays beside it."""
+    ev = Evidence("budget")
+    ev.wall_times = {"vit": {0: (2.0, "x")}, "vit_ha": {0: (4.0, "x")}}  # one seed: alone, inconclusive
+    ev.timing = {"vit_ha": dict(ratio=0.80, round_ratio_p25=0.78, round_ratio_p75=0.82, cpu="Test CPU")}
+    text, verdict = costs.ha_inference_time(ev)
+    assert verdict == REPRODUCED and "Table 3's timing 0.80× (quartiles over rounds 0.78–0.82)" in text
+    assert "the runs' 2.00× (n = 1/1)" in text and "Test CPU (Table 3)" in text
+    assert costs.table3_timing(tmp_path, "budget") == {}

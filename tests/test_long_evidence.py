@@ -66,8 +66,8 @@ def test_a_saved_long_run_becomes_the_evidence(smoke_learned, tiny_long, tmp_pat
     longer = float(run.history.iloc[-1]["peak_0"])  # the long run's last logged epoch
     assert rules.layer_profile(after.runs["learned_9h"])[0]["peak"] == longer != quick
     row = lambda ev: claims.ledger(ev).set_index("claim").loc["learned_shifts"]  # noqa: E731
-    assert row(after)["value"] == f"learned_9h (long): first layer {longer:.2f}× uniform"
-    assert row(before)["value"] == f"learned_9h: first layer {quick:.2f}× uniform"
+    assert row(after)["value"] == f"SA learned 2D, 9 heads (long): first layer {longer:.2f}× uniform"
+    assert row(before)["value"] == f"SA learned 2D, 9 heads: first layer {quick:.2f}× uniform"
     # the rule's threshold between the two values: the verdict follows the source of the evidence
     monkeypatch.setattr(rules, "LOCAL_PEAK", (quick + longer) / 2)
     monkeypatch.setattr(rules, "FLAT_PEAK", 0.0)
@@ -82,7 +82,7 @@ def test_a_saved_long_run_becomes_the_evidence(smoke_learned, tiny_long, tmp_pat
 
 def test_a_model_and_its_ha_variant_move_together():
     ev = claims.Evidence("budget", presets={"vit": "long", "vit_ha": "long"})
-    assert ev.name("vit") == "vit (long)" and ev.name("resnet18") == "resnet18"
+    assert ev.name("vit") == "ViT (long)" and ev.name("resnet18") == "ResNet18"  # display names
     assert ev.preset_of("vit_ha") == "long" and ev.preset_of("learned_9h") == "budget"
 
 
@@ -94,7 +94,7 @@ def test_resnet_is_compared_within_its_preset():
         presets={"resnet18": "long", "learned_9h": "long"},
     )
     value, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
-    assert "learned_9h (long)" in value and verdict == rules.REPRODUCED
+    assert "SA learned 2D, 9 heads (long)" in value and verdict == rules.REPRODUCED
     ev.presets.pop("learned_9h")  # only quadratic_iso_9h's budget run against a long ResNet: not compared
     assert next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)[1] == claims.NOT_MEASURED
 
@@ -272,21 +272,21 @@ def test_a_comparison_over_seeds_stays_where_the_seeds_are(monkeypatch):
 
     def saved(results_dir, name, preset, seeds_, data):
         found = seeds[preset, name] if (preset, name) in seeds else []
-        return (run() if found else None), list(found)
+        return (run() if found else None), list(found), {}
 
     monkeypatch.setattr(claims, "_saved", saved)
     ev = claims.gather("unused", "budget")
     assert ev.presets == {"vit": "long", "vit_ha": "long"} and ev.seed_presets == {}
     assert ev.accuracies["vit"] == [0.40, 0.41, 0.42]
     gain = next(c for c in claims.CLAIMS if c.key == "ha_gain").test(ev)[0]
-    assert "vit: +10.0" in gain and "(n = 3/3, Holm p" in gain and "vit (long)" not in gain
+    assert "ViT: +10.0" in gain and "(n = 3/3, Holm p" in gain and "ViT (long)" not in gain
     # three long seeds per side: the comparison moves too, and says so
     seeds["long", "vit"] += [0.61, 0.62]
     seeds["long", "vit_ha"] += [0.56, 0.57]
     ev = claims.gather("unused", "budget")
     assert ev.seed_presets == {"vit": "long", "vit_ha": "long"}
     gain = next(c for c in claims.CLAIMS if c.key == "ha_gain").test(ev)[0]
-    assert "vit (long): -5.0" in gain and "(n = 3/3, Holm p" in gain
+    assert "ViT (long): -5.0" in gain and "(n = 3/3, Holm p" in gain
 
 
 def test_measure_endpoints_give_each_layers_first_and_last_epoch():

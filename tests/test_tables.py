@@ -51,8 +51,8 @@ def test_table_rows_come_from_the_registry():
         n.endswith("_ha") for n in tables.table1_names()
     )
     nine, all_pairs = tables.table3_names(9), tables.table3_names()
-    assert nine[:2] == ["learned_content_9h", "learned_content_9h_ha"] and "learned_content_16h" not in nine
-    pairs = ("quadratic_re_9h", "san_pairwise", "san_patchwise", "vit")
+    assert nine[:2] == ["quadratic_re_9h", "quadratic_re_9h_ha"] and "learned_content_16h" not in nine
+    pairs = ("learned_content_9h", "san_pairwise", "san_patchwise", "vit")
     assert nine[2:] == [n for e in pairs for n in (e, f"{e}_ha")]
     assert set(nine) | set(tables.table3_names(16)) == set(all_pairs) and len(all_pairs) == 12
 

@@ -52,6 +52,7 @@ from attnlib.analysis.rules import (
     _learned_fixed_shifts,
     _quadratic_local_then_far,
     _theorem,
+    display,
 )
 from attnlib.results.load import read_seeds
 
@@ -156,7 +157,7 @@ CLAIMS: tuple[Claim, ...] = (
         "§3, after Lemma 2 (paraphrase)",
         "The quadratic encoding performs as well as or better than the learned one.",
         f"quadratic − learned test accuracy over seeds (points), each 9-head quadratic model against "
-        f"{controls.LEARNED_BASE}: Welch 95% interval and Holm-adjusted p across the pairs",
+        f"{display(controls.LEARNED_BASE)}: Welch 95% interval and Holm-adjusted p across the pairs",
         "reproduced when every pair is higher after Holm's adjustment, not reproduced when some pair is lower "
         "after it, inconclusive otherwise (an interval holding 0 cannot show 'as well as')",
         controls.quadratic_vs_learned,
@@ -245,7 +246,7 @@ CLAIMS: tuple[Claim, ...] = (
         "§5, HA attention maps",
         "initial layers attend to local patterns, deeper layers to larger patterns further away",
         f"attention-weighted mean distance per application of the shared block (pixels) of the Fig. 8 model "
-        f"({FIG8_MODEL}), its normal model ({FIG8_CONTROL}) as the control",
+        f"({display(FIG8_MODEL)}), its normal model ({display(FIG8_CONTROL)}) as the control",
         "as for the quadratic models, on the Fig. 8 model alone (the other HA models are secondary lines, not "
         "judged)",
         _ha_local_then_far,
@@ -256,8 +257,8 @@ CLAIMS: tuple[Claim, ...] = (
         RE,
         "Fig. 8b",
         "the heads of the last two layers are “no longer sparse”",
-        f"attention peak per application (multiple of uniform) of the Fig. 8 model ({FIG8_MODEL}), its normal "
-        f"model ({FIG8_CONTROL}) as the control",
+        f"attention peak per application (multiple of uniform) of the Fig. 8 model ({display(FIG8_MODEL)}), its "
+        f"normal model ({display(FIG8_CONTROL)}) as the control",
         "reproduced when each of the Fig. 8 model's last two layers peaks lower than every earlier layer and "
         "training created that order (not so at initialisation); not reproduced when it does not; inconclusive "
         "where the order was not measured against initialisation; the other HA models are secondary lines",
@@ -476,7 +477,10 @@ def gather(
         for name in (base, base + "_ha"):
             ev.params_paper[name] = _paper_params(name)
     ev.theorem_error = theorem_error()
-    ev.train_cost = costs.train_cost_report(results_dir, preset)
+    ev.train_cost, ev.timing = (
+        costs.train_cost_report(results_dir, preset),
+        costs.table3_timing(results_dir, preset),
+    )
     return ev
 
 

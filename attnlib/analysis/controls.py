@@ -24,6 +24,7 @@ from attnlib.analysis.rules import (
     REPRODUCED,
     Evidence,
     _fmt_layers,
+    display,
 )
 
 GRID_NEAR = 0.25  # mean distance (key positions) of a layer's centres from their matched grid offsets: on it
@@ -115,7 +116,7 @@ def quadratic_vs_learned(ev: Evidence):
         n for n in pairs if ev.seed_presets.get(n, ev.preset) == ev.seed_presets.get(LEARNED_BASE, ev.preset)
     ]
     if not pairs:
-        return f"{LEARNED_BASE} or the quadratic models not saved at one preset", NOT_MEASURED
+        return f"{display(LEARNED_BASE)} or the quadratic models not saved at one preset", NOT_MEASURED
     tests = {n: stats.welch(base, ev.accuracies[n]) for n in pairs}
     adjusted = dict(zip(pairs, stats.holm([w.p for w in tests.values()]), strict=True))
     parts, passes = [], []
@@ -124,13 +125,15 @@ def quadratic_vs_learned(ev: Evidence):
         passes.append(True if said == "higher" else False if said == "lower" else None)
         holm = "" if adjusted[name] is None else f", Holm p {adjusted[name]:.3f}"
         parts.append(
-            f"{ev.seeds_name(name)} − {LEARNED_BASE}: {w.difference} points (n = {w.n[1]}/{w.n[0]}{holm})"
+            f"{ev.seeds_name(name)} − {display(LEARNED_BASE)}: {w.difference} points (n = {w.n[1]}/{w.n[0]}{holm})"
         )
     preset = ev.seed_presets.get(LEARNED_BASE, ev.preset)
     names = (*pairs, LEARNED_BASE) if preset in experiments.PRESETS else ()
     epochs = {n: experiments.preset_for(n, preset).train.epochs for n in names}
     if len(set(epochs.values())) > 1:
-        parts.append("epochs " + ", ".join(f"{n} {e}" for n, e in epochs.items()) + " (the preset's budget)")
+        parts.append(
+            "epochs " + ", ".join(f"{display(n)} {e}" for n, e in epochs.items()) + " (the preset's budget)"
+        )
     verdict = NOT_REPRODUCED if False in passes else REPRODUCED if all(passes) else INCONCLUSIVE
     return "; ".join(parts), verdict
 
@@ -248,6 +251,6 @@ def fixed_shift_heads(ev: Evidence):
         grid = np.asarray(ev.runs[name].attention["grid"])
         uniform = 1 / int(np.prod(grid))
     if not passes:
-        missing = " and ".join(LEARNED_CONTENT)
+        missing = " and ".join(map(display, LEARNED_CONTENT))
         return f"no learned-with-content run saved for today's configuration ({missing})", NOT_MEASURED
     return "; ".join(parts) + f"; uniform {uniform:.3f}", _verdict(passes)

@@ -6,6 +6,7 @@ ledger's rows judge them. Reads only; a missing or malformed report is "not meas
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from attnlib.analysis.rules import (
     NOT_REPRODUCED,
     REPRODUCED,
     Evidence,
+    display,
 )
 
 SAVES = 0.98  # HA / model below this: HA saves (memory, time); measurement noise aside
@@ -69,7 +71,7 @@ def ha_train_cost(ev: Evidence):
         m, h = report["models"][base], report["models"][base + "_ha"]
         saves.append(r["memory"] < SAVES)
         parts.append(
-            f"{base}: memory {r['memory']:.2f}× ({h['peak_mib']:.0f} / {m['peak_mib']:.0f} MiB), time per step "
+            f"{display(base)}: memory {r['memory']:.2f}× ({h['peak_mib']:.0f} / {m['peak_mib']:.0f} MiB), time per step "
             f"{r['time']:.2f}× ({h['epoch_s'] / 60:.1f} / {m['epoch_s'] / 60:.1f} min per epoch)"
         )
     if not saves:
@@ -89,27 +91,55 @@ def wall_ratio(model: dict[int, tuple], ha: dict[int, tuple]) -> tuple[float, li
     return mean, paired, {d for _, d in [*model.values(), *ha.values()] if d}
 
 
+def table3_timing(results_dir: str | Path, preset: str) -> dict[str, dict]:
+    """{HA model: its entry of Table 3's timing report (``python -m attnlib time``: HA / model over interleaved
+    rounds in one process, ``ratio`` and ``round_ratio_p25`` / ``_p75``) and ``cpu``} for the pairs whose two
+    models were timed with today's configuration; {} without a report."""
+    from attnlib.results import timing
+
+    report = timing.load(results_dir, preset)
+    current = timing.wall_times(report, preset)
+    cpu = (report or {}).get("machine", {}).get("cpu")
+    return {
+        ha: {**r, "cpu": cpu}
+        for ha, r in ((report or {}).get("ratios") or {}).items()
+        if ha in current and r.get("baseline") in current
+    }
+
+
+def _judged(low: float, high: float) -> str:
+    return REPRODUCED if high < SAVES else NOT_REPRODUCED if low > 1 / SAVES else INCONCLUSIVE
+
+
 def ha_inference_time(ev: Evidence):
-    """HA / model inference wall time per pair from the saved runs' own timing: faster when, for every pair, the
-    per-seed ratios (at least 2 seeds both sides have) all lie below SAVES; slower when some pair's all lie
-    above 1 / SAVES; inconclusive otherwise."""
+    """HA / model inference wall time per pair. Where Table 3's timing report has the pair (both models timed
+    in one process, interleaved), its quartiles over rounds are judged; else the saved runs' own timing, the
+    per-seed ratios (at least 2 seeds both sides have). Faster when, for every pair, the range lies below
+    SAVES; slower when some pair's lies above 1 / SAVES; inconclusive otherwise."""
     parts, verdicts, machines = [], [], set()
     for base in HA_PAIRS:
+        timed = ev.timing.get(base + "_ha")
         found = wall_ratio(ev.wall_times.get(base, {}), ev.wall_times.get(base + "_ha", {}))
-        if found is None:
+        if found is None and timed is None:
             continue
-        mean, paired, devices = found
-        machines |= devices
-        spread = paired or [mean]
-        n = f"n = {len(ev.wall_times[base])}/{len(ev.wall_times[base + '_ha'])}"
-        span = f", per seed {min(spread):.2f}–{max(spread):.2f}" if len(paired) > 1 else ""
-        parts.append(f"{ev.seeds_name(base)}: {mean:.2f}× ({n}{span})")
-        few = len(paired) < 2  # one pair of runs timed at different moments on shared cores says little
-        faster, slower = not few and max(spread) < SAVES, not few and min(spread) > 1 / SAVES
-        verdicts.append(REPRODUCED if faster else NOT_REPRODUCED if slower else INCONCLUSIVE)
+        text = f"{ev.seeds_name(base)}: "
+        if timed is not None:
+            low, high = timed["round_ratio_p25"], timed["round_ratio_p75"]
+            text += f"Table 3's timing {timed['ratio']:.2f}× (quartiles over rounds {low:.2f}–{high:.2f}); "
+            machines.add(f"{timed['cpu']} (Table 3)")
+        if found is not None:
+            mean, paired, devices = found
+            machines |= devices
+            n = f"n = {len(ev.wall_times[base])}/{len(ev.wall_times[base + '_ha'])}"
+            span = f", per seed {min(paired):.2f}–{max(paired):.2f}" if len(paired) > 1 else ""
+            text += f"the runs' {mean:.2f}× ({n}{span})"
+            if timed is None:  # one pair of runs timed at different moments on shared cores says little
+                low, high = (min(paired), max(paired)) if len(paired) > 1 else (0.0, math.inf)
+        parts.append(text.removesuffix("; "))
+        verdicts.append(_judged(low, high))
     if not verdicts:
         return "no HA pair with saved wall times", NOT_MEASURED
-    text = "; ".join(parts) + f"; each run's own timing after training on {', '.join(sorted(machines))}"
+    text = "; ".join(parts) + f"; timed on {', '.join(sorted(machines))} (the runs: each after its training)"
     if all(v == REPRODUCED for v in verdicts):
         return text, REPRODUCED
     return text, NOT_REPRODUCED if NOT_REPRODUCED in verdicts else INCONCLUSIVE

@@ -52,6 +52,13 @@ FIFTH = 0.25  # "almost 1/5th of the parameters": a ratio of at most 1/4
 COMPARABLE_SIZE = 1.25  # "a comparable number of parameters": within 25% of each other
 
 
+def display(experiment: str) -> str:
+    """How the ledger's strings name an experiment: its display name, the registry's title ("learned_9h" ->
+    "SA learned 2D, 9 heads"); a name the registry does not know as it is."""
+    found = experiments.EXPERIMENTS.get(experiment)
+    return experiment if found is None else found.title
+
+
 @dataclass
 class Evidence:
     """What the verdicts are computed from.
@@ -73,13 +80,15 @@ class Evidence:
     # {experiment: {seed: (inference wall time ms, device)}} of the runs behind `accuracies`
     wall_times: dict[str, dict] = field(default_factory=dict)
     train_cost: dict | None = None  # the train-cost report of the ledger's preset (attnlib.analysis.costs)
+    timing: dict = field(default_factory=dict)  # {HA model: Table 3's timed ratio} (costs.table3_timing)
 
     def preset_of(self, experiment: str) -> str:
         """The preset the evidence of `experiment` comes from."""
         return self.presets.get(experiment, self.preset)
 
     def name(self, experiment: str) -> str:
-        """`experiment` as a value names it: with its preset in brackets when that is not the ledger's."""
+        """`experiment` as a value names it (its display name): with its preset in brackets when that is not the
+        ledger's."""
         return self._labelled(experiment, self.preset_of(experiment))
 
     def seeds_name(self, experiment: str) -> str:
@@ -87,7 +96,7 @@ class Evidence:
         return self._labelled(experiment, self.seed_presets.get(experiment, self.preset))
 
     def _labelled(self, experiment: str, preset: str) -> str:
-        return experiment if preset == self.preset else f"{experiment} ({preset})"
+        return display(experiment) + ("" if preset == self.preset else f" ({preset})")
 
 
 @dataclass(frozen=True)
@@ -278,17 +287,14 @@ def _variants_of(bases) -> list[str]:
 
 
 def _variant_peak(ev: Evidence, name: str) -> str:
-    """'; with <the change> (<name>, not the paper's model): first layer X× uniform, Y× at initialisation'
-    when the variant is saved, else ''. Positional-only heads attend alike for every input, so the
-    initial peak is that of a fresh model (seed 0) on any image."""
+    """'; <its display name>, our variant, not the paper's model: first layer X× uniform, Y× at
+    initialisation' when the variant is saved, else ''. Positional-only heads attend alike for every input, so
+    the initial peak is that of a fresh model (seed 0) on any image."""
     profile = layer_profile(ev.runs.get(name))
     if not profile:
         return ""
-    from attnlib import experiments
-
-    change = experiments.get(name).title.split(", ")[-1]
     return (
-        f"; with {change} ({ev.name(name)}, not the paper's model): first layer {profile[0]['peak']:.2f}× "
+        f"; {ev.name(name)}, our variant, not the paper's model: first layer {profile[0]['peak']:.2f}× "
         f"uniform, {initial_peaks(name, ev.preset_of(name))[0]:.2f}× at initialisation"
     )
 
@@ -372,7 +378,8 @@ def _against_resnet(ev: Evidence, name: str):
         return run.test_accuracy, 1
 
     attention = {n: mean(n, ev.runs[n]) for n in attention}
-    best = max(attention, key=lambda n: attention[n][0])
+    full = max(k for _, k in attention.values())  # the best by seed mean among the models with the most seeds
+    best = max((n for n in attention if attention[n][1] == full), key=lambda n: attention[n][0])
     (acc, n_best), (res, n_res) = attention[best], mean(name, resnet)
     gap = (res - acc) * 100
     title = experiments.get(name).title
@@ -399,7 +406,7 @@ def _ha_gain(ev: Evidence):
     logged = {b: literature.logged_gain(b) for b in HA_PAIRS}
     logged = {b: g for b, g in logged.items() if g == g}  # NaN: not in the [Re] logs
     if logged:
-        text += "; [Re]'s own run logs: " + ", ".join(f"{b} {g:+.2f}" for b, g in logged.items())
+        text += "; [Re]'s own run logs: " + ", ".join(f"{display(b)} {g:+.2f}" for b, g in logged.items())
     presets = {ev.seed_presets.get(n, ev.preset) for b in HA_PAIRS for n in (b, b + "_ha")}
     if verdict != NOT_MEASURED and presets & set(SCALED_DOWN):
         return text, UNTESTABLE
@@ -416,7 +423,7 @@ def _ha_gain_intervals(ev: Evidence):
     for base in HA_PAIRS:
         a, b = ev.accuracies.get(base, []), ev.accuracies.get(base + "_ha", [])
         if not a or not b:
-            parts.append(f"{base}: not trained")
+            parts.append(f"{display(base)}: not trained")
             verdicts.append(NOT_MEASURED)
             continue
         w = compare.welch(a, b)
@@ -448,7 +455,7 @@ def _ha_fifth(ev: Evidence):
     }
     if not ratios:
         return "parameter counts not computed", NOT_MEASURED
-    text = "; ".join(f"{b}: {r:.2f}" for b, r in ratios.items())
+    text = "; ".join(f"{display(b)}: {r:.2f}" for b, r in ratios.items())
     return text, REPRODUCED if all(r <= FIFTH for r in ratios.values()) else NOT_REPRODUCED
 
 
@@ -467,7 +474,7 @@ def _fig8(ev: Evidence, key: str, holds, unit: str, spec="{:.1f}", at_init=None)
     control and the other HA models as secondary lines."""
     text, verdict = _ordering(ev, [FIG8_MODEL], key, holds, unit, spec, at_init)
     if verdict == NOT_MEASURED:
-        return f"{FIG8_MODEL} not saved", NOT_MEASURED
+        return f"{display(FIG8_MODEL)} not trained", NOT_MEASURED
     control = probe_layers(ev.runs.get(FIG8_CONTROL), key)[0]
     if control is not None:
         held = "holds" if holds(control, probe_layers(ev.runs.get(FIG8_CONTROL), key)[2]) else "does not hold"

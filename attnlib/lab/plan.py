@@ -50,8 +50,16 @@ LONG_PLAN = {  # the learned pair first: at budget the paper init stayed flat, t
         "ha_layers_differ",
         "ha_depth",
         "ha_not_sparse",
+        "ha_inference_time",
     ),
-    "learned_content_9h_ha": ("ha_gain", "ha_layers_differ", "ha_depth", "ha_not_sparse"),  # the Fig. 8 model
+    # the Fig. 8 model
+    "learned_content_9h_ha": (
+        "ha_gain",
+        "ha_layers_differ",
+        "ha_depth",
+        "ha_not_sparse",
+        "ha_inference_time",
+    ),
 }
 LONG_CPU_HOURS = 30.0
 
