@@ -103,3 +103,19 @@ def test_inference_time_prefers_table3_timing_of_the_pair(tmp_path):
     assert verdict == REPRODUCED and "Table 3's timing 0.80× (quartiles over rounds 0.78–0.82)" in text
     assert "the runs' 2.00× (n = 1/1)" in text and "Test CPU (Table 3)" in text
     assert costs.table3_timing(tmp_path, "budget") == {}
+
+
+@pytest.mark.slow  # a real measurement: seconds on idle cores, a minute or more on shared ones
+def test_train_cost_command_writes_the_report_the_ledger_reads(tmp_path, capsys):
+    from attnlib.lab.cli import main
+
+    argv = ["train-cost", "--preset", "smoke", "--pairs", "vit", "--rounds", "1"]
+    argv += ["--results-dir", str(tmp_path)]
+    assert main(argv) == 0
+    report = costs.train_cost_report(tmp_path, "smoke")
+    assert set(report["models"]) == {"vit", "vit_ha"} and set(report["ratios"]) == {"vit_ha"}
+    assert {"cpu", "cpu_flags", "torch", "torch_threads"} <= set(report["machine"])
+    assert "commit" in report["git"] and report["protocol"]["threads"] == 1
+    assert "vit_ha: step" in capsys.readouterr().out
+    assert main([*argv[:3], "--pairs", "resnet18", "--results-dir", str(tmp_path)]) == 2  # not an HA pair
+    assert "pairs: got 'resnet18'" in capsys.readouterr().err
