@@ -209,9 +209,9 @@ def test_provenance_names_no_absolute_path_and_no_host_unless_asked(trained, tmp
     assert portable_path(f"imagefolder-jpeg:{repo.parent}/shared/data/cifar10") == (
         "imagefolder-jpeg:../shared/data/cifar10"
     )
-    assert command_line([str(repo / "attnlib" / "__main__.py"), "train", "vit", "--results-dir", str(repo / "r")]) == (
-        "python -m attnlib train vit --results-dir r"
-    )
+    assert command_line(
+        [str(repo / "attnlib" / "__main__.py"), "train", "vit", "--results-dir", str(repo / "r")]
+    ) == ("python -m attnlib train vit --results-dir r")
     monkeypatch.setenv("ATTNLIB_RECORD_HOST", "perhaps")
     with pytest.raises(ValueError, match="ATTNLIB_RECORD_HOST"):
         train_run("resnet18", "smoke", results_dir=tmp_path / "other", progress=False)
