@@ -161,7 +161,7 @@ book.show_table(
 )
 book.show_folded(book.timing_markdown(params), "How the wall times were measured")
 if book.unused_markdown(frame):
-    book.note(book.unused_markdown(frame))
+    book.show_folded(book.unused_markdown(frame), "Saved results that are not used, and why")
 book.show_table(
     book.literature_table(TABLE1),
     caption=book.literature_caption(
@@ -446,8 +446,9 @@ book.show(
 # models trained for a fixed 60 epochs on CPUs) log after every epoch, per layer, the measures the
 # claims below are judged by ({ref}`definitions <def-measures>`): distance, mean peak, image dependence
 # and similarity, and for the quadratic models how far the centres have moved from their initialisation.
+# The figures are folded below.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 drawn = book.show_measure_curves(
     {
         "fig-measures-quadratic": (

@@ -153,7 +153,7 @@ book.show_table(
 )
 book.show_folded(book.timing_markdown(params), "How the wall times were measured")
 if book.unused_markdown(frame):
-    book.note(book.unused_markdown(frame))
+    book.show_folded(book.unused_markdown(frame), "Saved results that are not used, and why")
 literature = book.literature_table(TABLE3, pairs=True, paper=False)
 if len(literature):
     book.show_table(

@@ -137,7 +137,7 @@ book.show_attention(
 # ### B.3 Hierarchical learned 2D encoding with content, 9 heads
 
 # %% tags=["hide-input"]
-book.show_attention(  # chapter 4 shows it at its default `heads` (9)
+book.show_attention(  # the HA chapter shows it at its default `heads` (9)
     runs["learned_content_9h_ha"],
     "learned_content_9h_ha",
     params,
