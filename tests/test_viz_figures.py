@@ -21,6 +21,10 @@ def test_coinciding_error_curves_differ_in_marker_and_line_and_the_guide_is_math
     ax = fig.axes[0]
     first, second = ax.get_lines()[:2]
     assert first.get_marker() != second.get_marker() and first.get_linestyle() != second.get_linestyle()
+    guide, tolerance = ax.get_lines()[2:4]  # dashed and dotted: no series is drawn like them
+    assert {guide.get_linestyle(), tolerance.get_linestyle()}.isdisjoint(
+        {line.get_linestyle() for line in (first, second)}
+    )
     assert second.get_zorder() > first.get_zorder()  # the later series is drawn over the first
     assert first.get_markersize() > second.get_markersize()  # and the first's larger markers show round it
     labels = [t.get_text() for t in ax.get_legend().get_texts()]

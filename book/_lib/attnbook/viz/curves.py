@@ -13,12 +13,13 @@ from .style import CMAP, GRID_WIDTH, PAGE_WIDTH, _as_numpy, _panel_grid
 
 # ----------------------------------------------------------------------------- curves
 #: Marker and line style of each series of ``error_vs_alpha`` and ``loss_curve`` in turn: series that
-#: coincide stay distinguishable (a filled line under a hollow dashed one).
+#: coincide stay distinguishable (a thin dash-dotted line with crosses over a thick one with circles); never
+#: dashed nor dotted, the styles of ``error_vs_alpha``'s guide and tolerance lines.
 SERIES_STYLES = (
     {"marker": "o", "linestyle": "-", "markersize": 6.5, "linewidth": 2.2},
-    {"marker": "x", "linestyle": "--", "markersize": 5.0, "linewidth": 1.2},
-    {"marker": "^", "linestyle": ":", "markersize": 4.5, "linewidth": 1.2, "mfc": "none"},
-    {"marker": "s", "linestyle": "-.", "markersize": 4.0, "linewidth": 1.2, "mfc": "none"},
+    {"marker": "x", "linestyle": "-.", "markersize": 5.0, "linewidth": 1.2},
+    {"marker": "^", "linestyle": (0, (3, 1, 1, 1, 1, 1)), "markersize": 4.5, "linewidth": 1.2, "mfc": "none"},
+    {"marker": "s", "linestyle": "-", "markersize": 4.0, "linewidth": 0.8, "mfc": "none"},
 )
 
 
