@@ -117,7 +117,7 @@ def _why(reason: str, preset: str, protocol: str) -> str:
 
 # ------------------------------------------------------------------------------------------ experiments
 _PAPER_A = "Cordonnier et al. (2020), official code epfml/attention-cnn run scripts"
-_RE = "[Re] (Varma & Prabhu), configs in NishantPrabhu/Self-Attention-and-Convolutions"
+_RE = "[Re] (Varma T & Prabhu), configs in NishantPrabhu/Self-Attention-and-Convolutions"
 BOTH = (False, True)  # a model, then its HA variant
 
 _HEADS16 = dict(hidden=256, mlp=400)  # [Re] learned2d_*_16heads.yaml: narrower than the 9-head 400 / 512

@@ -1,4 +1,4 @@
-"""The [Re] code's quirks as data (attnlib/quirks.py): each names a real field of its model's config, whose
+"""The [Re] code's quirks as data (attnlib/models/quirks.py): each names a real field of its model's config, whose
 default is the intended form; the registry's [Re] rows carry the [Re] value and Paper A's the intended one;
 and the measures chapter 4 shows: Δ logits exactly 0 for a network compared with itself, > 0 for a switched
 quirk, the init standard deviations those of the draws each form documents."""
@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from attnlib import quirks
+from attnlib.models import quirks
 from attnlib.errors import ConfigError
 from attnlib.experiments import EXPERIMENTS, PRESETS, resolve
 from attnlib.models import FAMILIES

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 PAPER = "Cordonnier et al. (2020)"
 
-RE = "[Re] Varma & Prabhu (2021)"
+RE = "[Re] Varma T & Prabhu (2021)"
 
 
 def short(source: str) -> str:
@@ -81,7 +81,7 @@ REFERENCES: tuple[Reference, ...] = (
     _par("quadratic_aniso_9h", PAPER, 12_087_006, _S1),
     _par("learned_9h", PAPER, 12_278_682, _S1),
     _par("learned_content_9h", PAPER, 29_601_882, _S1, "no run script for this model in the official code"),
-    # [Re] (Varma & Prabhu): run-log values; the printed tables were not retrievable.
+    # [Re] (Varma T & Prabhu): run-log values; the printed tables were not retrievable.
     _acc("resnet18", RE, 0.9463, "run-log", _S8_LOG.format("resnet18_9463")),
     # One run, one row: the [Re] Gaussian runs were non-isotropic (their configs/gaussian.yaml as committed on
     # the day of each run has attention_isotropic_gaussian: False, also the code's default), so no isotropic row.

@@ -31,14 +31,14 @@ def protocol_differences_table():
 
 
 def re_quirks_table(preset: str = "budget"):
-    """(table, applies): the [Re] code's quirks (``attnlib.quirks.QUIRKS``), one row each: what the [Re]
+    """(table, applies): the [Re] code's quirks (``attnlib.models.quirks.QUIRKS``), one row each: what the [Re]
     code does, the intended form, what was compared on which model, and the difference measured now
-    (``attnlib.quirks.measure``: max |Δ logits| and the images whose predicted class changes, at ``preset``;
+    (``attnlib.models.quirks.measure``: max |Δ logits| and the images whose predicted class changes, at ``preset``;
     the standard deviations at initialisation, [Re] / intended, at the paper preset); "—" where a measure does
     not apply. ``applies``, for a fold-out: where each was measured and the [Re] rows that carry it."""
     import pandas as pd
 
-    from attnlib import quirks
+    from attnlib.models import quirks
 
     compared = {
         "logits": f"[Re] form against the intended one, same weights, {preset} size",
