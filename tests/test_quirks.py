@@ -7,10 +7,9 @@ import dataclasses
 
 import pytest
 
-from attnlib.models import quirks
 from attnlib.errors import ConfigError
 from attnlib.experiments import EXPERIMENTS, PRESETS, resolve
-from attnlib.models import FAMILIES
+from attnlib.models import FAMILIES, quirks
 
 PAPER_A = "Cordonnier et al."
 
