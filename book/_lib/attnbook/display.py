@@ -111,14 +111,17 @@ def note_below_target(frame, preset: str) -> None:
         )
 
 
-def show(figure, name: str | None = None, caption: str | None = None, also: tuple = ()) -> None:
+def show(
+    figure, name: str | None = None, caption: str | None = None, also: tuple = (), folded: str | None = None
+) -> None:
     """Display a matplotlib figure (or a PNG already made by ``png``) in the cell output as a PNG, and close it.
 
     With ``name`` (e.g. ``"fig-alpha"``) the figure is numbered, with ``caption`` (MyST Markdown) under it,
     and the prose refers to it as ``{numref}`fig-alpha```: the PNG is glued under ``name`` and shown by a
     ``glue:figure`` directive in the cell's Markdown output. Names are labels of the whole book: unique.
     ``also``: further labels of the same figure (MyST targets before it), so that a figure that stands for
-    two (a missing run's one placeholder) is shown once and both references resolve to it.
+    two (a missing run's one placeholder) is shown once and both references resolve to it. ``folded``: the
+    figure goes in a fold-out (MyST dropdown) titled so, still numbered (the rest of a figure's maps).
     """
     from IPython.display import Image, Markdown, display
 
@@ -129,7 +132,8 @@ def show(figure, name: str | None = None, caption: str | None = None, also: tupl
 
     glue(name, figure if isinstance(figure, Image) else png(figure), display=False)
     targets = "".join(f"({label})=\n" for label in also)
-    display(Markdown(f"{targets}```{{glue:figure}} {name}\n:name: {name}\n\n{caption or ''}\n```"))
+    text = f"{targets}```{{glue:figure}} {name}\n:name: {name}\n\n{caption or ''}\n```"
+    display(Markdown(text if folded is None else f":::{{dropdown}} {folded}\n{text}\n:::"))
 
 
 def show_table(
@@ -321,25 +325,55 @@ def show_attention(
     if "rows" in att:
         grid = tuple(int(g) for g in att["grid"])
         pixel = divmod(int(att["queries"][query]), grid[1])
-        layout = f"Rows: {unit}s; columns: heads, their mean last."
+        first, rest = viz.head_split(att["rows"].shape[2])  # every head once: a figure and its fold-out
+        word = unit.split(" ")[0]
         drawn = {
-            part: png(viz.token_attention(att, query=query, image=image, layer_label=unit.split(" ")[0]))
+            part: [
+                png(viz.token_attention(att, query=query, image=image, layer_label=word, heads=first)),
+                rest
+                and png(
+                    viz.token_attention(
+                        att, query=query, image=image, layer_label=word, heads=rest, average=False
+                    )
+                ),
+            ]
             for image, part in ((0, "one"), (None, "mean"))
         }
-        if drawn["one"].data == drawn["mean"].data:  # no content term: the same maps for every image
-            show(
-                drawn["one"],
-                f"{label}-one",
-                f"{model}: attention of query pixel {pixel} (outlined), the same for every test image (no "
-                f"content term). {layout}",
-                also=(f"{label}-mean",),
+        same = drawn["one"][0].data == drawn["mean"][0].data  # no content term: the same maps for every image
+        parts = (
+            [("one", "the same for every test image (no content term)")]
+            if same
+            else [
+                ("one", "one test image"),
+                ("mean", f"mean over {images} test images"),
+            ]
+        )
+        shown = f"heads 1–{len(first)}" if len(first) > 1 else "head 1"
+        others = (
+            f"heads {rest[0] + 1}–{rest[-1] + 1}" if len(rest) > 1 else f"head {rest[0] + 1}" if rest else ""
+        )
+        colour = (
+            f"Colour: each map's multiple of uniform attention 1/{grid[0] * grid[1]}, on one log scale for the "
+            "figure (white: uniform; red above, blue below)"
+        )
+        for part, what in parts:
+            more = f"{label}-{part}-more"
+            layout = f"Rows: {unit}s; columns: {shown} and the mean of all heads" + (
+                f" ({others}: {{numref}}`{more}`, folded under it)" if rest else ""
             )
-        else:
-            for part, what in (("one", "one test image"), ("mean", f"mean over {images} test images")):
+            show(
+                drawn[part][0],
+                f"{label}-{part}",
+                f"{model}: attention of query pixel {pixel} (outlined), {what}. {layout}. {colour}.",
+                also=(f"{label}-mean",) if same else (),
+            )
+            if rest:
                 show(
-                    drawn[part],
-                    f"{label}-{part}",
-                    f"{model}: attention of query pixel {pixel} (outlined), {what}. {layout}",
+                    drawn[part][1],
+                    more,
+                    f"{model}: {others} of {{numref}}`{label}-{part}`, on its colour scale.",
+                    also=(f"{label}-mean-more",) if same else (),
+                    folded=f"The other heads of this figure: {others}",
                 )
         peaks = attention_peaks(run)
         listed = ", ".join(f"{_times(p)}×" for p in peaks)
@@ -511,7 +545,9 @@ def show_measure_curves(figures: dict, params: Params) -> int:
             if (centres := logged_centres(runs[e])) is not None:
                 displacements[title(e)] = centre_displacement(centres).numpy()
         figure = viz.measures_vs_epochs(
-            {title(e): runs[e].history for e in shown}, displacements=displacements
+            {title(e): runs[e].history for e in shown},
+            displacements=displacements,
+            pixel_size=_input_pixels(runs[shown[0]])["pixel_size"] if displacements else None,
         )
         images = runs[shown[0]].config.get("probe_images")
         absent = [e for e in experiments if e not in shown]
