@@ -204,8 +204,8 @@ book.show(
     ),
     "fig-heads",
     "Attention probabilities of the nine heads of the constructed 3 × 3 layer for one query pixel "
-    "(outlined) on a 9 × 9 grid, at α = 1 (top) and α = 20 (bottom); the last column is the mean over "
-    "heads. One colour scale for all panels.",
+    "(outlined) on a 9 × 9 grid, at α = 1 (top two rows) and α = 20 (bottom two rows); the last panel of "
+    "each is the mean over heads. Colour: multiple of uniform attention 1/81, one log scale for all panels.",
 )
 
 # %% [markdown]
@@ -281,10 +281,14 @@ book.show(
 
 # %% tags=["hide-input"]
 book.show(
-    viz.loss_curve(wd.steps, wd.loss, y_label="relative squared error"),
+    viz.loss_curve(
+        {k: f.steps for k, f in fits.items()},
+        {k: f.loss for k, f in fits.items()},
+        y_label="relative squared error",
+    ),
     "fig-learn-loss",
     "Relative squared error of the attention layer learning a 3 × 3 convolution, with weight decay on the "
-    "filters, against the gradient step.",
+    "filters (solid) and without (dash-dotted), against the gradient step.",
 )
 
 # %% [markdown]
