@@ -38,7 +38,7 @@
 #
 # | chapter | what it shows |
 # |---|---|
-# | {doc}`01_theory` | Theorem 1 and its constructive proof, checked live; a layer learning to be a convolution |
+# | {ref}`chapter-theory` | the theorem ({prf:ref}`thm-express`) and its constructive proof, checked live; a layer learning to be a convolution |
 # | {ref}`chapter-reproduction` | the paper's models: Paper Table 1, attention centres, learned attention maps |
 # | {ref}`chapter-san-vit` | how SAN and ViT attend; SAN's operations and Triton kernels |
 # | {ref}`chapter-hierarchical` | [Re] Table 3 (each model beside its HA variant) and [Re] Fig. 8 |
@@ -119,7 +119,7 @@ if len(ours) and len(theirs):
     scale = f"{theirs['params'].median() / ours['params'].median():.0f}"
     gap = f"{(theirs['accuracy'].median() - ours['accuracy'].median()) * 100:.0f}"
 else:
-    scale = gap = book.MISSING
+    scale = gap = "—"  # a sentence never carries the mark of a missing run
 book.glue_str("intro_scale", scale)
 book.glue_str("intro_gap", gap)
 
@@ -171,7 +171,7 @@ book.show(
 # {glue:text}`intro_ha_low` to {glue:text}`intro_ha_high` points). {ref}`chapter-hierarchical` asks whether
 # such differences exceed what a second seed of the same model changes, with Holm's correction for testing
 # the five pairs at once: {glue:text}`intro_ha_survivors` of the five differences survive it (the labels of
-# {numref}`fig-glance` give each adjusted p). The theory of {doc}`01_theory` needs no training: an attention
+# {numref}`fig-glance` give each adjusted p). The theory of {numref}`Chapter %s <chapter-theory>` needs no training: an attention
 # layer built from a convolution matches it to float64 rounding once its width α is large, and gradient
 # descent finds that construction when the filters carry weight decay.
 #
@@ -224,8 +224,8 @@ book.show_ledger(
 # %% [markdown]
 # ## Conclusion
 #
-# Attention *can* be a convolution: Theorem 1's construction matches a convolution to float64 rounding
-# ({doc}`01_theory`; {glue:text}`intro_v_theorem`). Whether training *makes* it one is the papers' second
+# Attention *can* be a convolution: the construction of {prf:ref}`thm-express` matches a convolution to float64 rounding
+# ({numref}`Chapter %s <chapter-theory>`; {glue:text}`intro_v_theorem`). Whether training *makes* it one is the papers' second
 # question, and this book answers it at CPU scale only. Whether quadratic centres leave their
 # initialisation: {glue:text}`intro_v_centres_move`; whether they settle on a grid around the query:
 # {glue:text}`intro_v_centres_grid`. Whether the learned positional heads of the paper's model attend at

@@ -17,7 +17,7 @@
 # (chapter-reproduction)=
 # # Reproducing the paper's models
 #
-# Theorem 1 ({doc}`01_theory`) says that attention *can* compute a convolution. {cite:t}`cordonnier2020relationship` then ask
+# {prf:ref}`thm-express` ({numref}`Chapter %s <chapter-theory>`) says that attention *can* compute a convolution. {cite:t}`cordonnier2020relationship` then ask
 # what attention layers *learn* when they are trained on images: they train fully attentional classifiers
 # on CIFAR-10 {cite}`krizhevsky2009learning`, compare them with a ResNet18 {cite}`he2016deep`, and look at
 # where their heads attend. The [Re] report {cite}`varma2021re` re-implemented these experiments. This
@@ -30,7 +30,7 @@
 # positional encodings:
 #
 # - **quadratic, isotropic**: each head $h$ scores a key by $-\alpha^{(h)} \|\delta - \Delta^{(h)}\|^2$ (the
-#   encoding of Theorem 1), with a learned centre $\Delta^{(h)}$ and width $\alpha^{(h)}$;
+#   encoding of {prf:ref}`thm-express`), with a learned centre $\Delta^{(h)}$ and width $\alpha^{(h)}$;
 # - **quadratic, non-isotropic**: $-\tfrac12 (\delta - \Delta^{(h)})^\top \Sigma^{(h)\,-1} (\delta - \Delta^{(h)})$
 #   with a learned $2 \times 2$ matrix $\Sigma^{(h)\,-1/2}$ per head;
 # - **learned 2D**: a learned embedding per row shift and per column shift, projected to one score per
@@ -45,7 +45,7 @@
 #   from PyTorch's default initialisation as theirs (`init="re"`: positional tables $\mathcal N(0, 1)$),
 #   where the models of Cordonnier et al. keep the official code's $\mathcal N(0, 0.02^2)$.
 #
-# With 9 heads a layer can be a $3 \times 3$ convolution (Theorem 1); the 16-head variants could be a
+# With 9 heads a layer can be a $3 \times 3$ convolution ({prf:ref}`thm-express`); the 16-head variants could be a
 # $4 \times 4$ one. {ref}`appendix-hyperparameters` lists every hyper-parameter, generated from the registry.
 #
 # **Which numbers are which.** Our numbers are measured by this code at the preset named in each table.
@@ -338,7 +338,7 @@ book.glue_numbers("quad_long", quad)
 #
 # A learned 2D encoding is free to take any shape. Without content its attention does not depend on the
 # image, so one map per head describes it; Cordonnier et al. find that several heads attend to a single pixel at
-# a fixed shift, as Lemma 1 requires. With content, attention varies with the image: we show it for one
+# a fixed shift, as {prf:ref}`lem-one-head` requires. With content, attention varies with the image: we show it for one
 # test image and averaged over the saved test images ({numref}`fig-repro-learned_9h-one` to
 # {numref}`fig-repro-learned_content_9h-mean`). Each row is a layer, each column a head.
 

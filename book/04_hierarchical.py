@@ -21,13 +21,16 @@
 # (HA)**. In a standard transformer each of the $L$ layers has its own weights and derives its own queries,
 # keys and values from the previous layer's output. HA instead applies *one* block (attention and MLP)
 # $L$ times with shared weights; the keys are computed once, from the input of the first application, and
-# reused by all later ones, while queries and values are recomputed from the current features:
+# reused by all later ones, while queries and values are recomputed from the current features
+# ({eq}`eq-ha`):
 #
 # $$
-# K = X^{(0)} W_{key}, \qquad
-# X^{(l+1)} = \mathrm{Block}_\theta\big(X^{(l)};\, Q = X^{(l)} W_{qry},\, K,\, V = X^{(l)} W_{val}\big),
-# \quad l = 0, \dots, L - 1 .
-# $$
+# \begin{aligned}
+# K &= X^{(0)} W_{key},\\
+# X^{(l+1)} &= \mathrm{Block}_\theta\big(X^{(l)};\, Q^{(l)}, K, V^{(l)}\big), \qquad l = 0, \dots, L - 1,\\
+# Q^{(l)} &= X^{(l)} W_{qry}, \qquad V^{(l)} = X^{(l)} W_{val} .
+# \end{aligned}
+# $$ (eq-ha)
 #
 # The authors liken it to an unrolled recurrent network that refines its representation step by step
 # against a fixed set of keys. Its parameter count does not depend on $L$. For ViT and the paper's
@@ -323,7 +326,8 @@ book.show_table(
 #
 # The [Re] report's claims about HA, as the claims ledger ({ref}`chapter-intro`) tests them at this preset, or from
 # a pair's `long` runs (60-epoch CPU runs) where both are saved (the value then says "(long)"): the accuracy gain over
-# seeds with its Welch interval, the share of parameters at the paper's settings, and what the HA models'
+# seeds with its Welch interval, the share of parameters at the paper's settings, the memory and time of a
+# training step and the inference wall time (HA / model, measured on this machine), and what the HA models'
 # attention maps do layer by layer. The gain is compared over the seeds of this preset until the
 # `long` preset holds as many (or three) per side: one long run per side shows the maps, it cannot
 # give an interval. The claims on the maps are judged on the model of [Re] Fig. 8, the learned-2D model
@@ -334,8 +338,12 @@ book.show_table(
 # claim is not passed on it.
 
 # %% tags=["hide-input"]
-ledger = book.claims_ledger(params, ["ha_gain", "ha_params", "ha_layers_differ", "ha_depth", "ha_not_sparse"])
+ledger = book.claims_ledger(
+    params,
+    ["ha_gain", "ha_params", "ha_train_cost", "ha_inference_time", "ha_layers_differ", "ha_depth", "ha_not_sparse"],
+)
 book.glue_verdicts(ledger, "ha")
+book.glue_numbers("ha_cost", book.ha_cost_numbers(ledger))  # HA / model, the range over the pairs
 book.show_ledger(ledger, caption=f"Claims of the [Re] report about Hierarchical Attention at preset {params.preset}.")
 
 # %% [markdown]
@@ -354,6 +362,11 @@ book.show_ledger(ledger, caption=f"Claims of the [Re] report about Hierarchical 
 #   ViT: {glue:text}`ha_verdict_vit`. The report's "at least 5% gain in each case":
 #   {glue:text}`ha_v_ha_gain`; the [Re] logs themselves give {glue:text}`ha_re_logged_9` (9 heads) and
 #   {glue:text}`ha_re_logged_16` (16 heads).
+# - **Cost.** One training step of an HA model takes {glue:text}`ha_cost_memory` of its model's peak memory
+#   and {glue:text}`ha_cost_step` of its time (HA / model, the range over the pairs, one measured step each),
+#   so "deeper models without memory constraints": {glue:text}`ha_v_ha_train_cost`; at inference it takes
+#   {glue:text}`ha_cost_inference` of its model's wall time per image, so HA is faster:
+#   {glue:text}`ha_v_ha_inference_time`.
 # - **Attention maps.** Every layer attends differently: {glue:text}`ha_v_ha_layers_differ`; local early,
 #   far later: {glue:text}`ha_v_ha_depth`; last layers no longer sparse: {glue:text}`ha_v_ha_not_sparse`.
 #

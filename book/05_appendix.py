@@ -207,7 +207,7 @@ book.show_attention(
 #
 # The runs of the `long` preset, which the claims ledger reads where they are saved (60-epoch CPU runs: the
 # budget's models and protocols trained for a fixed 60 epochs), drawn as above, each caption naming the
-# preset and the epochs (folded below); section E lists which are saved.
+# preset and the epochs (folded below); {numref}`Section %s <appendix-compute>` lists which are saved.
 
 # %% tags=["hide-input", "hide-output"]
 drawn = book.show_measured_attention(plan.LONG_PLAN, params, query)
@@ -235,7 +235,11 @@ if histories:
         "accuracy (left axis) and loss (right axis) after every epoch.",
     )
 else:
-    book.show(viz.placeholder(f"no run saved at preset {params.preset}"), "fig-curves", book.MISSING + ".")
+    book.show(
+        viz.placeholder(f"no run saved at preset {params.preset}"),
+        "fig-curves",
+        f"No run is saved at preset {params.preset} yet; the training curves appear here once one is.",
+    )
 missing = [name for name, run in runs.items() if run is None]
 if missing:
     book.note_missing("Training curves", params.preset, missing, runs.status)

@@ -127,6 +127,93 @@ def test_bench_notes_name_the_machine_and_the_peak(tmp_path):
     assert "otherwise idle" in idle and "inflates" not in idle
     avx2 = book.bench_machine_markdown(_bench_report([0.2, 0.2, 0.2], flags=("avx2",), peak_shared=False))
     assert "no bf16 matrix instructions" in avx2 and "trains in fp32" in avx2
+    assert escaped("1 torch thread,") in idle and "thread(s)" not in idle
+    two = _bench_report([0.2, 0.2, 0.2], peak_shared=False)
+    two["machine"]["torch_threads"] = 2
+    assert escaped("2 torch threads,") in book.bench_machine_markdown(two)
+    # an idle peak read for a report whose own load was not flagged: a sentence of its own, never "start., and"
+    unflagged = _bench_report([0.2, 0.2, 0.2], peak_shared=False)
+    unflagged["peak_source"] = dict(
+        path="results/bench/peak/cpu.json",
+        peaks={"bf16": 250.0},
+        finished="2026-12-01",
+        load={"load_before": 0.1},
+    )
+    text = book.bench_machine_markdown(unflagged)
+    assert "., and" not in text
+    assert escaped("at the start.") + " The utilisations divide by the peak" in text
+
+
+def test_the_ledger_names_models_as_a_reader_does(params):
+    """The ledger's paragraphs reach the page as the analysis writes them (no post-processing): no registry
+    id is left in them to rename (``make check-book`` fails on a code id in running text)."""
+    from attnbook.phrases import display_names
+
+    text = book.ledger_markdown(book.claims_ledger(params))
+    assert book.title("vit") in text and display_names(text) == text
+
+
+def test_best_attention_is_the_analysis_pick():
+    """The book's best attention model is ``stats.best_by_seed_mean``'s: the highest mean among the models
+    with the most seeds (a better single run never wins), from per-seed accuracies or the frame's means."""
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "experiment": ["vit", "vit_ha", "san_pairwise", "resnet18"],
+            "model": [book.title(n) for n in ("vit", "vit_ha", "san_pairwise", "resnet18")],
+            "status": "complete",
+            "accuracy": [0.40, 0.45, 0.90, 0.70],
+            "seeds": [2, 2, 1, 3],
+        }
+    )
+    seeds = {"vit": [0.35, 0.45], "vit_ha": [0.44, 0.46], "san_pairwise": [0.90]}
+    assert compare.best_by_seed_mean(seeds) == ("vit_ha", pytest.approx(0.45), 2)
+    for best in (book.best_attention(frame, seeds), book.best_attention(frame)):
+        assert best["model"] == book.title("vit_ha") and best["accuracy"] == pytest.approx(0.45)
+        assert best["seeds"] == 2 and best["resnet"] == 0.70 and best["gap"] == pytest.approx(25.0)
+    none = book.best_attention(frame[frame["experiment"] == "resnet18"])
+    assert none["model"] is None and none["gap"] is None
+
+
+def test_ha_cost_numbers_read_the_ranges_of_the_ledger_rows():
+    """The chapter's cost numbers are the ranges of the ratios HA / model that the ledger's cost rows write
+    (read back from ``attnlib.analysis.costs``' own text, so a change of its wording fails here)."""
+    import types
+
+    import pandas as pd
+
+    from attnlib.analysis import costs
+
+    def model(mib, seconds):
+        return {"peak_mib": mib, "epoch_s": seconds, "batch": 100}
+
+    report = {
+        "models": {"vit": model(200, 600), "vit_ha": model(100, 900), "san_pairwise": model(100, 300),
+                   "san_pairwise_ha": model(325, 420)},
+        "ratios": {"vit_ha": {"memory": 0.5, "time": 1.5}, "san_pairwise_ha": {"memory": 3.25, "time": 1.4}},
+        "machine": {"cpu": "Test CPU", "cpu_flags": ["avx2"], "torch": "2.x"},
+        "protocol": {"threads": 1},
+        "git": {"commit": "abcdef0"},
+    }  # fmt: skip
+    device = "cpu (1 threads)"
+    ev = types.SimpleNamespace(
+        train_cost=report,
+        timing={},
+        wall_times={
+            "vit": {0: (2.0, device), 1: (2.0, device)},
+            "vit_ha": {0: (3.0, device), 1: (2.0, device)},
+        },
+        seeds_name=book.title,
+    )
+    rows = [
+        ("ha_train_cost", costs.ha_train_cost(ev)[0]),
+        ("ha_inference_time", costs.ha_inference_time(ev)[0]),
+    ]
+    ledger = pd.DataFrame(rows, columns=["claim", "value"])
+    numbers = {"memory": "0.50× to 3.25×", "step": "1.40× to 1.50×", "inference": "1.25×"}
+    assert book.ha_cost_numbers(ledger) == numbers
+    assert set(book.ha_cost_numbers(ledger.iloc[:0]).values()) == {book.NOT_FOUND_CELL}  # rows absent: "—"
 
 
 def test_bench_reports_use_the_idle_peak_of_the_same_machine(tmp_path):

@@ -82,6 +82,24 @@ from .display import (
     show_sources,
     show_table,
 )
+from .ha import (
+    ha_cost_numbers,
+    ha_effects,
+    ha_effects_split,
+    ha_family,
+    ha_pair_numbers,
+    ha_pairs,
+    paired_cell,
+    welch_labels,
+)
+from .ledger import (
+    centre_numbers,
+    claims_ledger,
+    ledger_table,
+    long_plan,
+    long_run_numbers,
+    training_time,
+)
 from .params import (
     HEADS,
     INJECTED_HEADER,
@@ -133,22 +151,11 @@ from .tables import (
     NOT_FOUND_CELL,
     architecture_table,
     best_attention,
-    centre_numbers,
-    claims_ledger,
     cost_table,
     glance_points,
     group,
-    ha_effects,
-    ha_effects_split,
-    ha_family,
-    ha_pair_numbers,
-    ha_pairs,
-    ledger_table,
     literature_caption,
     literature_table,
-    long_plan,
-    long_run_numbers,
-    paired_cell,
     rank_flips,
     results_table,
     seeds_frame,
@@ -156,8 +163,6 @@ from .tables import (
     sources_markdown,
     split_title,
     table3_frame,
-    training_time,
-    welch_labels,
 )
 
 __all__ = [
@@ -207,6 +212,7 @@ __all__ = [
     "glue_text",
     "glue_verdicts",
     "group",
+    "ha_cost_numbers",
     "ha_effects",
     "ha_effects_split",
     "ha_family",

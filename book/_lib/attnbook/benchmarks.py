@@ -91,10 +91,11 @@ def bench_machine_markdown(report: dict) -> str:
 
     m = report["machine"]
     load = m.get("load_average_start")
+    threads = m.get("torch_threads")
     flags = ", ".join(map(str, m.get("cpu_flags") or [])) or "none of avx2 / avx512 / amx reported"
     text = escaped(  # the report's strings, as typed
         f"Measured on {m.get('cpu') or m.get('device')} (instruction sets: {flags}; {m.get('usable_cores')} "
-        f"cores, {m.get('torch_threads')} torch thread(s), torch {m.get('torch')}, CPU capability "
+        f"cores, {threads} torch thread{'' if threads == 1 else 's'}, torch {m.get('torch')}, CPU capability "
         f"{m.get('cpu_capability')})"
         + (f", 1-minute load average {load[0]:.1f} at the start." if load else ".")
     )
@@ -107,7 +108,8 @@ def bench_machine_markdown(report: dict) -> str:
     if source:
         listed = ", ".join(f"{dt} {g:.0f} GFLOP/s" for dt, g in source["peaks"].items())
         text += (
-            f", and the utilisations divide by the peak of an idle core of the same machine type ({listed}; "
+            f"{', and the' if shared else ' The'} utilisations divide by the peak of an idle core of the same "
+            f"machine type ({listed}; "
             f"best of several sizes and repetitions, `{source['path']}`, {escaped(source['finished'])}, load "
             f"{source['load']['load_before']} before), so they are lower bounds."
         )

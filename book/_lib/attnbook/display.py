@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from attnbook.benchmarks import profile_layout, throughput_tables
+from attnbook.ledger import ledger_table, measure_endpoints
 from attnbook.params import Params
 from attnbook.phrases import (
     MISSING,
@@ -20,7 +21,7 @@ from attnbook.phrases import (
     word_list,
 )
 from attnbook.reference import model_tables, protocol_tables
-from attnbook.tables import ledger_table, measure_endpoints, sources_markdown
+from attnbook.tables import sources_markdown
 from attnlib.measures import NEAR_UNIFORM, attention_peaks
 from attnlib.results.tables import below_target
 
@@ -252,13 +253,24 @@ def show_folded(markdown: str, summary: str) -> None:
     display(Markdown(f":::{{dropdown}} {summary}\n{markdown}\n:::"))
 
 
-def show_folded_table(frame, summary: str) -> None:
-    """A table (no index) in a fold-out titled ``summary``, under the table it completes."""
+def show_folded_table(frame, summary: str, by: str | None = None) -> None:
+    """A table (no index) in a fold-out titled ``summary``, under the table it completes. ``by``: one table
+    per value of that column, under its value in bold (a long name in a column of its own would not fit
+    beside the numbers), each without the columns that are empty for it."""
     from IPython.display import Markdown, display
 
-    from attnbook.phrases import markdown_table
+    from attnbook.phrases import escaped, markdown_table
 
-    display(Markdown(f":::{{dropdown}} {summary}\n{markdown_table(frame)}\n:::"))
+    if by is None:
+        body = markdown_table(frame)
+    else:
+        parts = []
+        for value, rows in frame.groupby(by, sort=False):
+            rows = rows.drop(columns=by)
+            rows = rows.loc[:, [c for c in rows.columns if (rows[c].astype(str) != "").any()]]
+            parts.append(f"**{escaped(value)}**\n\n{markdown_table(rows)}")
+        body = "\n\n".join(parts)
+    display(Markdown(f":::{{dropdown}} {summary}\n{body}\n:::"))
 
 
 def show_sources(experiments) -> None:
@@ -287,7 +299,7 @@ def show_attention(
     first saved test image) and ``{name}-mean`` (the same query pixel, averaged over the saved test images);
     ``name`` defaults to ``fig-<experiment>`` (``-q<query>`` added for another query); ``named``: the
     captions name the preset and the epochs (for a run of another preset than the chapter's). A missing run still
-    gets both figure numbers, with a placeholder saying it is not yet trained, so references resolve
+    gets both figure numbers, with a placeholder saying it is not saved at this preset, so references resolve
     (``status``, the ``Runs.status`` of ``load_all``, says whether its saved result is damaged or stale);
     the placeholder is one figure labelled both ways (a figure is never shown twice). ``shown_as``: the label
     these maps were already shown under (another chapter's ``show_attention(..., name=shown_as)``, at query 0):
@@ -311,9 +323,9 @@ def show_attention(
     if run is None:
         note_missing(f"Attention maps of {model}", params.preset, [experiment], status)
         show(
-            viz.placeholder(f"{model}: {MISSING}"),
+            viz.placeholder(f"{model}: not saved at preset {params.preset}"),
             f"{label}-one",
-            f"{model}: {MISSING} (no map of one test image, nor of the mean over test images).",
+            not_saved(model, params.preset, "maps (one test image and the mean over test images)"),
             also=(f"{label}-mean",),
         )
         return
@@ -455,6 +467,11 @@ def show_centre_paths(
     )
 
 
+def not_saved(model: str, preset: str, what: str = "maps") -> str:
+    """The caption of a placeholder figure: the run is not saved at ``preset`` (a statement, not a mark)."""
+    return f"The run of {model} at the {preset} preset is not saved yet; its {what} appear here once it is."
+
+
 def _at(preset: str, run, named: bool) -> str:
     """ " (long preset, 60 epochs)" when ``named``, else "" (captions of a run of another preset)."""
     return f" ({preset} preset, {len(run.history)} epochs)" if named else ""
@@ -466,7 +483,11 @@ def _centres_missing(name, run, label, preset, what, status) -> bool:
     if run is not None and run.centers is not None:
         return False
     note_missing(f"{what} of {title(name)}", preset, [name], status)
-    show(viz.placeholder(f"{title(name)}: {MISSING}"), label, f"{title(name)}: {MISSING}.")
+    show(
+        viz.placeholder(f"{title(name)}: not saved at preset {preset}"),
+        label,
+        not_saved(title(name), preset, what.lower().replace("evolution of the", "paths of the")),
+    )
     return True
 
 
@@ -564,6 +585,7 @@ def show_measure_curves(figures: dict, params: Params) -> int:
             measure_endpoints({title(e): runs[e].history for e in shown}),
             "The figure's numbers: each layer's mean peak and attended distance after the first and after the "
             "last epoch",
+            by="model",
         )
         drawn += 1
     return drawn

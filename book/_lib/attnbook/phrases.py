@@ -18,6 +18,9 @@ NOT_USED = {"damaged": "damaged (not used)", "stale": "other configuration (not 
 
 NOT_MEASURED = "not measured"
 
+#: The cell of a figure or result that was not found or is not saved (a table's mark, never "nan").
+NOT_FOUND_CELL = "—"
+
 
 def title(experiment: str) -> str:
     """How tables and figures name an experiment (the registry's title)."""
@@ -168,10 +171,10 @@ def word_list(names) -> str:
 
 def ledger_markdown(frame) -> str:
     """Each claim of the ledger as a paragraph: its words and source, the measure, our value, the verdict
-    and the rule that gives it."""
+    and the rule that gives it (as the ledger writes them: it names models by their display names itself)."""
     return "\n".join(
-        f"- **{r.title}** ({short(r.source)}, {r.where}): {r.words} *Measured by* {display_names(r.measure)}. "
-        f"*Ours:* {display_names(r.value)}. *Verdict:* {getattr(r, 'label', r.verdict)}; the rule: {r.rule}."
+        f"- **{r.title}** ({short(r.source)}, {r.where}): {r.words} *Measured by* {r.measure}. "
+        f"*Ours:* {r.value}. *Verdict:* {getattr(r, 'label', r.verdict)}; the rule: {r.rule}."
         for r in frame.itertuples()
     )
 

@@ -1,7 +1,8 @@
 """The tables chapters show, as strings ready to display: our results laid out as the papers' tables, the
-literature figures beside them, HA against its model over seeds, the points of the introduction's figure,
-the claims ledger and the CPU plan. The appendix's reference tables (protocols, model configurations) are
-``attnbook.reference``.
+literature figures beside them, the best attention model, the order of the models against [Re]'s and the
+points of the introduction's figure. Chapter 4's comparisons of HA with its model are ``attnbook.ha``, the
+claims ledger and the longer runs ``attnbook.ledger``, the appendix's reference tables (protocols, model
+configurations) ``attnbook.reference``.
 """
 
 from __future__ import annotations
@@ -9,26 +10,19 @@ from __future__ import annotations
 import math
 import re
 
+from attnbook.ledger import measure_endpoints  # noqa: F401 (its former home: kept importable from here)
 from attnbook.params import Params
 from attnbook.phrases import (
+    NOT_FOUND_CELL,
     NOT_MEASURED,
     NOT_USED,
-    VERDICT_SHORT,
     _orders,
     fmt,
     is_missing,
     title,
-    word_list,
 )
-from attnbook.runs import seed_accuracies, seed_map
 from attnlib.analysis.literature import PAPER, RE, REFERENCES, reference_value, references, short
-from attnlib.lab import plan
-from attnlib.results.tables import collect, complete
-
-NOT_FOUND_CELL = "—"
-
-#: The verdict of an HA pair without saved runs on both sides (a table cell and the prose's verdict word).
-NO_PAIR = "no saved pair"
+from attnlib.results.tables import complete
 
 #: The mark of each kind of literature figure in a table cell (explained by ``literature_caption``).
 KIND_MARKS = {"printed": "", "claimed": "*", "run-log": "†", "derived": "‡"}
@@ -188,180 +182,37 @@ def sources_markdown(experiments) -> str:
 _MODULE = re.compile(r"(?<![`\w.])(attnlib(?:\.\w+)+)(?![`\w])")
 
 
-def ha_family(bases, params: Params, seeds=range(10)) -> dict:
-    """The HA comparisons of ``bases`` as one family of tests: {model: (Welch or None, Holm-adjusted p or
-    None, family verdict, Paired or None)} over every saved seed of the chapter's preset. Holm's adjustment
-    (``compare.holm``) runs over the pairs with a Welch p; a pair is "higher" / "lower" only when it
-    survives it (``compare.family_verdict``). The paired-by-seed test matches the seeds both sides hold.
-    Never trains."""
-    from attnlib.analysis import stats as compare
-
-    found = {}
-    for base in bases:
-        a, b = seed_map(base, params, seeds), seed_map(base + "_ha", params, seeds)
-        w = compare.welch(a.values(), b.values()) if a and b else None
-        found[base] = (w, compare.paired(a, b) if a and b else None)
-    adjusted = compare.holm([None if w is None else w.p for w, _ in found.values()])
-    out = {}
-    for (base, (w, t)), p in zip(found.items(), adjusted, strict=True):
-        out[base] = (w, p, "no interval" if w is None else compare.family_verdict(w, p), t)
-    return out
-
-
-def ha_effects(bases, params: Params, seeds=range(10)):
-    """One row per model of ``bases``: the seeds saved of the model and of its HA variant, their test
-    accuracy (mean ± sd), HA − model in points with its 95% Welch interval, the Holm-adjusted p over the
-    pairs of ``bases`` (``ha_family``), degrees of freedom ν and the unadjusted p, the verdict (HA ahead /
-    behind only when it survives the adjustment; "inconclusive" otherwise), the paired-by-seed test over the
-    seeds both sides hold (a robustness line), the seeds per side the project's standard asks for, and the
-    [Re] run-log difference where known (never trains)."""
-    import pandas as pd
-
-    from attnlib.analysis import stats as compare
-
-    family = ha_family(bases, params, seeds)
-    rows = []
-    for base in bases:
-        acc_a, acc_b = seed_accuracies(base, params, seeds), seed_accuracies(base + "_ha", params, seeds)
-        re_gain = (
-            reference_value(base + "_ha", RE, "test_accuracy") - reference_value(base, RE, "test_accuracy")
-        ) * 100
-        row = {
-            "model": title(base),
-            "seeds (model / HA)": f"{len(acc_a)} / {len(acc_b)}",
-            "model acc.": compare.mean_sd(acc_a) if acc_a else NOT_FOUND_CELL,
-            "HA acc.": compare.mean_sd(acc_b) if acc_b else NOT_FOUND_CELL,
-        }
-        w, adjusted, verdict, pair = family[base]
-        if w is None:
-            row.update({"HA − model [95% CI]": "—", "p (Holm)": "—", "ν": "—", "p": "—", "verdict": NO_PAIR})
-            row["paired by seed"] = "—"
-            row["seeds asked"] = f"{compare.MIN_SEEDS} per side"
-        else:
-            row.update(
-                {
-                    "HA − model [95% CI]": w.difference,
-                    "p (Holm)": "—" if adjusted is None else f"{adjusted:.3f}",
-                    "ν": "—" if w.df is None else f"{w.df:.1f}",
-                    "p": "—" if w.p is None else f"{w.p:.3f}",
-                    "verdict": VERDICT_SHORT[verdict],
-                    "paired by seed": paired_cell(pair),
-                    "seeds asked": "met" if w.seeds_wanted == 0 else f"{w.seeds_wanted} per side",
-                }
-            )
-        row["[Re] log"] = "—" if math.isnan(re_gain) else f"{re_gain:+.1f}"
-        if w is None or math.isnan(re_gain):
-            row["same sign as [Re]"] = "—"
-        else:
-            row["same sign as [Re]"] = "yes" if (w.points > 0) == (re_gain > 0) else "no"
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def paired_cell(pair) -> str:
-    """A paired-by-seed test as a table cell: "−1.3, p 0.064 (5 seeds)"; without a p (fewer than 2 shared
-    seeds) the mean difference and the seeds alone."""
-    if pair is None or pair.n == 0:
-        return "no shared seed"
-    p = "" if pair.p is None else f", p {pair.p:.3f}"
-    return f"{pair.points:+.1f}{p} ({pair.n} seed{'s' if pair.n > 1 else ''})"
-
-
-#: The columns of ``ha_effects`` the page shows, with their shorter headers; the others (ν, p, the seeds the
-#: standard asks for, the [Re] log difference and its sign against ours) go to a fold-out under it
-#: (``ha_effects_split``).
-HA_EFFECTS_SHOWN = {
-    "model": "model",
-    "seeds (model / HA)": "seeds",
-    "model acc.": "model",
-    "HA acc.": "HA",
-    "HA − model [95% CI]": "Δ [95% CI]",
-    "p (Holm)": "p (Holm)",
-    "verdict": "verdict",
-}
-
-
-def ha_effects_split(effects):
-    """(main, details) of an ``ha_effects`` table, each narrow enough for the page: ``main`` the columns of
-    ``HA_EFFECTS_SHOWN`` under their shorter headers (the two accuracy columns grouped under "test accuracy
-    (%)", "—" where not yet trained; Δ = HA − model), ``details`` the model and every other column (what the
-    fold-out under the table shows). A number is never broken across lines: "60.1 ± 0.6" and "[−1.8, +4.9]"
-    keep their spaces unbreakable, so a narrow column wraps only between the difference and its interval."""
-    import pandas as pd
-
-    main = effects[list(HA_EFFECTS_SHOWN)].copy()
-    main.columns = pd.MultiIndex.from_tuples(
-        [
-            ("test accuracy (%)", new) if old in ("model acc.", "HA acc.") else ("", new)
-            for old, new in HA_EFFECTS_SHOWN.items()
-        ]
-    )
-    for column in [c for c in main.columns if c[0]]:  # the unit is in the header
-        main[column] = main[column].map(lambda v: v.removesuffix(" %"))
-    for column in main.columns[1:]:
-        main[column] = main[column].map(lambda v: v.replace(" ± ", "\u00a0±\u00a0").replace(", ", ",\u00a0"))
-    details = effects[["model"] + [c for c in effects.columns if c not in HA_EFFECTS_SHOWN]]
-    return main, details
-
-
-def welch_labels(bases, params: Params, seeds=range(10)) -> dict[str, str]:
-    """{HA variant: its Welch result against its model} for the points of the introduction's figure: HA −
-    model in points over every saved seed of the chapter's preset with its 95% interval and its p adjusted
-    by Holm over the pairs of ``bases`` (``ha_family``), "+1.2 [−3.4, +5.8]\nHolm p 0.47", or "+1.2 (n = 1/1)"
-    where a side has fewer than 2 seeds (no interval). Pairs without both saved are left out (never trains)."""
-    out = {}
-    for base, (w, adjusted, _, _) in ha_family(bases, params, seeds).items():
-        if w is None:
-            continue
-        if w.interval is None:
-            out[base + "_ha"] = w.difference + f" (n = {len(w.base)}/{len(w.variant)})"
-        else:
-            out[base + "_ha"] = w.difference + f"\nHolm p {adjusted:.2f}"
-    return out
-
-
-def best_attention(frame) -> dict:
+def best_attention(frame, accuracies: dict | None = None) -> dict:
     """The best attention model of ``frame`` (rows of ``seeds_frame``: means over the saved seeds) against
-    ResNet18, chosen among the attention models with the most saved seeds (a mean over n seeds is never set
-    beside a single run): ``model`` (its title, None when no attention model is saved), ``accuracy``,
-    ``seeds`` (that n), ``resnet`` (ResNet18's accuracy, None when not saved), ``resnet_seeds`` and ``gap``
-    (ResNet18 − best, in points; None without both). A NaN accuracy never wins."""
+    ResNet18, as ``attnlib.analysis.stats.best_by_seed_mean`` picks it (the highest seed mean among the
+    attention models with the most saved seeds: a mean over n seeds is never set beside a single run), from
+    ``accuracies`` (``{experiment: per-seed test accuracies}``, ``seed_accuracies``) or, without them, from
+    the frame's means (a mean over n seeds counted as n seeds of that mean: the same mean and n). Returns
+    ``model`` (its title, None when no attention model is saved), ``accuracy``, ``seeds`` (that n),
+    ``resnet`` (ResNet18's accuracy, None when not saved), ``resnet_seeds`` and ``gap`` (ResNet18 − best, in
+    points; None without both). A NaN accuracy never wins."""
+    from attnlib.analysis.stats import best_by_seed_mean
+
     done = complete(frame)
     if "seeds" not in done:
         done = done.assign(seeds=1)
     attention = done[done["experiment"] != "resnet18"].dropna(subset=["accuracy"])
-    attention = attention[attention["seeds"] == attention["seeds"].max()]
     resnet = done[done["experiment"] == "resnet18"].dropna(subset=["accuracy"])
+    if accuracies is None:
+        accuracies = {r.experiment: [float(r.accuracy)] * int(r.seeds) for r in attention.itertuples()}
+    seeds = {e: [a for a in accuracies.get(e, ()) if not math.isnan(a)] for e in attention["experiment"]}
     out = dict(model=None, accuracy=None, seeds=None, resnet=None, resnet_seeds=None, gap=None)
-    if len(attention):
-        best = attention.loc[attention["accuracy"].astype(float).idxmax()]
-        out.update(model=best["model"], accuracy=float(best["accuracy"]), seeds=int(best["seeds"]))
+    best = best_by_seed_mean({e: v for e, v in seeds.items() if v})
+    if best is not None:
+        name, mean, n = best
+        model = attention.loc[attention["experiment"] == name, "model"].iloc[0]
+        out.update(model=model, accuracy=float(mean), seeds=int(n))
     if len(resnet):
         r = resnet.iloc[0]
         out.update(resnet=float(r["accuracy"]), resnet_seeds=int(r["seeds"]))
     if out["accuracy"] is not None and out["resnet"] is not None:
         out["gap"] = (out["resnet"] - out["accuracy"]) * 100
     return out
-
-
-def ha_pair_numbers(pairs) -> dict[str, str]:
-    """What ``ha_pairs`` says, as numbers for the prose: ``size`` (the share of its model's parameters HA
-    keeps, "15%–26%"), ``pairs`` (pairs saved on both sides), ``above`` / ``below`` (pairs whose mean over
-    the saved seeds ends above / below its model's, to 0.1 point), ``low`` / ``high`` (the smallest and
-    largest HA − model, points); "—" for each when no pair is saved."""
-    if pairs.empty:
-        return dict.fromkeys(("size", "pairs", "above", "below", "low", "high"), NOT_FOUND_CELL) | {
-            "pairs": "0"
-        }
-    low, high = f"{pairs['size'].min():.0%}", f"{pairs['size'].max():.0%}"
-    return {
-        "size": low if low == high else f"{low}–{high}",
-        "pairs": f"{len(pairs)}",
-        "above": f"{int((pairs['gain'].round(1) > 0).sum())}",
-        "below": f"{int((pairs['gain'].round(1) < 0).sum())}",
-        "low": f"{pairs['gain'].min():+.1f}",
-        "high": f"{pairs['gain'].max():+.1f}",
-    }
 
 
 def architecture_table(names, presets=("paper", "budget")):
@@ -403,31 +254,6 @@ def architecture_table(names, presets=("paper", "budget")):
             }
         )
     return pd.DataFrame(rows)
-
-
-def ha_pairs(frame):
-    """One row per model whose HA variant is in ``frame`` with both saved: ``experiment`` (the model),
-    ``model`` (its title), ``gain`` (HA − model, accuracy points) and ``size`` (HA parameters / model
-    parameters), from the frame's accuracies: the means over seeds of a ``seeds_frame`` (what the book
-    shows), seed 0 of an ``attnlib.results.tables.frame``."""
-    import pandas as pd
-
-    from attnlib.experiments import get
-
-    done = complete(frame).set_index("experiment")
-    rows = []
-    for name in done.index:
-        base = get(name).baseline
-        if base is not None and base in done.index:
-            rows.append(
-                {
-                    "experiment": base,
-                    "model": title(base),
-                    "gain": (done.loc[name, "accuracy"] - done.loc[base, "accuracy"]) * 100,
-                    "size": done.loc[name, "params"] / done.loc[base, "params"],
-                }
-            )
-    return pd.DataFrame(rows, columns=["experiment", "model", "gain", "size"])
 
 
 def rank_flips(runs: dict, source: str | None = None):
@@ -515,169 +341,6 @@ def glance_points(frame):
     points.insert(2, "label", [short_label(n) for n in points["experiment"]])
     points["baseline"] = [get(n).baseline for n in points["experiment"]]
     return points
-
-
-def training_time(params: Params):
-    """(table, total seconds): one row per experiment with the epochs and training time of its saved run at
-    ``params`` (from its provenance; never trains), and the sum over the complete runs."""
-    frame = collect(params.results_dir, params.preset, seed=params.seed or 0, data=params.data)
-    done = frame["status"] == "complete"
-    table = frame[["experiment", "status"]].copy()
-    table["epochs"] = [f"{int(e)}" if ok else "—" for ok, e in zip(done, frame["epochs"], strict=True)]
-    table["train time"] = [
-        f"{t / 60:.1f} min" if ok else "—" for ok, t in zip(done, frame["train_seconds"], strict=True)
-    ]
-    return table, float(frame.loc[done, "train_seconds"].sum())
-
-
-def claims_ledger(params: Params, keys=None):
-    """The claims ledger (``attnlib.analysis.claims.ledger``) at the chapter's preset, with the evidence of the runs at
-    its ``long_preset`` where they are saved (``claims.gather``'s ``prefer``), computed from ``results/``
-    (never trains); only the claims of ``keys`` when given, in ledger order."""
-    from attnlib.analysis import claims
-
-    evidence = claims.gather(params.results_dir, params.preset, data=params.data, prefer=params.long_preset)
-    frame = claims.ledger(evidence)
-    return frame if keys is None else frame[frame["claim"].isin(list(keys))]
-
-
-def measure_endpoints(histories: dict, measures=("peak", "distance")):
-    """The numbers behind a figure of measures against the epoch: per run (``{name: history}``) and measure,
-    each layer's value after the first and after the last epoch (a pandas DataFrame, one row per run and
-    measure, columns "layer 1"... as "first → last")."""
-    import pandas as pd
-
-    from attnbook import viz
-
-    spec = {"peak": ("peak (× uniform)", "{:.2f}"), "distance": ("distance (px)", "{:.1f}")}
-    rows = []
-    for name, history in histories.items():
-        for measure in measures:
-            series = viz.layer_series(history, measure)
-            if not series:
-                continue
-            label, number = spec[measure]  # (not `fmt`: that is the module's prose formatter)
-            row = {"model": name, "measure": label}
-            row |= {
-                f"layer {i + 1}": f"{number.format(v[0])} → {number.format(v[-1])}" for i, v in series.items()
-            }
-            rows.append(row)
-    return pd.DataFrame(rows).fillna("")
-
-
-#: The presets of the compute record (``long_plan``): the budget grid's seeds and the ledger's `long` runs.
-PLAN_PRESETS = ("budget", "long")
-
-
-def long_plan(params: Params):
-    """(table, numbers): the `long` runs the ledger reads (``plan.LONG_PLAN``), one row each: the claims it
-    informs, its saved state (epochs and CPU-hours, wall time times threads, when complete, else "—"), the
-    machine it trained on and its estimated CPU-hours on an idle core; and the numbers the appendix's compute
-    section quotes: ``done`` / ``runs`` (long runs saved / listed), ``hours`` (their CPU-hours), ``seed_runs``
-    and ``seed_hours`` (the budget grid's further seeds, 1 and up). Never trains."""
-    import pandas as pd
-
-    from attnlib.analysis import claims
-    from attnlib.results import tables
-
-    budget_preset, long_preset = PLAN_PRESETS
-    saved = tables.collect(params.results_dir, long_preset, list(plan.LONG_PLAN), data=params.data)
-    saved = saved.set_index("experiment")
-    keys = {c.key: c.title for c in claims.CLAIMS}
-    rows, spent, done = [], 0.0, 0
-    for name, informs in plan.LONG_PLAN.items():
-        complete = saved.at[name, "status"] == "complete"
-        done += complete
-        hours = saved.at[name, "cpu_seconds"] / 3600 if complete else 0.0  # wall time x CPU threads
-        spent += hours
-        device = str(saved.at[name, "wall_time_device"]) if complete else ""
-        rows.append(
-            {
-                "run": title(name),  # the display name, as every table names a model
-                "claims it informs": "; ".join(keys[k] for k in informs),
-                "trained": f"{saved.at[name, 'epochs']:.0f} epochs, {hours:.1f} CPU-hours"
-                if complete
-                else "—",
-                "machine": device.replace("(1 threads)", "(1 thread)"),
-                "estimate (CPU-hours)": f"{plan.estimate_seconds(name, long_preset) / 3600:.1f}",
-            }
-        )
-    seeds = [
-        tables.collect(params.results_dir, budget_preset, seed=s, data=params.data) for s in range(1, 10)
-    ]
-    seeds = pd.concat(seeds)
-    seeds = seeds[seeds["status"] == "complete"]
-    numbers = {
-        "done": f"{done}",
-        "runs": f"{len(rows)}",
-        "hours": f"{spent:.1f}",
-        "seed_runs": f"{len(seeds)}",
-        "seed_hours": f"{float(seeds['cpu_seconds'].sum()) / 3600:.1f}",
-    }
-    return pd.DataFrame(rows), numbers
-
-
-def long_run_numbers(run) -> dict[str, str]:
-    """The numbers the prose quotes of a 60-epoch run (its history logs the per-layer measures every epoch):
-    ``epochs``, ``accuracy``, ``peaks`` (each layer's mean peak after the last epoch, "1.01, 1.02 and
-    1.69"), ``flat`` (how many layers stayed below ``NEAR_UNIFORM`` times uniform in every epoch) and
-    ``layers``; "—" for each when the run is not saved."""
-    from attnbook import viz
-    from attnlib.measures import NEAR_UNIFORM
-
-    keys = ("epochs", "accuracy", "peaks", "flat", "layers")
-    series = {} if run is None else viz.layer_series(run.history, "peak")
-    if not series:
-        return dict.fromkeys(keys, NOT_FOUND_CELL)
-    return {
-        "epochs": f"{len(run.history)}",
-        "accuracy": fmt(run.test_accuracy),
-        "peaks": word_list(f"{v[-1]:.2f}" for v in series.values()),
-        "flat": f"{sum(v.max() < NEAR_UNIFORM for v in series.values())}",
-        "layers": f"{len(series)}",
-    }
-
-
-def centre_numbers(run, shorter=None) -> dict[str, str]:
-    """The numbers the prose quotes of a quadratic model's centres (``measures.logged_centres``), in input
-    pixels (a token spans 32 / grid-width of them): ``epochs``, ``accuracy``, ``moved`` (each layer's mean
-    displacement from initialisation at the end), ``short_moved`` / ``short_epochs`` (the same of the
-    ``shorter`` run) and ``spread_start`` / ``spread_end`` (each layer's RMS distance of its centres from
-    their mean, at initialisation and at the end); "—" where a run is not saved."""
-    from attnlib.measures import centre_displacement, centre_spread, logged_centres
-
-    def pixels(r):
-        return 32 / float(r.attention["grid"][1]) if r is not None and r.attention else 1.0
-
-    out = dict.fromkeys(
-        ("epochs", "accuracy", "moved", "short_moved", "short_epochs", "spread_start", "spread_end"),
-        NOT_FOUND_CELL,
-    )
-    ours = logged_centres(run)
-    if ours is not None:
-        scale = pixels(run)
-        out |= {
-            "epochs": f"{len(ours) - 1}",
-            "accuracy": fmt(run.test_accuracy),
-            "moved": word_list(f"{v * scale:.1f}" for v in centre_displacement(ours)[-1].tolist()),
-            "spread_start": word_list(f"{v * scale:.1f}" for v in centre_spread(ours[0]).tolist()),
-            "spread_end": word_list(f"{v * scale:.1f}" for v in centre_spread(ours[-1]).tolist()),
-        }
-    before = logged_centres(shorter)
-    if before is not None:
-        scale = pixels(shorter)
-        out["short_epochs"] = f"{len(before) - 1}"
-        out["short_moved"] = word_list(f"{v * scale:.1f}" for v in centre_displacement(before)[-1].tolist())
-    return out
-
-
-def ledger_table(frame):
-    """The ledger at a glance: each claim's short title, whose claim it is, and the verdict with the evidence
-    and scale it rests on (``label``: "not reproduced — at 60 epochs (long), 1 seed each";
-    ``ledger_markdown`` gives the words, measure, value and rule of each)."""
-    label = frame["label"] if "label" in frame else frame["verdict"]
-    shown = frame.assign(source=frame["source"].map(short), verdict=label)
-    return shown[["title", "source", "verdict"]].rename(columns={"title": "claim"})
 
 
 def seeds_frame(runs: dict, params: Params):

@@ -1,0 +1,231 @@
+"""The tables and numbers of chapter 4 (Hierarchical Attention against its model): the HA comparisons over
+seeds as one family of tests (Welch intervals, Holm's correction, the paired-by-seed test), the table of
+their effects, the pairs' differences for the prose and the introduction's figure, and the numbers the
+chapter quotes from the claims ledger's cost rows."""
+
+from __future__ import annotations
+
+import math
+
+from attnbook.params import Params
+from attnbook.phrases import (
+    NOT_FOUND_CELL,
+    VERDICT_SHORT,
+    title,
+)
+from attnbook.runs import seed_accuracies, seed_map
+from attnlib.analysis.literature import RE, reference_value
+from attnlib.results.tables import complete
+
+#: The verdict of an HA pair without saved runs on both sides (a table cell and the prose's verdict word).
+NO_PAIR = "no saved pair"
+
+
+def ha_family(bases, params: Params, seeds=range(10)) -> dict:
+    """The HA comparisons of ``bases`` as one family of tests: {model: (Welch or None, Holm-adjusted p or
+    None, family verdict, Paired or None)} over every saved seed of the chapter's preset. Holm's adjustment
+    (``compare.holm``) runs over the pairs with a Welch p; a pair is "higher" / "lower" only when it
+    survives it (``compare.family_verdict``). The paired-by-seed test matches the seeds both sides hold.
+    Never trains."""
+    from attnlib.analysis import stats as compare
+
+    found = {}
+    for base in bases:
+        a, b = seed_map(base, params, seeds), seed_map(base + "_ha", params, seeds)
+        w = compare.welch(a.values(), b.values()) if a and b else None
+        found[base] = (w, compare.paired(a, b) if a and b else None)
+    adjusted = compare.holm([None if w is None else w.p for w, _ in found.values()])
+    out = {}
+    for (base, (w, t)), p in zip(found.items(), adjusted, strict=True):
+        out[base] = (w, p, "no interval" if w is None else compare.family_verdict(w, p), t)
+    return out
+
+
+def ha_effects(bases, params: Params, seeds=range(10)):
+    """One row per model of ``bases``: the seeds saved of the model and of its HA variant, their test
+    accuracy (mean ± sd), HA − model in points with its 95% Welch interval, the Holm-adjusted p over the
+    pairs of ``bases`` (``ha_family``), degrees of freedom ν and the unadjusted p, the verdict (HA ahead /
+    behind only when it survives the adjustment; "inconclusive" otherwise), the paired-by-seed test over the
+    seeds both sides hold (a robustness line), the seeds per side the project's standard asks for, and the
+    [Re] run-log difference where known (never trains)."""
+    import pandas as pd
+
+    from attnlib.analysis import stats as compare
+
+    family = ha_family(bases, params, seeds)
+    rows = []
+    for base in bases:
+        acc_a, acc_b = seed_accuracies(base, params, seeds), seed_accuracies(base + "_ha", params, seeds)
+        re_gain = (
+            reference_value(base + "_ha", RE, "test_accuracy") - reference_value(base, RE, "test_accuracy")
+        ) * 100
+        row = {
+            "model": title(base),
+            "seeds (model / HA)": f"{len(acc_a)} / {len(acc_b)}",
+            "model acc.": compare.mean_sd(acc_a) if acc_a else NOT_FOUND_CELL,
+            "HA acc.": compare.mean_sd(acc_b) if acc_b else NOT_FOUND_CELL,
+        }
+        w, adjusted, verdict, pair = family[base]
+        if w is None:
+            row.update({"HA − model [95% CI]": "—", "p (Holm)": "—", "ν": "—", "p": "—", "verdict": NO_PAIR})
+            row["paired by seed"] = "—"
+            row["seeds asked"] = f"{compare.MIN_SEEDS} per side"
+        else:
+            row.update(
+                {
+                    "HA − model [95% CI]": w.difference,
+                    "p (Holm)": "—" if adjusted is None else f"{adjusted:.3f}",
+                    "ν": "—" if w.df is None else f"{w.df:.1f}",
+                    "p": "—" if w.p is None else f"{w.p:.3f}",
+                    "verdict": VERDICT_SHORT[verdict],
+                    "paired by seed": paired_cell(pair),
+                    "seeds asked": "met" if w.seeds_wanted == 0 else f"{w.seeds_wanted} per side",
+                }
+            )
+        row["[Re] log"] = "—" if math.isnan(re_gain) else f"{re_gain:+.1f}"
+        if w is None or math.isnan(re_gain):
+            row["same sign as [Re]"] = "—"
+        else:
+            row["same sign as [Re]"] = "yes" if (w.points > 0) == (re_gain > 0) else "no"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def paired_cell(pair) -> str:
+    """A paired-by-seed test as a table cell: "−1.3, p 0.064 (5 seeds)"; without a p (fewer than 2 shared
+    seeds) the mean difference and the seeds alone."""
+    if pair is None or pair.n == 0:
+        return "no shared seed"
+    p = "" if pair.p is None else f", p {pair.p:.3f}"
+    return f"{pair.points:+.1f}{p} ({pair.n} seed{'s' if pair.n > 1 else ''})"
+
+
+#: The columns of ``ha_effects`` the page shows, with their shorter headers; the others (ν, p, the seeds the
+#: standard asks for, the [Re] log difference and its sign against ours) go to a fold-out under it
+#: (``ha_effects_split``).
+HA_EFFECTS_SHOWN = {
+    "model": "model",
+    "seeds (model / HA)": "seeds",
+    "model acc.": "model",
+    "HA acc.": "HA",
+    "HA − model [95% CI]": "Δ [95% CI]",
+    "p (Holm)": "p (Holm)",
+    "verdict": "verdict",
+}
+
+
+def ha_effects_split(effects):
+    """(main, details) of an ``ha_effects`` table, each narrow enough for the page: ``main`` the columns of
+    ``HA_EFFECTS_SHOWN`` under their shorter headers (the two accuracy columns grouped under "test accuracy
+    (%)", "—" where not yet trained; Δ = HA − model), ``details`` the model and every other column (what the
+    fold-out under the table shows). A number is never broken across lines: "60.1 ± 0.6" and "[−1.8, +4.9]"
+    keep their spaces unbreakable, so a narrow column wraps only between the difference and its interval."""
+    import pandas as pd
+
+    main = effects[list(HA_EFFECTS_SHOWN)].copy()
+    main.columns = pd.MultiIndex.from_tuples(
+        [
+            ("test accuracy (%)", new) if old in ("model acc.", "HA acc.") else ("", new)
+            for old, new in HA_EFFECTS_SHOWN.items()
+        ]
+    )
+    for column in [c for c in main.columns if c[0]]:  # the unit is in the header
+        main[column] = main[column].map(lambda v: v.removesuffix(" %"))
+    for column in main.columns[1:]:
+        main[column] = main[column].map(lambda v: v.replace(" ± ", "\u00a0±\u00a0").replace(", ", ",\u00a0"))
+    details = effects[["model"] + [c for c in effects.columns if c not in HA_EFFECTS_SHOWN]]
+    return main, details
+
+
+def welch_labels(bases, params: Params, seeds=range(10)) -> dict[str, str]:
+    """{HA variant: its Welch result against its model} for the points of the introduction's figure: HA −
+    model in points over every saved seed of the chapter's preset with its 95% interval and its p adjusted
+    by Holm over the pairs of ``bases`` (``ha_family``), "+1.2 [−3.4, +5.8]\nHolm p 0.47", or "+1.2 (n = 1/1)"
+    where a side has fewer than 2 seeds (no interval). Pairs without both saved are left out (never trains)."""
+    out = {}
+    for base, (w, adjusted, _, _) in ha_family(bases, params, seeds).items():
+        if w is None:
+            continue
+        if w.interval is None:
+            out[base + "_ha"] = w.difference + f" (n = {len(w.base)}/{len(w.variant)})"
+        else:
+            out[base + "_ha"] = w.difference + f"\nHolm p {adjusted:.2f}"
+    return out
+
+
+def ha_pair_numbers(pairs) -> dict[str, str]:
+    """What ``ha_pairs`` says, as numbers for the prose: ``size`` (the share of its model's parameters HA
+    keeps, "15%–26%"), ``pairs`` (pairs saved on both sides), ``above`` / ``below`` (pairs whose mean over
+    the saved seeds ends above / below its model's, to 0.1 point), ``low`` / ``high`` (the smallest and
+    largest HA − model, points); "—" for each when no pair is saved."""
+    if pairs.empty:
+        return dict.fromkeys(("size", "pairs", "above", "below", "low", "high"), NOT_FOUND_CELL) | {
+            "pairs": "0"
+        }
+    low, high = f"{pairs['size'].min():.0%}", f"{pairs['size'].max():.0%}"
+    return {
+        "size": low if low == high else f"{low}–{high}",
+        "pairs": f"{len(pairs)}",
+        "above": f"{int((pairs['gain'].round(1) > 0).sum())}",
+        "below": f"{int((pairs['gain'].round(1) < 0).sum())}",
+        "low": f"{pairs['gain'].min():+.1f}",
+        "high": f"{pairs['gain'].max():+.1f}",
+    }
+
+
+def ha_pairs(frame):
+    """One row per model whose HA variant is in ``frame`` with both saved: ``experiment`` (the model),
+    ``model`` (its title), ``gain`` (HA − model, accuracy points) and ``size`` (HA parameters / model
+    parameters), from the frame's accuracies: the means over seeds of a ``seeds_frame`` (what the book
+    shows), seed 0 of an ``attnlib.results.tables.frame``."""
+    import pandas as pd
+
+    from attnlib.experiments import get
+
+    done = complete(frame).set_index("experiment")
+    rows = []
+    for name in done.index:
+        base = get(name).baseline
+        if base is not None and base in done.index:
+            rows.append(
+                {
+                    "experiment": base,
+                    "model": title(base),
+                    "gain": (done.loc[name, "accuracy"] - done.loc[base, "accuracy"]) * 100,
+                    "size": done.loc[name, "params"] / done.loc[base, "params"],
+                }
+            )
+    return pd.DataFrame(rows, columns=["experiment", "model", "gain", "size"])
+
+
+#: The HA / model ratios the cost rows of the claims ledger write (``attnlib.analysis.costs``): peak memory
+#: and time of one training step, and inference wall time per image (Table 3's timing where a pair has it).
+_RATIOS = {
+    "memory": ("ha_train_cost", r"memory (\d+(?:\.\d+)?)×"),
+    "step": ("ha_train_cost", r"time per step (\d+(?:\.\d+)?)×"),
+    "inference": ("ha_inference_time", r"Table 3's timing (\d+(?:\.\d+)?)×"),
+    "inference_runs": ("ha_inference_time", r"the runs' (\d+(?:\.\d+)?)×"),
+}
+
+
+def ha_cost_numbers(ledger) -> dict[str, str]:
+    """The range over the HA pairs of the ratios HA / model that the ledger's rows ``ha_train_cost`` and
+    ``ha_inference_time`` give (their ``value``, as the ledger writes it): ``memory`` and ``step`` (peak
+    memory and time of one training step), ``inference`` (wall time per image: Table 3's timing, else each
+    saved run's own), as "0.84× to 2.51×" (one pair: "1.38×"); "—" where the row is absent or measured
+    nothing."""
+    import re
+
+    values = {r.claim: str(r.value) for r in ledger.itertuples()}
+
+    def span(key: str) -> str | None:
+        claim, pattern = _RATIOS[key]
+        found = sorted(float(x) for x in re.findall(pattern, values.get(claim, "")))
+        if not found:
+            return None
+        low, high = f"{found[0]:.2f}×", f"{found[-1]:.2f}×"
+        return low if low == high else f"{low} to {high}"
+
+    out = {key: span(key) for key in ("memory", "step", "inference")}
+    out["inference"] = out["inference"] or span("inference_runs")
+    return {key: NOT_FOUND_CELL if value is None else value for key, value in out.items()}

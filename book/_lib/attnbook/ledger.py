@@ -1,0 +1,180 @@
+"""The claims ledger and the longer runs, as the chapters show them: the ledger at a chapter's preset and its
+table, the compute plan of the `long` runs it reads, the numbers of one long run (per-layer peaks, centre
+displacement) and the first and last epoch of each layer's measures."""
+
+from __future__ import annotations
+
+from attnbook.params import Params
+from attnbook.phrases import (
+    NOT_FOUND_CELL,
+    fmt,
+    title,
+    word_list,
+)
+from attnlib.analysis.literature import short
+from attnlib.lab import plan
+from attnlib.results.tables import collect
+
+
+def training_time(params: Params):
+    """(table, total seconds): one row per experiment with the epochs and training time of its saved run at
+    ``params`` (from its provenance; never trains), and the sum over the complete runs."""
+    frame = collect(params.results_dir, params.preset, seed=params.seed or 0, data=params.data)
+    done = frame["status"] == "complete"
+    table = frame[["experiment", "status"]].copy()
+    table["epochs"] = [f"{int(e)}" if ok else "—" for ok, e in zip(done, frame["epochs"], strict=True)]
+    table["train time"] = [
+        f"{t / 60:.1f} min" if ok else "—" for ok, t in zip(done, frame["train_seconds"], strict=True)
+    ]
+    return table, float(frame.loc[done, "train_seconds"].sum())
+
+
+def claims_ledger(params: Params, keys=None):
+    """The claims ledger (``attnlib.analysis.claims.ledger``) at the chapter's preset, with the evidence of the runs at
+    its ``long_preset`` where they are saved (``claims.gather``'s ``prefer``), computed from ``results/``
+    (never trains); only the claims of ``keys`` when given, in ledger order."""
+    from attnlib.analysis import claims
+
+    evidence = claims.gather(params.results_dir, params.preset, data=params.data, prefer=params.long_preset)
+    frame = claims.ledger(evidence)
+    return frame if keys is None else frame[frame["claim"].isin(list(keys))]
+
+
+def measure_endpoints(histories: dict, measures=("peak", "distance")):
+    """The numbers behind a figure of measures against the epoch: per run (``{name: history}``) and measure,
+    each layer's value after the first and after the last epoch (a pandas DataFrame, one row per run and
+    measure, columns "layer 1"... as "first → last")."""
+    import pandas as pd
+
+    from attnbook import viz
+
+    spec = {"peak": ("peak (× uniform)", "{:.2f}"), "distance": ("distance (px)", "{:.1f}")}
+    rows = []
+    for name, history in histories.items():
+        for measure in measures:
+            series = viz.layer_series(history, measure)
+            if not series:
+                continue
+            label, number = spec[measure]  # (not `fmt`: that is the module's prose formatter)
+            row = {"model": name, "measure": label}
+            row |= {
+                f"layer {i + 1}": f"{number.format(v[0])} → {number.format(v[-1])}" for i, v in series.items()
+            }
+            rows.append(row)
+    return pd.DataFrame(rows).fillna("")
+
+
+#: The presets of the compute record (``long_plan``): the budget grid's seeds and the ledger's `long` runs.
+PLAN_PRESETS = ("budget", "long")
+
+
+def long_plan(params: Params):
+    """(table, numbers): the `long` runs the ledger reads (``plan.LONG_PLAN``), one row each: the claims it
+    informs, its saved state (epochs and CPU-hours, wall time times threads, when complete, else "—"), the
+    machine it trained on and its estimated CPU-hours on an idle core; and the numbers the appendix's compute
+    section quotes: ``done`` / ``runs`` (long runs saved / listed), ``hours`` (their CPU-hours), ``seed_runs``
+    and ``seed_hours`` (the budget grid's further seeds, 1 and up). Never trains."""
+    import pandas as pd
+
+    from attnlib.analysis import claims
+    from attnlib.results import tables
+    from attnlib.results.timing import device_words
+
+    budget_preset, long_preset = PLAN_PRESETS
+    saved = tables.collect(params.results_dir, long_preset, list(plan.LONG_PLAN), data=params.data)
+    saved = saved.set_index("experiment")
+    keys = {c.key: c.title for c in claims.CLAIMS}
+    rows, spent, done = [], 0.0, 0
+    for name, informs in plan.LONG_PLAN.items():
+        complete = saved.at[name, "status"] == "complete"
+        done += complete
+        hours = saved.at[name, "cpu_seconds"] / 3600 if complete else 0.0  # wall time x CPU threads
+        spent += hours
+        device = str(saved.at[name, "wall_time_device"]) if complete else ""
+        rows.append(
+            {
+                "run": title(name),  # the display name, as every table names a model
+                "claims it informs": "; ".join(keys[k] for k in informs),
+                "trained": f"{saved.at[name, 'epochs']:.0f} epochs, {hours:.1f} CPU-hours"
+                if complete
+                else "—",
+                "machine": device_words(device),
+                "estimate (CPU-hours)": f"{plan.estimate_seconds(name, long_preset) / 3600:.1f}",
+            }
+        )
+    seeds = [
+        tables.collect(params.results_dir, budget_preset, seed=s, data=params.data) for s in range(1, 10)
+    ]
+    seeds = pd.concat(seeds)
+    seeds = seeds[seeds["status"] == "complete"]
+    numbers = {
+        "done": f"{done}",
+        "runs": f"{len(rows)}",
+        "hours": f"{spent:.1f}",
+        "seed_runs": f"{len(seeds)}",
+        "seed_hours": f"{float(seeds['cpu_seconds'].sum()) / 3600:.1f}",
+    }
+    return pd.DataFrame(rows), numbers
+
+
+def long_run_numbers(run) -> dict[str, str]:
+    """The numbers the prose quotes of a 60-epoch run (its history logs the per-layer measures every epoch):
+    ``epochs``, ``accuracy``, ``peaks`` (each layer's mean peak after the last epoch, "1.01, 1.02 and
+    1.69"), ``flat`` (how many layers stayed below ``NEAR_UNIFORM`` times uniform in every epoch) and
+    ``layers``; "—" for each when the run is not saved."""
+    from attnbook import viz
+    from attnlib.measures import NEAR_UNIFORM
+
+    keys = ("epochs", "accuracy", "peaks", "flat", "layers")
+    series = {} if run is None else viz.layer_series(run.history, "peak")
+    if not series:
+        return dict.fromkeys(keys, NOT_FOUND_CELL)
+    return {
+        "epochs": f"{len(run.history)}",
+        "accuracy": fmt(run.test_accuracy),
+        "peaks": word_list(f"{v[-1]:.2f}" for v in series.values()),
+        "flat": f"{sum(v.max() < NEAR_UNIFORM for v in series.values())}",
+        "layers": f"{len(series)}",
+    }
+
+
+def centre_numbers(run, shorter=None) -> dict[str, str]:
+    """The numbers the prose quotes of a quadratic model's centres (``measures.logged_centres``), in input
+    pixels (a token spans 32 / grid-width of them): ``epochs``, ``accuracy``, ``moved`` (each layer's mean
+    displacement from initialisation at the end), ``short_moved`` / ``short_epochs`` (the same of the
+    ``shorter`` run) and ``spread_start`` / ``spread_end`` (each layer's RMS distance of its centres from
+    their mean, at initialisation and at the end); "—" where a run is not saved."""
+    from attnlib.measures import centre_displacement, centre_spread, logged_centres
+
+    def pixels(r):
+        return 32 / float(r.attention["grid"][1]) if r is not None and r.attention else 1.0
+
+    out = dict.fromkeys(
+        ("epochs", "accuracy", "moved", "short_moved", "short_epochs", "spread_start", "spread_end"),
+        NOT_FOUND_CELL,
+    )
+    ours = logged_centres(run)
+    if ours is not None:
+        scale = pixels(run)
+        out |= {
+            "epochs": f"{len(ours) - 1}",
+            "accuracy": fmt(run.test_accuracy),
+            "moved": word_list(f"{v * scale:.1f}" for v in centre_displacement(ours)[-1].tolist()),
+            "spread_start": word_list(f"{v * scale:.1f}" for v in centre_spread(ours[0]).tolist()),
+            "spread_end": word_list(f"{v * scale:.1f}" for v in centre_spread(ours[-1]).tolist()),
+        }
+    before = logged_centres(shorter)
+    if before is not None:
+        scale = pixels(shorter)
+        out["short_epochs"] = f"{len(before) - 1}"
+        out["short_moved"] = word_list(f"{v * scale:.1f}" for v in centre_displacement(before)[-1].tolist())
+    return out
+
+
+def ledger_table(frame):
+    """The ledger at a glance: each claim's short title, whose claim it is, and the verdict with the evidence
+    and scale it rests on (``label``: "not reproduced — at 60 epochs (long), 1 seed each";
+    ``ledger_markdown`` gives the words, measure, value and rule of each)."""
+    label = frame["label"] if "label" in frame else frame["verdict"]
+    shown = frame.assign(source=frame["source"].map(short), verdict=label)
+    return shown[["title", "source", "verdict"]].rename(columns={"title": "claim"})
