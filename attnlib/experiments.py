@@ -171,7 +171,7 @@ _RE_QUADRATIC_SOURCE = (
 )
 _INIT_OFFICIAL = (
     "attnlib variant of {}: init_bert_weights (N(0, 0.02²) for Linear and Embedding weights, zero biases; "
-    "Paper A's official init) instead of the [Re] code's PyTorch defaults (positional tables N(0, 1), Linear "
+    "Cordonnier et al.'s official init) instead of the [Re] code's PyTorch defaults (positional tables N(0, 1), Linear "
     "U(±1/√fan_in)); everything else as the [Re] form"
 )
 
@@ -180,7 +180,7 @@ _INIT_OFFICIAL = (
 _ROWS: tuple[tuple, ...] = (
     ("resnet18", "resnet", {}, "resnet", "ResNet18", None, f"{_PAPER_A} (runs/resnet)"),
     ("resnet18_narrow", "resnet", {}, "resnet", "ResNet18, narrow (as many parameters as SA)", None,
-     "attnlib variant of resnet18 for 'close to ResNet18 at a comparable number of parameters' (issue 29 §2): at "
+     "attnlib variant of resnet18 for 'close to ResNet18 at a comparable number of parameters': at "
      "the scaled-down presets its width makes its parameter count comparable with the attention models' (within "
      "25%); at paper settings it is ResNet18", _RESNET_NARROW, "resnet18"),
     ("quadratic_iso_9h", "paper", _paper("quadratic_iso", 9), "attention", "SA quadratic (isotropic), 9 heads",
@@ -197,7 +197,7 @@ _ROWS: tuple[tuple, ...] = (
      f"SA learned 2D, 9 heads, positional init std {POSITIONAL_STD:g}", None,
      "attnlib variant of learned_9h: its positional tables r and head keys w drawn from "
      f"N(0, {POSITIONAL_STD:g}) instead of the paper's N(0, 0.02): the scores wᵀr and their gradients start 100x "
-     "larger (issue 16 §2: a claim that may only appear with a change)", {}, "learned_9h"),
+     "larger (a claim that may only appear with a change)", {}, "learned_9h"),
     ("learned_16h", "paper", _paper("learned", 16, **_HEADS16, **_RE_BLOCK, **_RE_VALUES[16], **_RE_INIT),
      "learned_16h", "SA learned 2D, 16 heads", None, f"{_RE} (learned2d_nocontent_16heads.yaml)", _NARROW16),
 )  # fmt: skip
@@ -255,7 +255,7 @@ def _paper_presets() -> dict[str, Preset | None]:
     return {
         "attention": Preset(
             TrainConfig(epochs=300, batch_size=100, warmup=0.05, schedule="cosine", **sgd),
-            reason="Paper A official runs: SGD 0.1, momentum 0.9, wd 1e-4 (none on centres/spreads), "
+            reason="Cordonnier et al.'s official run scripts: SGD 0.1, momentum 0.9, wd 1e-4 (none on centres/spreads), "
             "batch 100, 300 epochs, cosine with 5% linear warm-up per step",
         ),
         "learned": None,  # = "attention" (_with_defaults)
@@ -265,7 +265,7 @@ def _paper_presets() -> dict[str, Preset | None]:
             TrainConfig(
                 epochs=300, batch_size=100, warmup=0.0, schedule="multistep", milestones=steps, **sgd
             ),
-            reason="Paper A runs/resnet: SGD 0.1, momentum 0.9, wd 1e-4, batch 100, 300 epochs, lr ÷10 at "
+            reason="Cordonnier et al.'s runs/resnet script: SGD 0.1, momentum 0.9, wd 1e-4, batch 100, 300 epochs, lr ÷10 at "
             "epochs 80, 150, 250 (no cosine flag)",
         ),
         "san_pairwise": Preset(
@@ -319,7 +319,7 @@ def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in 
         "learned": like("learned", "As the other paper models, but 8 epochs:", dict(epochs=8)),
         "learned_16h": like(
             "learned_16h",
-            "As learned_9h (8 epochs), but lr 0.06 (not 0.1) and the gradient norm clipped to 1, as the "
+            "As SA learned 2D, 9 heads (8 epochs), but lr 0.06 (not 0.1) and the gradient norm clipped to 1, as the "
             "learned models with content:",
             dict(epochs=8, lr=0.06, grad_clip=1.0),
         ),

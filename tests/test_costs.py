@@ -8,6 +8,7 @@ import pytest
 
 from attnlib.analysis import claims, costs, stats
 from attnlib.analysis.rules import INCONCLUSIVE, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, Evidence
+from attnlib.results.timing import threads_words
 
 
 def test_wall_ratio_is_the_ratio_of_seed_means_with_per_seed_ratios_of_common_seeds():
@@ -30,6 +31,14 @@ def test_inference_time_verdict_follows_the_per_seed_ratios(ha_ms, verdict):
     }
     text, got = costs.ha_inference_time(ev)
     assert got == verdict and "ViT:" in text and "n = 2/2" in text
+
+
+def test_machines_are_named_with_their_thread_count_in_words():
+    assert [threads_words(n) for n in (1, 2)] == ["1 thread", "2 threads"]
+    ev = Evidence("budget")  # runs saved their device as "AMD EPYC (1 threads)"
+    ev.wall_times = {"vit": {0: (2.0, "AMD EPYC (1 threads)")}, "vit_ha": {0: (1.0, "AMD EPYC (2 threads)")}}
+    text = costs.ha_inference_time(ev)[0]
+    assert "timed on AMD EPYC (1 thread), AMD EPYC (2 threads) (the runs" in text and "1 threads" not in text
 
 
 def test_inference_time_with_one_common_seed_is_inconclusive_and_nothing_saved_is_not_measured():
@@ -60,6 +69,7 @@ def test_train_cost_row_reads_the_saved_report(tmp_path, memory_ha, verdict):
     ev.train_cost = costs.train_cost_report(tmp_path, "budget")
     text, got = costs.ha_train_cost(ev)
     assert got == verdict and f"memory {memory_ha / 100:.2f}×" in text and "Test CPU (avx2" in text
+    assert "torch 2), 1 thread, commit" in text  # one thread in words, never "1 thread(s)"
     (tmp_path / "train_cost" / "budget.json").write_text("{")
     assert costs.train_cost_report(tmp_path, "budget") is None
 

@@ -4,6 +4,7 @@ the smoke preset into a complete result folder."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -290,3 +291,38 @@ def test_positional_std_is_checked():
             make("paper", encoding="learned", positional_std=bad)
     with pytest.raises(ConfigError, match="positional_std.*only the learned"):
         make("paper", encoding="quadratic_iso", positional_std=0.2)
+
+
+# What a reader of the book must not meet in the library's strings that the book prints (issue 31): pointers to
+# notes or issues the reader does not have, the registry's code names and constants, machine-made plurals.
+_JARGON = re.compile(
+    r"Paper A|research notes|\bissue \d|\b[A-Z]{2,}_[A-Z_]+\b|40% bar|revisited|thread\(s\)|this machine"
+)
+
+
+def _registry_ids(text: str) -> list[str]:
+    """Registry names used as words in `text` (a [Re] file name such as "san_pairwise.yaml" or a library's own
+    function such as "torchvision's resnet18" is not one)."""
+    names = "|".join(sorted(map(re.escape, EXPERIMENTS), key=len, reverse=True))
+    return re.findall(rf"(?<![\w./'-])(?:{names})(?![\w.])", text.replace("torchvision's resnet18", ""))
+
+
+def test_strings_the_book_prints_carry_no_jargon():
+    from attnlib.analysis import literature
+    from attnlib.analysis.claims import CLAIMS
+    from attnlib.models.quirks import QUIRKS
+
+    shown = [(preset, PRESET_TABLE[preset]) for preset in ("paper", "budget")]  # appendix A's tables
+    texts = {f"{preset} {protocol}": p.reason for preset, table in shown for protocol, p in table.items()}
+    refs = (*literature.REFERENCES, literature.RE_QUADRATIC_9H_HA)
+    texts |= {f"reference {i}": f"{r.where} {r.note}" for i, r in enumerate(refs)}
+    texts |= {f"quirk {q.name}": f"{q.re_code} {q.intended}" for q in QUIRKS}
+    differences = literature.protocol_differences()
+    texts |= {f"difference {d.what}": f"{d.ours} {d.theirs} {d.checked}" for d in differences}
+    texts |= {f"claim {c.key}": f"{c.words} {c.measure} {c.rule}" for c in CLAIMS}
+    found = {k: (_JARGON.findall(t), _registry_ids(t)) for k, t in texts.items()}
+    assert {k: v for k, v in found.items() if v != ([], [])} == {}
+    # the checks can fail: each catches what it is for
+    caught = _JARGON.findall("at 4 epochs (GRID_HOURS, the 40% bar, 1 thread(s))")
+    assert caught == ["GRID_HOURS", "40% bar", "thread(s)"]
+    assert _registry_ids("vit_ha had 33.8%; [Re] san_pairwise.yaml, torchvision's resnet18") == ["vit_ha"]

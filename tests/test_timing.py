@@ -145,6 +145,9 @@ def test_busy_machine_is_refused_unless_forced(monkeypatch, cli, tmp_path):
     report, _ = timing.run("smoke", ["vit"], results_dir=tmp_path, force=True, warmup=1, reps=2, rounds=1)
     assert report["load"]["shared"] is True
     assert "shared with other work" in machine_line(report)
+    threads = report["protocol"]["threads"]  # in words: "1 thread", "2 threads", never "thread(s)"
+    line = machine_line(report)
+    assert f"), {threads} thread{'s' * (threads != 1)}, " in line and "(s)" not in line
 
 
 @pytest.mark.parametrize(

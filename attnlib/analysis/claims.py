@@ -70,7 +70,8 @@ CLAIMS: tuple[Claim, ...] = (
         "A multi-head self-attention layer with N_h heads of dimension D_h, output dimension D_out and a relative "
         "positional encoding of dimension D_p ≥ 3 can express any convolutional layer of kernel size "
         "√N_h × √N_h and min(D_h, D_out) output channels.",
-        "relative error of the constructed layer (attention_from_conv, 3×3, α = 40) against F.conv2d, float64",
+        "relative error of the attention layer constructed from a 3×3 convolution (α = 40) against that convolution, "
+        "in float64",
         f"reproduced below {THEOREM_TOLERANCE:g}",
         _theorem,
     ),
@@ -93,7 +94,7 @@ CLAIMS: tuple[Claim, ...] = (
         "pixel (a K×K neighbourhood, one head per offset).",
         "mean distance (key positions) of each layer's centres Δ from the offsets of a K×K grid around the query "
         "(K² heads; K odd: the centred grid, K even: the best of the four grids half a position off), heads "
-        "matched one-to-one to offsets (Hungarian assignment), at the end and at initialisation (centres.npz)",
+        "matched one-to-one to offsets (Hungarian assignment), at the end and at initialisation",
         f"a model passes when some layer ends below {controls.GRID_NEAR:g} key positions from the grid and was "
         "not that close at initialisation (the paper shows one layer); reproduced when every quadratic model "
         "passes, not reproduced when none does, inconclusive otherwise",
@@ -106,7 +107,7 @@ CLAIMS: tuple[Claim, ...] = (
         "§4, centres per layer (paraphrase)",
         "The first layers attend to local patterns; deeper layers attend to larger patterns farther from the query.",
         "attention-weighted mean distance of the attended pixels from the query, per layer (pixels), at the end "
-        "and at initialisation (the standard probe)",
+        "and at initialisation (on the same first test images for every model)",
         "a model passes when its last layer attends further than the first, the distance rises at least at half "
         "the steps and the first layer is more local than uniform attention (where measured), and at "
         "initialisation the last layer did not already attend further than the first (training created the "
@@ -143,7 +144,7 @@ CLAIMS: tuple[Claim, ...] = (
         "§4, learned encoding with content (paraphrase)",
         "With content-based attention some heads still attend to a fixed shift; others use the content.",
         "per head, the largest share of its attention mass at one relative offset over every query and the saved "
-        "test images (attention.npz's offset means; 1: a fixed shift, 1/N: uniform), at the end and at "
+        "test images (1: a fixed shift, 1/N: uniform), at the end and at "
         "initialisation (a fresh model of the same configuration, seed 0, on 8 random images)",
         f"a model passes when some head reaches a share ≥ {controls.SHIFT_SHARE:g} that it did not have at "
         "initialisation; reproduced when every model with content passes, not reproduced when none does, "

@@ -130,10 +130,13 @@ def quadratic_vs_learned(ev: Evidence):
     preset = ev.seed_presets.get(LEARNED_BASE, ev.preset)
     names = (*pairs, LEARNED_BASE) if preset in experiments.PRESETS else ()
     epochs = {n: experiments.preset_for(n, preset).train.epochs for n in names}
-    if len(set(epochs.values())) > 1:
-        parts.append(
-            "epochs " + ", ".join(f"{display(n)} {e}" for n, e in epochs.items()) + " (the preset's budget)"
-        )
+    if len(set(epochs.values())) > 1:  # "A and B trained for 4 epochs, C for 8 (each as its protocol ...)"
+        by_epochs: dict[int, list[str]] = {}
+        for n, e in epochs.items():
+            by_epochs.setdefault(e, []).append(display(n))
+        groups = enumerate(by_epochs.items())
+        said = [f"{' and '.join(ns)} {'trained ' * (not i)}for {e} epochs" for i, (e, ns) in groups]
+        parts.append(", ".join(said) + f" (each as its protocol sets at {preset})")
     verdict = NOT_REPRODUCED if False in passes else REPRODUCED if all(passes) else INCONCLUSIVE
     return "; ".join(parts), verdict
 

@@ -19,6 +19,7 @@ from attnlib.analysis.rules import (
     Evidence,
     display,
 )
+from attnlib.results.timing import device_words, threads_words
 
 SAVES = 0.98  # HA / model below this: HA saves (memory, time); measurement noise aside
 
@@ -52,7 +53,7 @@ def machine_words(report: dict) -> str:
     shared = (report.get("load") or {}).get("shared")
     load = " (cores shared with other work: rough)" if shared else ""
     return (
-        f"{m.get('cpu')} ({flags}; torch {m.get('torch')}), {p.get('threads')} thread(s), commit "
+        f"{m.get('cpu')} ({flags}; torch {m.get('torch')}), {threads_words(p.get('threads'))}, commit "
         f"{str((report.get('git') or {}).get('commit'))[:7]}{load}"
     )
 
@@ -129,7 +130,7 @@ def ha_inference_time(ev: Evidence):
             machines.add(f"{timed['cpu']} (Table 3)")
         if found is not None:
             mean, paired, devices = found
-            machines |= devices
+            machines |= {device_words(d) for d in devices}
             n = f"n = {len(ev.wall_times[base])}/{len(ev.wall_times[base + '_ha'])}"
             span = f", per seed {min(paired):.2f}–{max(paired):.2f}" if len(paired) > 1 else ""
             text += f"the runs' {mean:.2f}× ({n}{span})"

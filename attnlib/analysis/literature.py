@@ -39,21 +39,25 @@ class Reference:
     network: str = ""
 
 
-_S1 = "epfml/attention-cnn code, layer shapes of runs/*/run.sh (derived in the research notes, A.3)"
+_S1 = (
+    "epfml/attention-cnn code: counted from the layer shapes of its models (models/transformer.py, models/bert.py) "
+    "with the settings of its run scripts (runs/*/run.sh)"
+)
 
 _S6 = "sotaverified.org benchmark entry for the paper (CIFAR-10, 'SA quadratic embedding', listed as claimed)"
 
 _S8_LOG = "NishantPrabhu/Self-Attention-and-Convolutions, temp/log_extract.ipynb run-folder name `{}`"
 
 _S8_CODE = (
-    "NishantPrabhu/Self-Attention-and-Convolutions code and configs (derived in the research notes, B.1-B.2)"
+    "NishantPrabhu/Self-Attention-and-Convolutions code and configs: counted from the layer shapes of the [Re] "
+    "models with the settings of each model's config"
 )
 
 # The [Re] models of Table 1's Paper A rows are built with the [Re] block (main/models/), not the official one
 # that our Paper A experiments use: their figures are labelled as those of another network (Reference.network).
 _RE_BLOCK = (
     "the [Re] block (no BertSelfOutput Linear, LayerNorm eps 1e-5) and PyTorch's default init; "
-    "ours is Paper A's official block"
+    "ours is Cordonnier et al.'s official block"
 )
 _RE_LEARNED_9H = "[Re] learned2d_nocontent_9heads"
 _RE_GAUSSIAN = "[Re] gaussian (non-isotropic)"

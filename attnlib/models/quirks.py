@@ -69,7 +69,7 @@ QUIRKS: tuple[Quirk, ...] = (
         "keeps PyTorch's defaults: positional tables N(0, 1), Linear layers U(±1/√fan_in) "
         "(main/models/attention.py, nn.Embedding and nn.Linear as built; the quadratic centres and spreads "
         "have their own draw in both codes)",
-        "init_bert_weights: N(0, 0.02²) for Linear and Embedding weights, zero biases (Paper A's official code)",
+        "init_bert_weights: N(0, 0.02²) for Linear and Embedding weights, zero biases (Cordonnier et al.'s official code)",
         "init",
         "learned_content_9h",
         probes=(
@@ -87,7 +87,7 @@ QUIRKS: tuple[Quirk, ...] = (
         "writes the target vector's second component as −2(c + μ₂ + bμ₁) for −2(cμ₂ + bμ₁): the score gains "
         "(c + μ₂ − cμ₂)·δ₂ per head, so a head no longer attends around its centre "
         "(main/models/attention.py, GaussianAttention.get_heads_target_vectors)",
-        "−½(δ − Δ)ᵀΣ⁻¹(δ − Δ), as Paper A's official code",
+        "−½(δ − Δ)ᵀΣ⁻¹(δ − Δ), as Cordonnier et al.'s official code",
         "logits",
         "quadratic_re_9h_ha",
     ),

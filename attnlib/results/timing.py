@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 from attnlib import experiments
@@ -79,6 +80,17 @@ def table(report: dict):
     return pd.DataFrame(rows)
 
 
+def threads_words(threads) -> str:
+    """``threads`` CPU threads in words, singular or plural: "1 thread", "2 threads" (as given when not an int)."""
+    return f"{threads} thread" + ("" if threads == 1 else "s")
+
+
+def device_words(device: str) -> str:
+    """A saved run's device name as a reader reads it: its "(1 threads)" (how runs name a one-thread CPU,
+    ``attnlib.snapshots``) as "(1 thread)"; any other name unchanged."""
+    return re.sub(r"\((\d+) threads\)", lambda m: f"({threads_words(int(m[1]))})", str(device))
+
+
 def machine_line(report: dict) -> str:
     """One sentence: which machine, instruction sets, threads and load the timing comes from."""
     m, load, p = report["machine"], report["load"], report["protocol"]
@@ -90,7 +102,7 @@ def machine_line(report: dict) -> str:
     )
     return (
         f"Wall times measured together in one process on {m.get('cpu')} (instruction sets: {flags}; torch "
-        f"{m.get('torch')}, CPU capability {m.get('cpu_capability')}), {p['threads']} thread(s), "
+        f"{m.get('torch')}, CPU capability {m.get('cpu_capability')}), {threads_words(p['threads'])}, "
         f"{p['warmup']} warm-up and {p['reps']} timed single-image passes per model in {p['rounds']} "
         f"interleaved rounds, {report.get('finished', '')}; 1-minute load average {load['load_before']} "
         f"before and {load['load_after']} after on {m.get('usable_cores')} cores: {verdict}."
