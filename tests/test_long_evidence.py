@@ -350,7 +350,7 @@ def test_appendix_draws_the_maps_of_each_saved_long_run(tiny_long, tmp_path, mon
     from attnbook import display
 
     shown = []
-    monkeypatch.setattr(display, "show", lambda fig, name=None, caption=None, also=(): shown.append((name, caption)))
+    monkeypatch.setattr(display, "show", lambda fig, name=None, caption=None, also=(), folded=None: shown.append((name, caption)))
     monkeypatch.setattr(display, "note", lambda text, kind="note": None)
     params = book.check_params(preset="smoke", results_dir=str(tmp_path), train_missing=False)
     names = ["learned_9h", "resnet18", "vit"]
@@ -359,13 +359,14 @@ def test_appendix_draws_the_maps_of_each_saved_long_run(tiny_long, tmp_path, mon
         train_run(name, "long", results_dir=tmp_path, progress=False)
     assert book.show_measured_attention(names, params) == ["learned_9h"]
     # learned_9h has no content term: its maps are the same for every image, so one figure stands for the
-    # image and for the mean (shown once, labelled both ways: `also`)
-    assert [n for n, _ in shown] == ["fig-learned_9h-long-one"]
+    # image and for the mean (shown once, labelled both ways: `also`); heads 5-9 are a figure of their own,
+    # folded under it
+    assert [n for n, _ in shown] == ["fig-learned_9h-long-one", "fig-learned_9h-long-one-more"]
     assert "the same for every test image" in shown[0][1]
     assert all(c.startswith(f"{book.title('learned_9h')} (long preset, 2 epochs): ") for _, c in shown)
     at_long = dataclasses.replace(params, preset="long")
     assert book.show_measured_attention(names, at_long) == []
-    assert len(shown) == 1
+    assert len(shown) == 2
 
 
 def test_the_saved_long_runs_trained_every_epoch():
