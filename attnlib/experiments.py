@@ -418,7 +418,7 @@ NOTES = {
     "cores (2 h until the learned models with content needed 12 epochs to reach the target); "
     "a model and its HA variant share every setting; cosine schedule with 5% linear warm-up per step (1 epoch, "
     "gradient clipping and lr 0.06 for the learned models with content); bf16 autocast where the CPU has fast bf16. "
-    f"Target: >= {BUDGET_TARGET:.0%} test accuracy for every attention model (verified by the budget reproduction, issue 7; "
+    f"Target: >= {BUDGET_TARGET:.0%} test accuracy for every attention model (checked by the budget reproduction; "
     "if one falls short, change its protocol here and say why).",
     "smoke": "Tests and CI: tiny models, 1 epoch on 64 synthetic images, a few seconds per run.",
     "long": f"The budget's models and protocols trained for a fixed {LONG_EPOCHS} epochs on CPUs, with per-layer "
