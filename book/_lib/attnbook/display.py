@@ -15,6 +15,7 @@ from attnbook.phrases import (
     NOT_USED,
     _times,
     display_names,
+    escaped,
     fmt,
     ledger_markdown,
     title,
@@ -86,7 +87,7 @@ def note_missing(what: str, preset: str, experiments=(), status: dict | None = N
 
     def name(e: str) -> str:
         found = (status or {}).get(e, ("missing", ""))[0]
-        return f"`{e}`" + (f" ({NOT_USED[found]})" if found in NOT_USED else "")
+        return escaped(title(e)) + (f" ({NOT_USED[found]})" if found in NOT_USED else "")
 
     names = ", ".join(name(e) for e in experiments)
     note(

@@ -147,7 +147,7 @@ def unused_markdown(frame) -> str:
         return ""
     what = {"damaged": "is damaged", "stale": "was trained with another configuration"}
     items = [
-        f"{escaped(title(r['experiment']))} {what[r['status']]} (``{_code(r.get('detail', ''))}``)"
+        f"{escaped(title(r['experiment']))} {what[r['status']]} (``{_reason(r.get('detail', ''))}``)"
         for _, r in rows.iterrows()
     ]
     return (
@@ -156,6 +156,14 @@ def unused_markdown(frame) -> str:
         + ". Retrain with `python -m attnlib train EXPERIMENT --preset PRESET` (or run this chapter with "
         "`train_missing=True`)."
     )
+
+
+def _reason(detail) -> str:
+    """What is wrong with a saved run, for the page: paths relative to the results folder's parent (never the
+    build machine's absolute path), and for a run of another configuration only what differs."""
+    text = re.sub(r"(?:/[^/\s]+)+/(results/)", r"\1", _code(detail))
+    text = re.sub(r"^\S+ holds a result for another configuration ?", "", text)
+    return text[1:-1] if text.startswith("(") and text.endswith(")") else text
 
 
 def _code(text) -> str:
