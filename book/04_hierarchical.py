@@ -21,8 +21,8 @@
 # (HA)**. In a standard transformer each of the $L$ layers has its own weights and derives its own queries,
 # keys and values from the previous layer's output. HA instead applies *one* block (attention and MLP)
 # $L$ times with shared weights; the keys are computed once, from the input of the first application, and
-# reused by all later ones, while queries and values are recomputed from the current features
-# ({eq}`eq-ha`):
+# reused by all later ones, while queries and values are recomputed from the current features,
+# {eq}`eq-ha`:
 #
 # $$
 # \begin{aligned}
