@@ -60,7 +60,7 @@ book.glue_str("app_preset", params.preset)
 
 # %% [markdown]
 # (appendix-hyperparameters)=
-# ## A. Hyper-parameters
+# ## Hyper-parameters
 #
 # ### Training, at the chosen preset (*{glue:text}`app_preset`*)
 #
@@ -92,7 +92,7 @@ for family in ("paper", "resnet", "san", "san_hier", "vit"):
 
 # %% [markdown]
 # (appendix-maps)=
-# ## B. Attention maps
+# ## Attention maps
 #
 # The sections follow [Re] Figs. B.1–B.10, the attention figures of the report's appendix. For each model: the
 # attention of one fixed query pixel (outlined) for one test image, then averaged over the saved test
@@ -103,10 +103,10 @@ for family in ("paper", "resnet", "san", "san_hier", "vit"):
 # figure shows each weight group, averaged over pixels and images. All panels of a figure share one colour
 # scale, shown by its colour bar, so panels can be compared; the note under each model gives its max peaks
 # ({ref}`definitions <def-measures>`). The maps that {ref}`chapter-reproduction` and
-# {ref}`chapter-hierarchical` already show (B.1–B.3, at the default query pixel) are referred to, not
+# {ref}`chapter-hierarchical` already show ([Re] Figs. B.1–B.3, at the default query pixel) are referred to, not
 # repeated.
 #
-# ### B.1 Learned 2D encoding with content, 9 heads
+# ### Learned 2D encoding with content, 9 heads ([Re] Fig. B.1)
 
 # %% tags=["hide-input"]
 book.show_attention(
@@ -120,7 +120,7 @@ book.show_attention(
 )
 
 # %% [markdown]
-# ### B.2 Learned 2D encoding without content, 9 heads
+# ### Learned 2D encoding without content, 9 heads ([Re] Fig. B.2)
 
 # %% tags=["hide-input"]
 book.show_attention(
@@ -134,7 +134,7 @@ book.show_attention(
 )
 
 # %% [markdown]
-# ### B.3 Hierarchical learned 2D encoding with content, 9 heads
+# ### Hierarchical learned 2D encoding with content, 9 heads ([Re] Fig. B.3)
 
 # %% tags=["hide-input"]
 book.show_attention(  # the HA chapter shows it at its default `heads` (9)
@@ -148,43 +148,43 @@ book.show_attention(  # the HA chapter shows it at its default `heads` (9)
 )
 
 # %% [markdown]
-# ### B.4 Learned 2D encoding with content, 16 heads
+# ### Learned 2D encoding with content, 16 heads ([Re] Fig. B.4)
 
 # %% tags=["hide-input"]
 book.show_attention(runs["learned_content_16h"], "learned_content_16h", params, query, status=runs.status)
 
 # %% [markdown]
-# ### B.5 Learned 2D encoding without content, 16 heads
+# ### Learned 2D encoding without content, 16 heads ([Re] Fig. B.5)
 
 # %% tags=["hide-input"]
 book.show_attention(runs["learned_16h"], "learned_16h", params, query, status=runs.status)
 
 # %% [markdown]
-# ### B.6 Hierarchical learned 2D encoding with content, 16 heads
+# ### Hierarchical learned 2D encoding with content, 16 heads ([Re] Fig. B.6)
 
 # %% tags=["hide-input"]
 book.show_attention(runs["learned_content_16h_ha"], "learned_content_16h_ha", params, query, status=runs.status)
 
 # %% [markdown]
-# ### B.7 Hierarchical SAN, pairwise
+# ### Hierarchical SAN, pairwise ([Re] Fig. B.7)
 
 # %% tags=["hide-input"]
 book.show_attention(runs["san_pairwise_ha"], "san_pairwise_ha", params, query, status=runs.status)
 
 # %% [markdown]
-# ### B.8 Hierarchical SAN, patchwise
+# ### Hierarchical SAN, patchwise ([Re] Fig. B.8)
 
 # %% tags=["hide-input"]
 book.show_attention(runs["san_patchwise_ha"], "san_patchwise_ha", params, query, status=runs.status)
 
 # %% [markdown]
-# ### B.9 ViT
+# ### ViT ([Re] Fig. B.9)
 
 # %% tags=["hide-input"]
 book.show_attention(runs["vit"], "vit", params, query, status=runs.status)
 
 # %% [markdown]
-# ### B.10 Hierarchical ViT
+# ### Hierarchical ViT ([Re] Fig. B.10)
 
 # %% tags=["hide-input"]
 book.show_attention(runs["vit_ha"], "vit_ha", params, query, status=runs.status)
@@ -192,9 +192,9 @@ book.show_attention(runs["vit_ha"], "vit_ha", params, query, status=runs.status)
 # %% [markdown]
 # ### Not in the report: learned 2D encoding without content, 9 heads, larger positional initialisation
 #
-# The variant of {ref}`chapter-reproduction`: the model of B.2 with its positional tables and
+# The variant of {ref}`chapter-reproduction`: the model of [Re] Fig. B.2 with its positional tables and
 # head keys drawn from $\mathcal N(0, 0.2^2)$ instead of the paper's $\mathcal N(0, 0.02^2)$, trained
-# with the same protocol. Compare with B.2 (folded below).
+# with the same protocol. Compare with the maps of [Re] Fig. B.2's model above (folded below).
 
 # %% tags=["hide-input", "hide-output"]
 variant = book.load_all(["learned_9h_pos_init"], params)
@@ -214,7 +214,7 @@ drawn = book.show_measured_attention(plan.LONG_PLAN, params, query)
 
 # %% [markdown]
 # (appendix-curves)=
-# ## C. Training curves
+# ## Training curves
 #
 # {numref}`fig-curves` shows train (dashed) and test (solid) accuracy and loss after every epoch, for every
 # saved run at the chosen preset. The loss axis turns logarithmic when a curve spans more than a hundredfold: at the budget preset
@@ -246,7 +246,7 @@ if missing:
 
 # %% [markdown]
 # (appendix-speed)=
-# ## D. Speed: attnlib against the plain formulation
+# ## Speed: attnlib against the plain formulation
 #
 # `python -m attnlib bench` measures, in one process and side by side, training (forward + backward) and
 # inference throughput of attnlib's learned-2D-with-content and quadratic models against a plain PyTorch
@@ -295,7 +295,7 @@ else:
 
 # %% [markdown]
 # (appendix-compute)=
-# ## E. Compute
+# ## Compute
 #
 # Every run of this book was trained on CPUs. At the *{glue:text}`app_preset`* preset
 # {glue:text}`app_grid_done` of the {glue:text}`app_grid_total` experiments were saved (seed 0), and their

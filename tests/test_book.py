@@ -456,7 +456,8 @@ def test_one_run_is_one_reference():
 
 
 def test_appendix_b_follows_the_report():
-    """Appendix B numbers its attention figures as the [Re] report's appendix: B.1-B.10, in its order."""
+    """The appendix's attention maps follow the [Re] report's appendix: each section names its figure ([Re] Fig.
+    B.1-B.10), in the report's order."""
     report_order = [
         "learned_content_9h",
         "learned_9h",
@@ -471,12 +472,12 @@ def test_appendix_b_follows_the_report():
     ]
     text = (BOOK / "05_appendix.py").read_text()
     found = re.findall(
-        r"### (B\.\d+) [^\n]*\n\n# %% tags=\[\"hide-input\"\]\n"
+        r"### [^\n]* \(\[Re\] Fig\. (B\.\d+)\)\n\n# %% tags=\[\"hide-input\"\]\n"
         r"book\.show_attention\((?:\s*#[^\n]*)?\s*runs\[\"(\w+)\"\]",
         text,
     )
     assert found == [(f"B.{i}", name) for i, name in enumerate(report_order, 1)]
-    assert len(re.findall(r"### B\.\d+ ", text)) == 10  # extra figures get other labels
+    assert len(re.findall(r"\(\[Re\] Fig\. B\.\d+\)", text)) == 10  # extra figures get other labels
 
 
 def test_panels_share_one_colour_scale_with_a_bar():

@@ -64,7 +64,7 @@ PREFERRED = {"budget": "long"}
 CLAIMS: tuple[Claim, ...] = (
     Claim(
         "theorem",
-        "Theorem 1: attention expresses any convolution",
+        "The paper's Theorem 1: attention expresses any convolution",
         PAPER,
         "§3, Theorem 1",
         "A multi-head self-attention layer with N_h heads of dimension D_h, output dimension D_out and a relative "

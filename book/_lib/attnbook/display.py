@@ -108,7 +108,8 @@ def note_below_target(frame, preset: str) -> None:
         names = "; ".join(f"{title(n)} {a:.1%}" for n, a in low)
         note(
             f"Below {experiments.BUDGET_TARGET:.0%} test accuracy, the level the budget protocols were tuned "
-            f"to reach: {names}. Read their rows as measured (appendix A gives the protocols' history).",
+            f"to reach: {names}. Read their rows as measured (the appendix's "
+            "{ref}`hyper-parameters <appendix-hyperparameters>` give the protocols' history).",
             "warning",
         )
 

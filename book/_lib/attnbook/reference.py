@@ -83,7 +83,7 @@ def training_table(preset: str):
     rows = []
     for protocol, p in experiments.PRESET_TABLE[preset].items():
         t = p.train
-        users = [e.name for e in experiments.EXPERIMENTS.values() if e.protocol == protocol]
+        users = [e.title for e in experiments.EXPERIMENTS.values() if e.protocol == protocol]
         rows.append(
             {
                 "protocol": protocol,
