@@ -255,3 +255,16 @@ def test_the_browser_catches_each_fault(tmp_path):
     assert len(wide_math) == 1 and "(1.1) equation-eq-mhsa: 900 px wide" in wide_math[0], wide_math
     assert any("a figure without a number" in p and "outside any figure" in p for p in repeated), repeated
     assert sorted(p.name for p in shots.glob("*.png")) == sorted(n.replace(".html", ".png") for n in PAGES)
+
+
+def test_stderr_outputs_are_found():
+    """A cell's stderr output (here tqdm's warning with a machine path) is reported; a stdout output is not."""
+    warned = (
+        '<div class="cell_output docutils container"><div class="output stderr highlight-myst-ansi notranslate">'
+        '<div class="highlight"><pre><span></span>/srv/x/site-packages/tqdm/auto.py:21: TqdmWarning: IProgress '
+        "not found.\n</pre></div></div></div>"
+    )
+    printed = '<div class="output stream highlight-myst-ansi notranslate"><pre>42</pre></div>'
+    found = bookcheck.stderr_outputs(f"<article>{warned}{printed}</article>")
+    assert found == ["/srv/x/site-packages/tqdm/auto.py:21: TqdmWarning: IProgress not found."], found
+    assert bookcheck.stderr_outputs(f"<article>{printed}</article>") == []

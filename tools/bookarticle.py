@@ -177,6 +177,17 @@ def code_ids_in_text(html: str, ids) -> list[str]:
     return found
 
 
+def stderr_outputs(html: str) -> list[str]:
+    """The first line of every cell output a chapter printed to stderr (a warning, a progress bar, a
+    traceback): the book shows what its cells print, so a warning with the build machine's paths would reach
+    the reader. MyST-NB marks such an output ``class="output stderr ..."``."""
+    found = []
+    for m in re.finditer(r'<div class="output stderr[^"]*">(.*?)</div>', html, re.S):
+        text = " ".join(re.sub(r"<[^>]+>", " ", m[1]).split())
+        found.append(text[:120] or "(empty)")
+    return found
+
+
 def missing_mark_in_text(html: str) -> list[str]:
     """Where the page's article says "not yet trained" (``attnbook.sphinx.MISSING_MARK``, any case) in running
     text: paragraphs, list items, notes and figure captions, outside tables (their cells and captions may say a

@@ -55,6 +55,7 @@ from bookarticle import (  # tools/bookarticle.py: what a page's HTML holds, rea
     is_remote,
     missing_mark_in_text,
     repeated_figures,
+    stderr_outputs,
     unnumbered_figures,
 )
 
@@ -68,6 +69,7 @@ __all__ = [  # the page readers, re-exported: bookcheck.repeated_figures(...) as
     "is_remote",
     "missing_mark_in_text",
     "repeated_figures",
+    "stderr_outputs",
     "unnumbered_figures",
     "check_pages",
     "find_chromium",
@@ -354,6 +356,8 @@ def _check_page(browser, file: Path, root: Path, screenshots: Path | None, timeo
             report.problems.append(f"a code id in a sentence (write the display name): {where}")
         for where in missing_mark_in_text(source):
             report.problems.append(f"'not yet trained' in a sentence (give the number, or say it in a table): {where}")
+        for printed in stderr_outputs(source):
+            report.problems.append(f"a cell printed to stderr (a warning the reader sees): {printed}")
         for figure in unnumbered_figures(source):
             report.problems.append(f"a figure without a number (a named {{glue:figure}} with a caption): {figure}")
         for wide in found["wideMath"]:

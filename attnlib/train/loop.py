@@ -31,7 +31,6 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from attnlib.config import TrainConfig
 from attnlib.errors import ConfigError
@@ -344,6 +343,8 @@ class _Run:
         stats, prior_seconds = self._running_sums(first_step, state.partial)
         clock = _EpochClock(prior_seconds)
         desc, enabled = f"{self.desc} {epoch + 1}/{cfg.epochs}", self.progress and info.is_main
+        from tqdm.auto import tqdm  # here, not at import: in a notebook without ipywidgets it warns on import
+
         bar = tqdm(total=steps, desc=desc, disable=not enabled, leave=False, dynamic_ncols=True)
         batches = itertools.islice(self.train_batches.epoch(epoch), first_step, None)  # resumed: same order
         for step, (x, y) in zip(range(first_step, steps), batches, strict=False):
