@@ -244,11 +244,11 @@ def _print_welch(args, df) -> None:
             print(f"- {e.title}: not trained on both sides")
             continue
         w = stats.welch(*acc)
-        ci = "no interval" if w.interval is None else f"[{w.interval[0]:+.1f}, {w.interval[1]:+.1f}]"
+        ci = "" if w.interval is None else f" [{w.interval[0]:+.1f}, {w.interval[1]:+.1f}]"
         p = "" if w.p is None else f", df {w.df:.1f}, p = {w.p:.2f}"
         wanted = "" if w.seeds_wanted == 0 else f"; the standard asks for {w.seeds_wanted} seeds per side"
         print(
-            f"- {e.title}: {w.n[0]} model / {w.n[1]} HA seeds, {w.points:+.1f} points, {ci}{p}: {w.verdict}{wanted}"
+            f"- {e.title}: {w.n[0]} model / {w.n[1]} HA seeds, {w.points:+.1f} points{ci}{p}: {w.verdict}{wanted}"
         )
     report = timing.load(args.results_dir, args.preset)
     print(
