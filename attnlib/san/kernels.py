@@ -27,6 +27,12 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 @triton.jit
+def _unflatten(idx, C, H, W):
+    """(b, c, h, w) of a flat index into a contiguous (B, C, H, W) tensor."""
+    return idx // (W * H * C), (idx // (W * H)) % C, (idx // W) % H, idx % W
+
+
+@triton.jit
 def _tap(o, k, size, STRIDE: tl.constexpr, PAD: tl.constexpr, DIL: tl.constexpr, REFLECT: tl.constexpr):
     """Input coordinate read by output coordinate o at tap k, and whether it lies inside the input."""
     i = o * STRIDE - PAD + k * DIL  # i = o·s − p + k·d
@@ -79,10 +85,7 @@ def _aggregation_fwd(
 ):  # fmt: skip
     idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # flat index into out (B, C, HO, WO)
     live = idx < N
-    j = idx % WO
-    i = (idx // WO) % HO
-    c = (idx // (WO * HO)) % C
-    b = idx // (WO * HO * C)
+    b, c, i, j = _unflatten(idx, C, HO, WO)
     x_base = (b * C + c) * H * W
     w_base = (b * CW + c % CW) * (K * K * HO * WO) + i * WO + j
     acc = tl.zeros([BLOCK], ACC)
@@ -105,10 +108,7 @@ def _aggregation_bwd_x(
     # dx[b, c, h, w] = Σ over (i, j, kh, kw) whose tap reads (h, w) of w[b, c mod Cw, kh·K + kw, i, j] · dout[b, c, i, j]
     idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # flat index into x (B, C, H, W)
     live = idx < N
-    w = idx % W
-    h = (idx // W) % H
-    c = (idx // (W * H)) % C
-    b = idx // (W * H * C)
+    b, c, h, w = _unflatten(idx, C, H, W)
     g_base = (b * C + c) * HO * WO
     w_base = (b * CW + c % CW) * (K * K * HO * WO)
     acc = tl.zeros([BLOCK], ACC)
@@ -135,10 +135,7 @@ def _aggregation_bwd_w(
     # dw[b, g, kh·K + kw, i, j] = Σ_{c ≡ g mod Cw} dout[b, c, i, j] · x[b, c, i·s − p + kh·d, j·s − p + kw·d]
     idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)  # flat index into (B, Cw, HO, WO)
     live = idx < N
-    j = idx % WO
-    i = (idx // WO) % HO
-    g = (idx // (WO * HO)) % CW
-    b = idx // (WO * HO * CW)
+    b, g, i, j = _unflatten(idx, CW, HO, WO)
     for kh in tl.static_range(K):
         h, h_in = _tap(i, kh, H, STRIDE, PAD, DIL, REFLECT)
         for kw in tl.static_range(K):
