@@ -110,7 +110,7 @@ book.show_table(
 #   the query the attention goes, **in input pixels** of the 32 × 32 image (one token of the budget's
 #   8 × 8 grid spans 4 × 4 input pixels, of the paper's 16 × 16 grid 2 × 2). Uniform attention on the
 #   8 × 8 grid, over all queries: {glue:text}`def_uniform_distance` px. Every distance and centre of the
-#   prose and figures of this book is in input pixels; only the ledger gives centres in tokens.
+#   prose, figures, tables and ledger of this book is in input pixels (px).
 # - **Mean peak** $\pi = N \max_k p_{hqk}$, averaged over heads, queries and images: how concentrated
 #   a typical map is, as a multiple of uniform (1: uniform; $N$: all attention on one key).
 # - **Max peak**: the single strongest probability in a layer's saved maps (over heads, query pixels and
@@ -469,8 +469,8 @@ drawn = book.show_measure_curves(
 #
 # The rows of the claims ledger ({ref}`chapter-intro`) that this chapter's models test, computed from the
 # saved results of this preset by the rule in the fold-out, or from the model's 60-epoch run where one is
-# saved (its value then says "(long)"). The measures are those of {ref}`the definitions <def-measures>`;
-# the ledger gives centres in tokens (4 input pixels each at this preset).
+# saved (its value then says "(long)"). The measures are those of {ref}`the definitions <def-measures>`,
+# centres and distances in input pixels (px).
 
 # %% tags=["hide-input"]
 ledger = book.claims_ledger(

@@ -64,11 +64,33 @@ def test_theorem_verdict_follows_the_error():
     assert _verdict("theorem", Evidence("x", theorem_error=1e-3)) == NOT_REPRODUCED
 
 
+GRID8 = {"grid": np.array([8, 8])}  # the budget's attention grid: a key position spans 32 / 8 = 4 input px
+
+
+def test_centre_moves_are_in_input_pixels():
+    centers = np.zeros((2, 2, 4, 2))  # (epochs + 1, layers, heads, 2), in key positions
+    centers[-1, 0, :, 1] = 1.0  # layer 1: every head moved one key cell sideways
+    centers[-1, 1, :] = [3.0, 4.0]  # layer 2: every head moved (3, 4) cells, 5 cells
+    run = _run(attention=GRID8, centers={"centers": centers})
+    assert rules.key_pixels(run) == 4.0
+    assert rules.centre_moves(run) == pytest.approx([4.0, 20.0])  # one cell of an 8×8 grid is 4 px
+    run.attention = {"grid": np.array([16, 16])}  # the paper's 16×16 grid: 2 px a cell
+    assert rules.centre_moves(run) == pytest.approx([2.0, 10.0])
+    run.attention, run.probe = None, {"pixels_per_token": np.array(4.0)}  # no maps saved: the probe's scale
+    assert rules.centre_moves(run) == pytest.approx([4.0, 20.0])
+    run.probe = None  # nothing to convert with: not measured rather than a number in another unit
+    assert rules.centre_moves(run) is None
+
+
 def test_centres_verdict_follows_the_saved_centres():
     centers = np.zeros((3, 2, 4, 2))  # (epochs + 1, layers, heads, 2)
-    centers[-1, :, :, 0] = 1.0  # every head of both layers moved by one key position
-    ev = Evidence("x", runs={"quadratic_aniso_9h": _run(centers={"centers": centers})})
-    assert _verdict("centres_move", ev) == REPRODUCED
+    centers[-1, :, :, 0] = 1.0  # every head of both layers moved by one key position: 4 px
+    ev = Evidence("x", runs={"quadratic_aniso_9h": _run(attention=GRID8, centers={"centers": centers})})
+    text, verdict = next(c for c in claims.CLAIMS if c.key == "centres_move").test(ev)
+    assert verdict == REPRODUCED and "4.0 / 4.0 px per layer" in text
+    centers[-1, :, :, 0] = 0.49  # 1.96 px: below the 2-px (half a key position) threshold
+    assert _verdict("centres_move", ev) == NOT_REPRODUCED
+    centers[-1, :, :, 0] = 1.0
     centers[-1, 1] = 0.1  # the second layer barely moved
     assert _verdict("centres_move", ev) == INCONCLUSIVE
     centers[-1] = 0.1
@@ -183,7 +205,9 @@ def test_near_resnet_is_judged_against_the_resnet_of_comparable_size():
     assert experiments.count_parameters("resnet18_narrow", "budget") / experiments.count_parameters(
         "quadratic_aniso_9h", "budget"
     ) == pytest.approx(1, abs=claims.COMPARABLE_SIZE - 1)
-    assert experiments.count_parameters("resnet18_narrow", "paper") == experiments.count_parameters("resnet18")
+    assert experiments.count_parameters("resnet18_narrow", "paper") == experiments.count_parameters(
+        "resnet18"
+    )
     counts = {b: 100 for b in claims.HA_PAIRS} | {b + "_ha": 20 for b in claims.HA_PAIRS}
     assert _verdict("ha_params", Evidence("x", params_paper=counts)) == REPRODUCED
     counts["vit_ha"] = 60

@@ -27,9 +27,10 @@ def _run(**files):
     )
 
 
-def _centres_run(*epochs):
-    """A run whose centres log holds the given (layers, heads, 2) centres per epoch (row 0: initialisation)."""
-    return _run(centers={"centers": np.stack(epochs)})
+def _centres_run(*epochs, width=8):
+    """A run whose centres log holds the given (layers, heads, 2) centres per epoch (row 0: initialisation),
+    in key positions of a `width` × `width` attention grid (32 / width input px each)."""
+    return _run(centers={"centers": np.stack(epochs)}, attention={"grid": np.array([width, width])})
 
 
 # ------------------------------------------------------------------------------------------ the grid
@@ -37,7 +38,7 @@ def test_grid_distance_of_centres_on_and_off_the_grid():
     rng = np.random.default_rng(0)
     assert controls.grid_distance(GRID3[rng.permutation(9)]) == pytest.approx(0)  # heads in any order
     assert controls.grid_distance(GRID3 + [0.1, 0]) == pytest.approx(0.1)  # every head 0.1 off its offset
-    assert controls.grid_distance(rng.normal(0, 2, (9, 2))) > controls.GRID_NEAR  # N(0, 2²): scattered
+    assert controls.grid_distance(rng.normal(0, 2, (9, 2))) * 4 > controls.GRID_NEAR_PX  # N(0, 2²): scattered
     # one head per offset: nine heads on one offset are far from the grid though each is near an offset
     assert controls.grid_distance(np.zeros((9, 2))) == pytest.approx(np.linalg.norm(GRID3, axis=1).mean())
     # 16 heads: a 4×4 grid half a position off the query, any of the four
@@ -52,11 +53,19 @@ def test_centres_on_grid_verdict_against_initialisation():
     on_grid = np.stack([GRID3 + 0.05, rng.normal(0, 2, (9, 2))])  # layer 1 on the grid, layer 2 not
     ev = Evidence("x", runs={"quadratic_iso_9h": _centres_run(scattered, on_grid)})
     text, verdict = _verdict("centres_grid", ev)
-    assert (
+    assert (  # 0.05 √2 key positions off the grid: 0.28 px on the 8×8 grid (4 px a key position)
         verdict == REPRODUCED
-        and "SA quadratic (isotropic), 9 heads: 0.07 / " in text
-        and "at initialisation" in text
+        and "SA quadratic (isotropic), 9 heads: 0.3 / " in text
+        and "px per layer (at initialisation" in text
     )
+    assert controls.centre_grid(ev.runs["quadratic_iso_9h"])[0][0] == pytest.approx(0.05 * 2**0.5 * 4)
+    # 0.2 key positions off: 0.8 px on the 8×8 grid (on it), 1.6 px on a 4×4 grid of 8-px keys (off it)
+    near = np.stack([GRID3 + [0.2, 0], rng.normal(0, 2, (9, 2))])
+    ev = Evidence("x", runs={"quadratic_iso_9h": _centres_run(scattered, near)})
+    assert _verdict("centres_grid", ev)[1] == REPRODUCED
+    coarse = _centres_run(scattered, near, width=4)
+    assert controls.centre_grid(coarse)[0][0] == pytest.approx(1.6)
+    assert _verdict("centres_grid", Evidence("x", runs={"quadratic_iso_9h": coarse}))[1] == NOT_REPRODUCED
     ev.runs["quadratic_iso_9h"] = _centres_run(scattered, scattered + 0.1)  # moved, not onto the grid
     assert _verdict("centres_grid", ev)[1] == NOT_REPRODUCED
     ev.runs["quadratic_iso_9h"] = _centres_run(on_grid, on_grid)  # on the grid from the start: not training

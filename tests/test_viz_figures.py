@@ -145,7 +145,7 @@ def test_centre_displacement_in_input_pixels():
     moved = np.array([[0.0, 0.0], [0.5, 1.0], [1.0, 2.0]])  # key positions, epochs 0-2
     fig = viz.measures_vs_epochs({"q": history}, displacements={"q": moved}, pixel_size=4.0)
     row = [a for a in fig.axes if a.get_ylabel().startswith("centre displacement")][0]
-    assert row.get_ylabel() == "centre displacement (input pixels)"
+    assert row.get_ylabel() == "centre displacement (px)"
     np.testing.assert_allclose(row.get_lines()[1].get_ydata(), moved[:, 1] * 4.0)
     plain = viz.measures_vs_epochs({"q": history}, displacements={"q": moved})
     assert "centre displacement (key positions)" in [a.get_ylabel() for a in plain.axes]

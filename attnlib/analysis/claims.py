@@ -34,7 +34,7 @@ from attnlib.analysis.rules import (
     LEARNED_CONTENT,
     LEARNED_POSITIONAL,
     LOCAL_PEAK,
-    MOVED_TOKENS,
+    MOVED_PX,
     NEAR_RESNET,
     NOT_MEASURED,
     QUADRATIC,
@@ -81,8 +81,9 @@ CLAIMS: tuple[Claim, ...] = (
         PAPER,
         "§4, quadratic encoding (paraphrase)",
         "Each head's attention centre moves away from its random initialisation during training.",
-        "mean displacement of the centres Δ from their initial values at the end of training, per layer",
-        f"reproduced when every layer moved ≥ {MOVED_TOKENS} key positions, not reproduced when none did",
+        "mean displacement of the centres Δ from their initial values at the end of training, per layer "
+        "(input px)",
+        f"reproduced when every layer moved ≥ {MOVED_PX:g} px, not reproduced when none did",
         _centres_leave_init,
     ),
     Claim(
@@ -92,10 +93,10 @@ CLAIMS: tuple[Claim, ...] = (
         "§4, centres during training (paraphrase)",
         "The heads' centres move away from their random initialisation and end up on a grid around the query "
         "pixel (a K×K neighbourhood, one head per offset).",
-        "mean distance (key positions) of each layer's centres Δ from the offsets of a K×K grid around the query "
+        "mean distance (input px) of each layer's centres Δ from the offsets of a K×K grid around the query "
         "(K² heads; K odd: the centred grid, K even: the best of the four grids half a position off), heads "
         "matched one-to-one to offsets (Hungarian assignment), at the end and at initialisation",
-        f"a model passes when some layer ends below {controls.GRID_NEAR:g} key positions from the grid and was "
+        f"a model passes when some layer ends below {controls.GRID_NEAR_PX:g} px from the grid and was "
         "not that close at initialisation (the paper shows one layer); reproduced when every quadratic model "
         "passes, not reproduced when none does, inconclusive otherwise",
         controls.centres_on_grid,
@@ -106,7 +107,7 @@ CLAIMS: tuple[Claim, ...] = (
         PAPER,
         "§4, centres per layer (paraphrase)",
         "The first layers attend to local patterns; deeper layers attend to larger patterns farther from the query.",
-        "attention-weighted mean distance of the attended pixels from the query, per layer (pixels), at the end "
+        "attention-weighted mean distance of the attended pixels from the query, per layer (input px), at the end "
         "and at initialisation (on the same first test images for every model)",
         "a model passes when its last layer attends further than the first, the distance rises at least at half "
         "the steps and the first layer is more local than uniform attention (where measured), and at "
@@ -246,7 +247,7 @@ CLAIMS: tuple[Claim, ...] = (
         RE,
         "§5, HA attention maps",
         "initial layers attend to local patterns, deeper layers to larger patterns further away",
-        f"attention-weighted mean distance per application of the shared block (pixels) of the Fig. 8 model "
+        f"attention-weighted mean distance per application of the shared block (input px) of the Fig. 8 model "
         f"({display(FIG8_MODEL)}), its normal model ({display(FIG8_CONTROL)}) as the control",
         "as for the quadratic models, on the Fig. 8 model alone (the other HA models are secondary lines, not "
         "judged)",

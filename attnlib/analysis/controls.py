@@ -25,9 +25,11 @@ from attnlib.analysis.rules import (
     Evidence,
     _fmt_layers,
     display,
+    key_pixels,
 )
 
-GRID_NEAR = 0.25  # mean distance (key positions) of a layer's centres from their matched grid offsets: on it
+GRID_NEAR_PX = 1.0  # mean distance (input px) of a layer's centres from their matched grid offsets: on it
+# (a quarter of a 4-px key position, the spacing of the grid on the 8 × 8 attention grid of every quadratic run)
 QUADRATIC_PAIRS = ("quadratic_iso_9h", "quadratic_aniso_9h")  # each against LEARNED_BASE, same heads
 LEARNED_BASE = "learned_9h"
 SIGMA_MARGIN = 0.02  # σ of HA above its normal model's by more than this: HA's layers attend more alike
@@ -57,7 +59,8 @@ def grid_blocks(heads: int) -> list[np.ndarray] | None:
 
 
 def grid_distance(centres) -> float | None:
-    """Mean distance (key positions) of h centres (h, 2) from the offsets of a K×K grid around the query,
+    """Mean distance (key positions, the centres' own unit) of h centres (h, 2) from the offsets of a K×K grid
+    around the query,
     heads matched one-to-one to offsets (Hungarian assignment of the distances), the best of `grid_blocks`;
     0 for centres exactly on the grid. None when h is not a square."""
     from scipy.optimize import linear_sum_assignment
@@ -75,17 +78,18 @@ def grid_distance(centres) -> float | None:
 
 
 def centre_grid(run) -> tuple[list[float], list[float]] | None:
-    """(end, init): `grid_distance` of each layer's centres after the last epoch and at initialisation, from
-    a saved run's centres log; None without one (or with a head count that is not a square)."""
-    centres = measures.logged_centres(run)
-    if centres is None or grid_blocks(centres.shape[2]) is None:
+    """(end, init): `grid_distance` of each layer's centres after the last epoch and at initialisation, in
+    input pixels (× `key_pixels`), from a saved run's centres log; None without one (or without an attention
+    grid to convert it, or with a head count that is not a square)."""
+    centres, scale = measures.logged_centres(run), key_pixels(run)
+    if centres is None or scale is None or grid_blocks(centres.shape[2]) is None:
         return None
-    return [grid_distance(c) for c in centres[-1]], [grid_distance(c) for c in centres[0]]
+    return [grid_distance(c) * scale for c in centres[-1]], [grid_distance(c) * scale for c in centres[0]]
 
 
 def _grid_passes(end: list[float], init: list[float]) -> bool:
-    """Some layer ends on the grid (below GRID_NEAR) that was not on it at initialisation."""
-    return any(e < GRID_NEAR <= i for e, i in zip(end, init, strict=True))
+    """Some layer ends on the grid (below GRID_NEAR_PX) that was not on it at initialisation."""
+    return any(e < GRID_NEAR_PX <= i for e, i in zip(end, init, strict=True))
 
 
 def centres_on_grid(ev: Evidence):
@@ -96,10 +100,13 @@ def centres_on_grid(ev: Evidence):
             continue
         end, init = found
         passes.append(_grid_passes(end, init))
-        parts.append(f"{ev.name(name)}: {_fmt_layers(end)} per layer (at initialisation {_fmt_layers(init)})")
+        parts.append(
+            f"{ev.name(name)}: {_fmt_layers(end, '{:.1f}')} px per layer "
+            f"(at initialisation {_fmt_layers(init, '{:.1f}')} px)"
+        )
     if not passes:
         return "no quadratic centres log saved", NOT_MEASURED
-    return "; ".join(parts) + " key positions", _verdict(passes)
+    return "; ".join(parts), _verdict(passes)
 
 
 # ------------------------------------------------------------------- quadratic against learned

@@ -41,9 +41,11 @@ LEARNED_POSITIONAL = ("learned_9h", "learned_16h")
 LEARNED_CONTENT = ("learned_content_9h", "learned_content_16h")
 QUADRATIC = ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h")
 
+IMAGE_SIDE = 32  # input pixels along a CIFAR-10 image's side: distances are in these (px)
+
 # The rules' thresholds, in one place (the book prints them next to each verdict).
 THEOREM_TOLERANCE = 1e-5  # relative error of the constructed layer against F.conv2d, float64
-MOVED_TOKENS = 0.5  # a quadratic centre "left its initialisation": moved by half a key position or more
+MOVED_PX = 2.0  # a quadratic centre "left its initialisation": moved >= 2 px (half a 4-px key position)
 LOCAL_PEAK, FLAT_PEAK = 5.0, 1.5  # attention peak (multiple of uniform): localized at or above, flat below
 IMAGE_DEPENDENT = 0.1  # total-variation distance between an image's map and the mean map over images
 NEAR_RESNET, FAR_FROM_RESNET = 2.0, 5.0  # accuracy points behind ResNet18
@@ -131,8 +133,7 @@ def layer_profile(run) -> list[dict[str, float]] | None:
     import torch
 
     rows, mean = (torch.as_tensor(np.asarray(att[k], np.float64)) for k in ("rows", "rows_mean"))
-    queries, (_, width) = np.asarray(att["queries"]), np.asarray(att["grid"])
-    scale = 32 / width  # input pixels per token
+    queries, scale = np.asarray(att["queries"]), key_pixels(run)
     out = []
     for layer in range(rows.shape[1]):
         out.append(
@@ -147,13 +148,26 @@ def layer_profile(run) -> list[dict[str, float]] | None:
     return out
 
 
+def key_pixels(run) -> float | None:
+    """Input pixels one key position of a saved run's attention grid spans, 32 / grid width (4 on the budget's
+    8 × 8 grid): the factor that turns the model's key positions (grid cells, the quadratic centres' unit)
+    into input pixels, the book's one unit of distance. From attention.npz, else the standard probe; None
+    when the run saved neither."""
+    att = getattr(run, "attention", None) or {}
+    if "grid" in att:
+        return IMAGE_SIDE / float(np.asarray(att["grid"])[-1])
+    probe = getattr(run, "probe", None) or {}
+    return float(probe["pixels_per_token"]) if "pixels_per_token" in probe else None
+
+
 def centre_moves(run) -> list[float] | None:
-    """Mean displacement of the quadratic centres Δ from their initialisation per layer, in key positions
-    (tokens), at the end of a saved run; None without a centres log."""
-    centres = measures.logged_centres(run)
-    if centres is None:
+    """Mean displacement of the quadratic centres Δ from their initialisation per layer, in input pixels
+    (key positions × `key_pixels`), at the end of a saved run; None without a centres log or an attention
+    grid to convert it."""
+    centres, scale = measures.logged_centres(run), key_pixels(run)
+    if centres is None or scale is None:
         return None
-    return [float(v) for v in measures.centre_displacement(centres)[-1]]
+    return [float(v) * scale for v in measures.centre_displacement(centres)[-1]]
 
 
 # ------------------------------------------------------------------------------------------------ rules
@@ -173,8 +187,8 @@ def _centres_leave_init(ev: Evidence):
     found = {n: m for n, m in found.items() if m is not None}
     if not found:
         return "no quadratic run saved", NOT_MEASURED
-    moved = [v >= MOVED_TOKENS for m in found.values() for v in m]
-    text = "; ".join(f"{ev.name(n)}: {_fmt_layers(m)} tokens per layer" for n, m in found.items())
+    moved = [v >= MOVED_PX for m in found.values() for v in m]
+    text = "; ".join(f"{ev.name(n)}: {_fmt_layers(m, '{:.1f}')} px per layer" for n, m in found.items())
     verdict = REPRODUCED if all(moved) else NOT_REPRODUCED if not any(moved) else INCONCLUSIVE
     return text, verdict
 

@@ -448,8 +448,10 @@ def show_centres(name: str, run, label: str, preset: str, status: dict | None = 
 
 def _input_pixels(run) -> dict:
     """The keywords that draw a run's centres in input pixels (``viz.quadratic_centres``): a token of its
-    attention grid spans 32 / grid-width of them (4 on the budget's 8 × 8 grid)."""
-    return {"pixel_size": 32 / float(run.attention["grid"][1]), "unit": "input pixels"}
+    attention grid spans 32 / grid-width of them (``rules.key_pixels``: 4 on the budget's 8 × 8 grid)."""
+    from attnlib.analysis.rules import key_pixels
+
+    return {"pixel_size": key_pixels(run), "unit": "px"}
 
 
 def show_centre_paths(

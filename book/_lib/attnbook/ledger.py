@@ -140,22 +140,19 @@ def long_run_numbers(run) -> dict[str, str]:
 
 def centre_numbers(run, shorter=None) -> dict[str, str]:
     """The numbers the prose quotes of a quadratic model's centres (``measures.logged_centres``), in input
-    pixels (a token spans 32 / grid-width of them): ``epochs``, ``accuracy``, ``moved`` (each layer's mean
+    pixels (``rules.key_pixels``: a key position spans 32 / grid-width of them): ``epochs``, ``accuracy``, ``moved`` (each layer's mean
     displacement from initialisation at the end), ``short_moved`` / ``short_epochs`` (the same of the
     ``shorter`` run) and ``spread_start`` / ``spread_end`` (each layer's RMS distance of its centres from
-    their mean, at initialisation and at the end); "—" where a run is not saved."""
+    their mean, at initialisation and at the end); "—" where a run or its attention grid is not saved."""
+    from attnlib.analysis.rules import key_pixels
     from attnlib.measures import centre_displacement, centre_spread, logged_centres
-
-    def pixels(r):
-        return 32 / float(r.attention["grid"][1]) if r is not None and r.attention else 1.0
 
     out = dict.fromkeys(
         ("epochs", "accuracy", "moved", "short_moved", "short_epochs", "spread_start", "spread_end"),
         NOT_FOUND_CELL,
     )
-    ours = logged_centres(run)
-    if ours is not None:
-        scale = pixels(run)
+    ours, scale = logged_centres(run), key_pixels(run)
+    if ours is not None and scale is not None:
         out |= {
             "epochs": f"{len(ours) - 1}",
             "accuracy": fmt(run.test_accuracy),
@@ -163,9 +160,8 @@ def centre_numbers(run, shorter=None) -> dict[str, str]:
             "spread_start": word_list(f"{v * scale:.1f}" for v in centre_spread(ours[0]).tolist()),
             "spread_end": word_list(f"{v * scale:.1f}" for v in centre_spread(ours[-1]).tolist()),
         }
-    before = logged_centres(shorter)
-    if before is not None:
-        scale = pixels(shorter)
+    before, scale = logged_centres(shorter), key_pixels(shorter)
+    if before is not None and scale is not None:
         out["short_epochs"] = f"{len(before) - 1}"
         out["short_moved"] = word_list(f"{v * scale:.1f}" for v in centre_displacement(before)[-1].tolist())
     return out

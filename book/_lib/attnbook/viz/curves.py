@@ -164,7 +164,7 @@ def training_curves(histories: Mapping[str, object], *, title: str | None = None
 #: ``<key>_<layer>``) in the order they are drawn, each with its axis label; "displacement" is the
 #: quadratic centres' mean displacement from their initialisation (``centers.npz``, not the history).
 LAYER_MEASURES = (
-    ("distance", "attended distance (input pixels)"),
+    ("distance", "attended distance (px)"),
     ("peak", "mean peak (× uniform)"),
     ("displacement", "centre displacement (key positions)"),
     ("image_dependence", "image dependence (TV)"),
@@ -227,7 +227,7 @@ def measures_vs_epochs(
     displacements = dict(displacements or {})
     labels = dict(LAYER_MEASURES)
     if pixel_size is not None:
-        labels["displacement"] = "centre displacement (input pixels)"
+        labels["displacement"] = "centre displacement (px)"
         displacements = {n: np.asarray(d, dtype=float) * pixel_size for n, d in displacements.items()}
     wanted = list(measures) if measures is not None else [k for k, _ in LAYER_MEASURES]
     unknown = [k for k in wanted if k not in labels]
