@@ -1,24 +1,20 @@
-"""Files on disk: a folder that must be writable, JSON / npz files written atomically. The atomic write itself
-is `attnlib.util.atomic_write` (temporary file, fsync, rename). The lock of a run folder is `attnlib.lab.run`'s
-(RunLock, on filelock); the readers (read_regular, read_json, sha256, check_no_links, open_nofollow) are
-`attnlib.results.store`'s (issue 32).
+"""Files on disk: a folder that must be writable, npz files written atomically. The atomic write itself is
+`attnlib.util.atomic_write` (temporary file, fsync, rename), the one JSON writer `attnlib.util.write_json`. The
+lock of a run folder is `attnlib.lab.run`'s (RunLock, on filelock); the readers (read_regular, read_json,
+sha256, check_no_links, open_nofollow) are `attnlib.results.store`'s (issue 32).
 """
 
 from __future__ import annotations
 
 import errno
 import io
-import logging
 import os
 import stat
 from pathlib import Path
 
 import numpy as np
 
-from attnlib import util
-from attnlib.util import write_bytes
-
-log = logging.getLogger("attnlib")
+from attnlib.util import write_bytes, write_json  # noqa: F401 -- write_json: attnlib.lab.run imports it here
 
 
 def check_writable(folder: str | Path) -> None:
@@ -47,13 +43,6 @@ def check_writable(folder: str | Path) -> None:
         raise OSError(code, f"{reason}: cannot write results here{where}", str(probe))
 
 
-
-def write_json(path: str | Path, obj) -> None:
-    """`attnlib.util.write_json` (the one JSON writer) with numpy numbers kept numbers, paths as strings and
-    anything else refused (a result's JSON never holds the repr of an object)."""
-    util.write_json(path, obj, default=_json_default)
-
-
 def write_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
     """Numeric arrays only (readers use allow_pickle=False)."""
     for name, a in arrays.items():
@@ -62,11 +51,3 @@ def write_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     write_bytes(path, buf.getvalue())
-
-
-def _json_default(obj):
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")

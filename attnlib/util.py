@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
 import torch
 
 from attnlib.errors import with_path
@@ -58,12 +59,21 @@ def write_bytes(path: str | Path, data: bytes) -> None:
         f.write(data)
 
 
-def write_json(path: str | Path, obj, *, sort_keys: bool = True, default: Callable | None = str) -> Path:
-    """`obj` as JSON (indented by 2, a final newline) written atomically to `path` (`write_bytes`); `default`
-    turns what JSON lacks into something it has (str: numpy numbers, paths). Returns the path."""
-    text = json.dumps(obj, indent=2, sort_keys=sort_keys, default=default) + "\n"
+def write_json(path: str | Path, obj) -> Path:
+    """`obj` as JSON (sorted keys, indented by 2, a final newline) written atomically to `path` (`write_bytes`):
+    the one JSON writer. numpy numbers are kept numbers, paths written as strings, anything else refused (a
+    result's JSON never holds the repr of an object). Returns the path."""
+    text = json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
     write_bytes(path, text.encode())
     return Path(path)
+
+
+def _json_default(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
 # ------------------------------------------------------------------------------------------------ timing

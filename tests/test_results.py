@@ -21,8 +21,8 @@ from attnlib.results.config import run_config, run_dir
 from attnlib.results.load import DamagedResult, MissingResult, inspect_run
 from attnlib.results.store import sha256
 from attnlib.results.tables import table3
-from attnlib.store import check_writable, write_json, write_npz
-from attnlib.util import atomic_write
+from attnlib.store import check_writable, write_npz
+from attnlib.util import atomic_write, write_json
 
 
 # ----------------------------------------------------------------------------------------- atomic writes

@@ -23,8 +23,7 @@ from attnlib.results.store import (
     read_regular,
     sha256,
 )
-from attnlib.store import write_json
-from attnlib.util import atomic_write, temp_name
+from attnlib.util import atomic_write, temp_name, write_json
 
 
 @pytest.fixture
