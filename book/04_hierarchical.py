@@ -342,12 +342,14 @@ book.show_table(
 # claim is not passed on it.
 
 # %% tags=["hide-input"]
+evidence = book.claims_evidence(params)
 ledger = book.claims_ledger(
     params,
     ["ha_gain", "ha_params", "ha_train_cost", "ha_inference_time", "ha_layers_differ", "ha_depth", "ha_not_sparse"],
+    evidence,
 )
 book.glue_verdicts(ledger, "ha")
-book.glue_numbers("ha_cost", book.ha_cost_numbers(ledger))  # HA / model, the range over the pairs
+book.glue_numbers("ha_cost", book.ha_cost_numbers(evidence))  # HA / model, the range over the pairs
 book.show_ledger(ledger, caption=f"Claims of the [Re] report about Hierarchical Attention at preset {params.preset}.")
 
 # %% [markdown]

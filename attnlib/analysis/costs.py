@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from attnlib.analysis.rules import (
@@ -22,6 +23,32 @@ from attnlib.analysis.rules import (
 from attnlib.results.timing import device_words, threads_words
 
 SAVES = 0.98  # HA / model below this: HA saves (memory, time); measurement noise aside
+
+
+@dataclass(frozen=True)
+class PairCost:
+    """What one HA pair costs, as ratios HA / model (None: not measured): peak memory and time of one training
+    step (``train-cost``), inference wall time per image from Table 3's timing report (``timed``: the two
+    models interleaved in one process) and from the saved runs' own timings (``runs``: ratio of the seed
+    means). The ledger's rows and the book's cost item format these numbers; nothing reads them back."""
+
+    memory: float | None = None
+    step: float | None = None
+    timed: float | None = None
+    runs: float | None = None
+
+
+def pair_costs(ev: Evidence) -> dict[str, PairCost]:
+    """{model: its HA pair's `PairCost`} of every pair of HA_PAIRS with some cost measured, in that order."""
+    ratios = (ev.train_cost or {}).get("ratios") or {}
+    out = {}
+    for base in HA_PAIRS:
+        train, timed = ratios.get(base + "_ha") or {}, ev.timing.get(base + "_ha") or {}
+        runs = wall_ratio(ev.wall_times.get(base, {}), ev.wall_times.get(base + "_ha", {}))
+        cost = PairCost(train.get("memory"), train.get("time"), timed.get("ratio"), runs and runs[0])
+        if cost != PairCost():
+            out[base] = cost
+    return out
 
 
 def train_cost_report(results_dir: str | Path, preset: str) -> dict | None:
@@ -65,15 +92,14 @@ def ha_train_cost(ev: Evidence):
     if report is None:
         return "not measured (python -m attnlib train-cost)", NOT_MEASURED
     parts, saves = [], []
-    for base in HA_PAIRS:
-        r = report["ratios"].get(base + "_ha")
-        if r is None:
+    for base, c in pair_costs(ev).items():
+        if c.memory is None:
             continue
         m, h = report["models"][base], report["models"][base + "_ha"]
-        saves.append(r["memory"] < SAVES)
+        saves.append(c.memory < SAVES)
         parts.append(
-            f"{display(base)}: memory {r['memory']:.2f}× ({h['peak_mib']:.0f} / {m['peak_mib']:.0f} MiB), time per step "
-            f"{r['time']:.2f}× ({h['epoch_s'] / 60:.1f} / {m['epoch_s'] / 60:.1f} min per epoch)"
+            f"{display(base)}: memory {c.memory:.2f}× ({h['peak_mib']:.0f} / {m['peak_mib']:.0f} MiB), time per step "
+            f"{c.step:.2f}× ({h['epoch_s'] / 60:.1f} / {m['epoch_s'] / 60:.1f} min per epoch)"
         )
     if not saves:
         return "not measured for the HA pairs", NOT_MEASURED
@@ -118,23 +144,22 @@ def ha_inference_time(ev: Evidence):
     per-seed ratios (at least 2 seeds both sides have). Faster when, for every pair, the range lies below
     SAVES; slower when some pair's lies above 1 / SAVES; inconclusive otherwise."""
     parts, verdicts, machines = [], [], set()
-    for base in HA_PAIRS:
-        timed = ev.timing.get(base + "_ha")
-        found = wall_ratio(ev.wall_times.get(base, {}), ev.wall_times.get(base + "_ha", {}))
-        if found is None and timed is None:
+    for base, c in pair_costs(ev).items():
+        if c.timed is None and c.runs is None:
             continue
         text = f"{ev.seeds_name(base)}: "
-        if timed is not None:
+        if c.timed is not None:
+            timed = ev.timing[base + "_ha"]
             low, high = timed["round_ratio_p25"], timed["round_ratio_p75"]
-            text += f"Table 3's timing {timed['ratio']:.2f}× (quartiles over rounds {low:.2f}–{high:.2f}); "
+            text += f"Table 3's timing {c.timed:.2f}× (quartiles over rounds {low:.2f}–{high:.2f}); "
             machines.add(f"{timed['cpu']} (Table 3)")
-        if found is not None:
-            mean, paired, devices = found
+        if c.runs is not None:
+            _, paired, devices = wall_ratio(ev.wall_times[base], ev.wall_times[base + "_ha"])
             machines |= {device_words(d) for d in devices}
             n = f"n = {len(ev.wall_times[base])}/{len(ev.wall_times[base + '_ha'])}"
             span = f", per seed {min(paired):.2f}–{max(paired):.2f}" if len(paired) > 1 else ""
-            text += f"the runs' {mean:.2f}× ({n}{span})"
-            if timed is None:  # one pair of runs timed at different moments on shared cores says little
+            text += f"the runs' {c.runs:.2f}× ({n}{span})"
+            if c.timed is None:  # one pair of runs timed at different moments on shared cores says little
                 low, high = (min(paired), max(paired)) if len(paired) > 1 else (0.0, math.inf)
         parts.append(text.removesuffix("; "))
         verdicts.append(_judged(low, high))

@@ -94,6 +94,7 @@ from .ha import (
 )
 from .ledger import (
     centre_numbers,
+    claims_evidence,
     claims_ledger,
     ledger_table,
     long_plan,
@@ -200,6 +201,7 @@ __all__ = [
     "breakable",
     "check_no_unknown_parameters",
     "check_params",
+    "claims_evidence",
     "claims_ledger",
     "cost_table",
     "default_data",

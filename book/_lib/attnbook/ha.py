@@ -198,34 +198,22 @@ def ha_pairs(frame):
     return pd.DataFrame(rows, columns=["experiment", "model", "gain", "size"])
 
 
-#: The HA / model ratios the cost rows of the claims ledger write (``attnlib.analysis.costs``): peak memory
-#: and time of one training step, and inference wall time per image (Table 3's timing where a pair has it).
-_RATIOS = {
-    "memory": ("ha_train_cost", r"memory (\d+(?:\.\d+)?)×"),
-    "step": ("ha_train_cost", r"time per step (\d+(?:\.\d+)?)×"),
-    "inference": ("ha_inference_time", r"Table 3's timing (\d+(?:\.\d+)?)×"),
-    "inference_runs": ("ha_inference_time", r"the runs' (\d+(?:\.\d+)?)×"),
-}
+def ha_cost_numbers(evidence) -> dict[str, str]:
+    """The range over the HA pairs of the ratios HA / model the ledger's rows ``ha_train_cost`` and
+    ``ha_inference_time`` judge (``attnlib.analysis.costs.pair_costs`` of the ledger's evidence): ``memory``
+    and ``step`` (peak memory and time of one training step), ``inference`` (wall time per image: Table 3's
+    timing where a pair has it, else each saved run's own), as "0.84× to 2.51×" (one pair: "1.38×"); "—"
+    where nothing was measured."""
+    from attnlib.analysis.costs import pair_costs
 
-
-def ha_cost_numbers(ledger) -> dict[str, str]:
-    """The range over the HA pairs of the ratios HA / model that the ledger's rows ``ha_train_cost`` and
-    ``ha_inference_time`` give (their ``value``, as the ledger writes it): ``memory`` and ``step`` (peak
-    memory and time of one training step), ``inference`` (wall time per image: Table 3's timing, else each
-    saved run's own), as "0.84× to 2.51×" (one pair: "1.38×"); "—" where the row is absent or measured
-    nothing."""
-    import re
-
-    values = {r.claim: str(r.value) for r in ledger.itertuples()}
+    costs = pair_costs(evidence).values()
 
     def span(key: str) -> str | None:
-        claim, pattern = _RATIOS[key]
-        found = sorted(float(x) for x in re.findall(pattern, values.get(claim, "")))
+        found = sorted(v for v in (getattr(c, key) for c in costs) if v is not None)
         if not found:
             return None
         low, high = f"{found[0]:.2f}×", f"{found[-1]:.2f}×"
         return low if low == high else f"{low} to {high}"
 
-    out = {key: span(key) for key in ("memory", "step", "inference")}
-    out["inference"] = out["inference"] or span("inference_runs")
+    out = {"memory": span("memory"), "step": span("step"), "inference": span("timed") or span("runs")}
     return {key: NOT_FOUND_CELL if value is None else value for key, value in out.items()}

@@ -29,14 +29,21 @@ def training_time(params: Params):
     return table, float(frame.loc[done, "train_seconds"].sum())
 
 
-def claims_ledger(params: Params, keys=None):
-    """The claims ledger (``attnlib.analysis.claims.ledger``) at the chapter's preset, with the evidence of the runs at
-    its ``long_preset`` where they are saved (``claims.gather``'s ``prefer``), computed from ``results/``
-    (never trains); only the claims of ``keys`` when given, in ledger order."""
+def claims_evidence(params: Params):
+    """What the claims ledger judges (``attnlib.analysis.claims.gather``) at the chapter's preset, with the runs
+    at its ``long_preset`` where they are saved (``gather``'s ``prefer``), read from ``results/`` (never
+    trains)."""
     from attnlib.analysis import claims
 
-    evidence = claims.gather(params.results_dir, params.preset, data=params.data, prefer=params.long_preset)
-    frame = claims.ledger(evidence)
+    return claims.gather(params.results_dir, params.preset, data=params.data, prefer=params.long_preset)
+
+
+def claims_ledger(params: Params, keys=None, evidence=None):
+    """The claims ledger (``attnlib.analysis.claims.ledger``) of ``evidence`` (None: ``claims_evidence(params)``);
+    only the claims of ``keys`` when given, in ledger order."""
+    from attnlib.analysis import claims
+
+    frame = claims.ledger(claims_evidence(params) if evidence is None else evidence)
     return frame if keys is None else frame[frame["claim"].isin(list(keys))]
 
 
