@@ -268,3 +268,9 @@ def test_stderr_outputs_are_found():
     found = bookcheck.stderr_outputs(f"<article>{warned}{printed}</article>")
     assert found == ["/srv/x/site-packages/tqdm/auto.py:21: TqdmWarning: IProgress not found."], found
     assert bookcheck.stderr_outputs(f"<article>{printed}</article>") == []
+    assert bookcheck.stderr_outputs(warned) == []  # outside the article: the theme's, not a chapter's
+    two = f"<article><section>{warned}</section>{printed}{warned.replace('IProgress', 'Other')}</article>"
+    assert [line.split(": ")[-1] for line in bookcheck.stderr_outputs(two)] == [
+        "IProgress not found.",
+        "Other not found.",
+    ]

@@ -6,7 +6,8 @@ content, and returns one line per fault:
 - ``repeated_figures``: two images with the same bytes,
 - ``code_ids_in_text``: a registry code id in running text,
 - ``missing_mark_in_text``: "not yet trained" in running text,
-- ``unnumbered_figures``: an image outside a numbered ``<figure>``.
+- ``unnumbered_figures``: an image outside a numbered ``<figure>``,
+- ``stderr_outputs``: a cell output printed to stderr.
 """
 
 from __future__ import annotations
@@ -177,15 +178,42 @@ def code_ids_in_text(html: str, ids) -> list[str]:
     return found
 
 
+class _ArticleStderr(_Article):
+    """The text of every cell output inside the page's <article> that MyST-NB marks as printed to stderr
+    (a ``div`` of classes ``output`` and ``stderr``), one string per output, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.stack = []  # the open elements of the stderr output being read, its own div first
+
+    def start(self, tag, attrs, opens_section):
+        if tag in _VOID:
+            return
+        classes = set((dict(attrs).get("class") or "").split())
+        if self.stack:
+            self.stack.append(tag)
+        elif self.depth and tag == "div" and {"output", "stderr"} <= classes:
+            self.stack.append(tag)
+            self.found.append("")
+
+    def end(self, tag):
+        for i in range(len(self.stack) - 1, -1, -1):  # tolerate unclosed tags: pop back to the match
+            if self.stack[i] == tag:
+                del self.stack[i:]
+                break
+
+    def handle_data(self, data):
+        if self.stack:
+            self.found[-1] += data
+
+
 def stderr_outputs(html: str) -> list[str]:
-    """The first line of every cell output a chapter printed to stderr (a warning, a progress bar, a
-    traceback): the book shows what its cells print, so a warning with the build machine's paths would reach
-    the reader. MyST-NB marks such an output ``class="output stderr ..."``."""
-    found = []
-    for m in re.finditer(r'<div class="output stderr[^"]*">(.*?)</div>', html, re.S):
-        text = " ".join(re.sub(r"<[^>]+>", " ", m[1]).split())
-        found.append(text[:120] or "(empty)")
-    return found
+    """The start (120 characters) of every cell output a chapter printed to stderr (a warning, a progress bar,
+    a traceback): the book shows what its cells print, so a warning with the build machine's paths would
+    reach the reader."""
+    parser = _ArticleStderr()
+    parser.feed(html)
+    return [" ".join(text.split())[:120] or "(empty)" for text in parser.found]
 
 
 def missing_mark_in_text(html: str) -> list[str]:
