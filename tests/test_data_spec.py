@@ -1,15 +1,11 @@
-"""attnlib.data.spec.check_data, the one check of a data spec, and the cache's build lock (issue 32)."""
+"""attnlib.data.spec.check_data, the one check of a data spec (issue 32)."""
 
-import fcntl
-import logging
 import os
-import threading
-import time
 
 import pytest
 from helpers import image_folder
 
-from attnlib.data import DataFormatError, DataNotFoundError, load_cifar10, load_dataset
+from attnlib.data import DataFormatError, DataNotFoundError, load_dataset
 from attnlib.data.spec import check_data
 from attnlib.errors import ConfigError
 
@@ -51,23 +47,5 @@ def test_load_dataset_refuses_what_check_data_refuses(tmp_path):
         with pytest.raises(ConfigError) as checked:
             check_data(spec)
         with pytest.raises(ConfigError) as loaded:
-            load_dataset(spec, cache_dir=tmp_path / "cache")
+            load_dataset(spec)
         assert str(loaded.value) == str(checked.value)
-
-
-def test_a_load_waiting_for_the_build_lock_says_so_and_leaves_no_lock_file(tmp_path, caplog):
-    """The build lock is on the cache folder itself: a second load waits for it (one line says so), then
-    decodes, and the folder holds the cache only."""
-    folder, cache = image_folder(tmp_path / "cifar"), tmp_path / "cache"
-    cache.mkdir()
-    caplog.set_level(logging.INFO, logger="attnlib.data")
-    fd = os.open(cache, os.O_RDONLY | os.O_DIRECTORY)
-    fcntl.flock(fd, fcntl.LOCK_EX)  # another process building
-    result = []
-    loader = threading.Thread(target=lambda: result.append(load_cifar10(folder, cache_dir=cache)))
-    loader.start()
-    time.sleep(1.0)
-    assert not result and "waiting for another load" in caplog.text
-    os.close(fd)
-    loader.join(timeout=60)
-    assert len(result[0].train) == 10 and [p.suffix for p in cache.iterdir()] == [".pt"]

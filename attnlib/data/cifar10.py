@@ -12,17 +12,11 @@ from attnlib.errors import ConfigError
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 
-PICKLE_DIR = "cifar-10-batches-py"
-PICKLE_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
-PICKLE_TEST = "test_batch"
-PICKLE_META = "batches.meta"
+PICKLE_DIR = "cifar-10-batches-py"  # torchvision's download, as its archive unpacks
 IMAGE_SUFFIXES = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg"}
-CACHE_VERSION = 1
-CACHE_TMP_SUFFIX = ".tmp"
 
 LAYOUTS = (
-    f"either torchvision's pickled files ({PICKLE_DIR}/ with {', '.join(PICKLE_TRAIN[:1])}..5, "
-    f"{PICKLE_TEST}, {PICKLE_META}; directly in the folder or in {PICKLE_DIR}/ under it) "
+    f"either torchvision's download ({PICKLE_DIR}/ under the folder, its files as downloaded) "
     "or an ImageFolder tree train/<class>/*.png|jpg and test/<class>/*.png|jpg with the ten classes "
     f"{' '.join(CLASSES)}"
 )
@@ -53,8 +47,8 @@ def no_cifar10(root, parameter: str) -> DataNotFoundError:
     return DataNotFoundError(
         parameter,
         str(root),
-        f"no CIFAR-10 in {root}{where}: looked for {root / PICKLE_DIR}/, pickles directly in {root}, and "
-        f"{root / 'train'}/ + {root / 'test'}/. Expected {LAYOUTS}. {DOWNLOAD_HINT}",
+        f"no CIFAR-10 in {root}{where}: looked for {root / PICKLE_DIR}/ and {root / 'train'}/ + "
+        f"{root / 'test'}/. Expected {LAYOUTS}. {DOWNLOAD_HINT}",
     )
 
 

@@ -1,47 +1,78 @@
-"""The public loaders: CIFAR-10 from a folder (or $ATTNLIB_DATA), and a data spec (a folder or "synthetic")."""
+"""The public loaders: CIFAR-10 from a folder (or $ATTNLIB_DATA), and a data spec (a folder or "synthetic").
+
+Every load reads the files: nothing is cached. Decoding the 60,000 JPEGs of the ImageFolder copy takes about
+20 s on one or two shared cores (torchvision's C++ decoders on a thread pool), under 1% of a budget run;
+torchvision's download reads in about a second.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 from attnlib.checks import is_synthetic, synthetic_sizes
-from attnlib.data.cache import _load_folder, cache_directory
-from attnlib.data.cifar10 import DOWNLOAD_HINT, LAYOUTS, CIFAR10Data, DataNotFoundError
-from attnlib.data.sources import _detect, _download, synthetic_cifar10
+from attnlib.data.cifar10 import (
+    DOWNLOAD_HINT,
+    LAYOUTS,
+    CIFAR10Data,
+    DataFormatError,
+    DataNotFoundError,
+    no_cifar10,
+)
+from attnlib.data.sources import _decode_imagefolder, _detect, _download, _read_pickles, synthetic_cifar10
 from attnlib.data.spec import check_data
 from attnlib.env import DATA_ENV
 
+log = logging.getLogger("attnlib.data")
 
-def load_cifar10(root=None, cache_dir=None, download: bool = False) -> CIFAR10Data:
-    """CIFAR-10 from ``root`` (else ``$ATTNLIB_DATA``), decoded once and cached as uint8 tensors.
 
-    ``cache_dir`` defaults to ``$ATTNLIB_CACHE``, else ``~/.cache/attnlib``. With ``download=True`` and no
-    usable copy, torchvision downloads the original pickles into ``root`` (or into the cache directory).
+def load_cifar10(root=None, download: bool = False) -> CIFAR10Data:
+    """CIFAR-10 from ``root`` (else ``$ATTNLIB_DATA``) as uint8 tensors.
+
+    With ``download=True`` and no CIFAR-10 in ``root``, torchvision downloads the original files into it.
     """
     parameter = "root"
     if root is None and os.environ.get(DATA_ENV):
         root, parameter = os.environ[DATA_ENV], DATA_ENV
-    cache = cache_directory(cache_dir)
     if root is None:
-        if not download:
-            raise DataNotFoundError(
-                "root",
-                None,
-                f"no CIFAR-10 folder given (root=None) and {DATA_ENV} is not set. Pass root=<folder> or "
-                f"set {DATA_ENV}=<folder>, where <folder> holds {LAYOUTS}. {DOWNLOAD_HINT}",
-            )
-        root = cache / "cifar10"
+        raise DataNotFoundError(
+            "root",
+            None,
+            f"no CIFAR-10 folder given (root=None) and {DATA_ENV} is not set. Pass root=<folder> or "
+            f"set {DATA_ENV}=<folder>, where <folder> holds {LAYOUTS}. {DOWNLOAD_HINT}",
+        )
     root = Path(root).expanduser()
     if download and (not root.is_dir() or _detect(root, parameter) is None):
         _download(root, parameter)
-    return _load_folder(root, cache, parameter)
+    return _load_folder(root, parameter)
 
 
-def load_dataset(spec, cache_dir=None) -> CIFAR10Data:
+def load_dataset(spec) -> CIFAR10Data:
     """``spec``: "synthetic", "synthetic:N_TRAIN:N_TEST", a CIFAR-10 folder, or None ($ATTNLIB_DATA)."""
     if check_data(spec) is None:  # the one check of a spec (attnlib.data.spec)
-        return load_cifar10(None, cache_dir)
+        return load_cifar10(None)
     if is_synthetic(spec):
         return synthetic_cifar10(*synthetic_sizes(spec))
-    return _load_folder(Path(spec).expanduser(), cache_directory(cache_dir), "data")
+    return _load_folder(Path(spec).expanduser(), "data")
+
+
+def _load_folder(root: Path, parameter: str) -> CIFAR10Data:
+    if not root.is_dir():
+        where = f" (from {DATA_ENV})" if parameter == DATA_ENV else ""
+        raise DataNotFoundError(
+            parameter,
+            str(root),
+            f"{root}{where} is not an existing folder; it should hold {LAYOUTS}. {DOWNLOAD_HINT}",
+        )
+    try:
+        src = _detect(root, parameter)
+        if src is not None:
+            log.info("reading %s", src.description)
+            return _read_pickles(src) if src.kind == "pickle" else _decode_imagefolder(src)
+    except OSError as err:  # a symlink loop, a file we may not read, an I/O error: one line naming it
+        where = err.filename if err.filename is not None else root
+        raise DataFormatError(
+            parameter, str(where), f"{where} cannot be read ({err.strerror or err})"
+        ) from None
+    raise no_cifar10(root, parameter)

@@ -1,13 +1,10 @@
-"""The sources of CIFAR-10, each giving a `CIFAR10Data`: torchvision's pickles (read by a restricted unpickler
-that admits only what the genuine files hold), an ImageFolder tree of 32x32 PNG or JPEG files, and the
+"""The sources of CIFAR-10, each giving a `CIFAR10Data`: torchvision's download (read by torchvision, which
+unpickles a file only once its md5 is the original's), an ImageFolder tree of 32x32 PNG or JPEG files, and the
 deterministic synthetic stand-in."""
 
 from __future__ import annotations
 
-import codecs
-import hashlib
 import os
-import pickle
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,14 +15,10 @@ import torch
 
 from attnlib.checks import SYNTHETIC_SIZES, check_positive_int
 from attnlib.data.cifar10 import (
-    CACHE_VERSION,
     CLASSES,
     IMAGE_SUFFIXES,
     LAYOUTS,
     PICKLE_DIR,
-    PICKLE_META,
-    PICKLE_TEST,
-    PICKLE_TRAIN,
     CIFAR10Data,
     DataFormatError,
     DataNotFoundError,
@@ -67,8 +60,8 @@ class _Source:
     """A folder source: its format, resolved folder, files (relative paths) and a provenance string."""
 
     kind: str  # "pickle" or "imagefolder"
-    path: Path
-    files: list[str]  # paths relative to `path`; imagefolder: "train/cat/0001.jpg"
+    path: Path  # pickle: the cifar-10-batches-py folder
+    files: list[str]  # imagefolder: paths relative to `path`, "train/cat/0001.jpg"; pickle: empty
     labels: list[int]  # imagefolder: class index of each file; pickle: empty
     parameter: str  # the user-facing parameter that named this folder (for error messages)
 
@@ -79,38 +72,18 @@ class _Source:
         formats = sorted({IMAGE_SUFFIXES[os.path.splitext(f)[1].lower()] for f in self.files})
         return f"imagefolder-{'+'.join(formats)}:{self.path}"
 
-    def fingerprint(self) -> str:
-        """sha256 of (format, resolved path, file names and each file's size).
-
-        Sizes, not modification times: a copy of the same files elsewhere in time (a data folder that is
-        re-materialised for every session, ``cp -r`` without ``-p``) keeps its key and its cache, while an
-        added, removed, renamed or resized file changes it. Stat-ing 60,000 files takes about 0.4 s. A file
-        rewritten in place at the same size is not noticed (delete the cache file).
-        """
-        h = hashlib.sha256(f"{CACHE_VERSION}|{self.kind}|{self.path}".encode())
-        h.update("\0".join(self.files).encode())
-        for rel in self.files:
-            h.update(f"|{os.stat(self.path / rel).st_size}".encode())
-        return h.hexdigest()
-
 
 def looks_like_cifar10(root: Path) -> bool:
-    """Whether `root` holds one of the layouts `load_cifar10` reads (pickles, or train/ and test/ folders),
-    without reading them: a cheap check of a parameter (``data=/etc`` is refused at once)."""
+    """Whether `root` holds one of the layouts `load_cifar10` reads (torchvision's download, or train/ and
+    test/ folders), without reading them: a cheap check of a parameter (``data=/etc`` is refused at once)."""
     root = Path(root)
-    pickles = any((f / n).is_file() for f in (root / PICKLE_DIR, root) for n in (*PICKLE_TRAIN, PICKLE_TEST))
-    return pickles or ((root / "train").is_dir() and (root / "test").is_dir())
+    return (root / PICKLE_DIR).is_dir() or ((root / "train").is_dir() and (root / "test").is_dir())
 
 
 def _detect(root: Path, parameter: str) -> _Source | None:
-    """The layout found in ``root`` (pickles first, then ImageFolder), or None."""
-    for folder in (root / PICKLE_DIR, root):
-        if any((folder / name).is_file() for name in (*PICKLE_TRAIN, PICKLE_TEST)):
-            missing = [n for n in (*PICKLE_TRAIN, PICKLE_TEST) if not (folder / n).is_file()]
-            if missing:
-                raise DataFormatError(parameter, str(root), f"{folder} lacks {', '.join(missing)}")
-            files = [n for n in (*PICKLE_TRAIN, PICKLE_TEST, PICKLE_META) if (folder / n).is_file()]
-            return _Source("pickle", folder.resolve(), files, [], parameter)
+    """The layout found in ``root`` (torchvision's download first, then ImageFolder), or None."""
+    if (root / PICKLE_DIR).is_dir():
+        return _Source("pickle", (root / PICKLE_DIR).resolve(), [], [], parameter)
     splits = [s for s in ("train", "test") if (root / s).is_dir()]
     if not splits:
         return None
@@ -158,114 +131,28 @@ def _scan_split(root: Path, split: str, parameter: str) -> list[tuple[str, int]]
     return out
 
 
-def _read_pickle_split(paths: list[Path], parameter: str) -> Split:
-    """Concatenate pickled batches: "data" uint8 (N, 3072) in channel-major RGB rows, "labels" N ints."""
-    images, labels = [], []
-    for path in paths:
-        batch = _unpickle(path, parameter)
-        data = np.asarray(batch.get("data"))
-        if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
-            raise DataFormatError(parameter, str(path), f"{path}: 'data' is not a uint8 (N, 3072) array")
-        if data.shape[0] < 1:
-            raise DataFormatError(parameter, str(path), f"{path}: 'data' holds no images")
-        try:  # N integers in 0..9: not missing, shorter, strings, or beyond int64 (2**70: dtype object)
-            y = np.asarray(batch.get("labels"))
-            ok = y.ndim == 1 and y.dtype.kind in "iu" and len(y) == len(data)
-            ok = ok and bool(((y >= 0) & (y < len(CLASSES))).all())
-        except (TypeError, ValueError, OverflowError):
-            ok = False
-        if not ok:
+def _read_pickles(src: _Source) -> CIFAR10Data:
+    """torchvision's download, read by torchvision.datasets.CIFAR10, which unpickles a file only once its md5
+    is the original's: a changed file (one that would run code when unpickled included) is refused unread,
+    named here with the first file that fails."""
+    from torchvision.datasets import CIFAR10
+    from torchvision.datasets.utils import check_integrity
+
+    files = [*CIFAR10.train_list, *CIFAR10.test_list, [CIFAR10.meta["filename"], CIFAR10.meta["md5"]]]
+    for name, md5 in files:
+        path = src.path / name
+        if not check_integrity(str(path), md5):
+            what = "is not the original file (another md5)" if path.exists() else "is missing"
             raise DataFormatError(
-                parameter, str(path), f"{path}: 'labels' is not {len(data)} integers in 0..{len(CLASSES) - 1}"
+                src.parameter, str(path), f"{path} {what}: only torchvision's CIFAR-10 files are read"
             )
-        images.append(torch.from_numpy(data.reshape(-1, 3, 32, 32).copy()))
-        labels.append(torch.as_tensor(y.astype(np.int64)))
-    return Split(torch.cat(images), torch.cat(labels))
-
-
-def _latin1_encode(text: str, encoding: str = "utf-8") -> bytes:
-    """``_codecs.encode`` as pickles of bytes use it (protocol 2 written by Python 3), latin-1 only."""
-    if codecs.lookup(encoding).name != "iso8859-1":
-        raise pickle.UnpicklingError(f"_codecs.encode with encoding {encoding!r}")
-    return codecs.encode(text, "latin1")
-
-
-def _numpy_globals() -> dict[tuple[str, str], object]:
-    """The only globals a CIFAR-10 pickle refers to: numpy's array and dtype reconstructors."""
-    import importlib
-
-    try:  # numpy >= 2
-        multiarray, numeric = (importlib.import_module(f"numpy._core.{m}") for m in ("multiarray", "numeric"))
-    except ImportError:  # numpy 1.x
-        multiarray, numeric = (importlib.import_module(f"numpy.core.{m}") for m in ("multiarray", "numeric"))
-    allowed = {
-        ("numpy", "ndarray"): np.ndarray,
-        ("numpy", "dtype"): np.dtype,
-        ("_codecs", "encode"): _latin1_encode,  # bytes in protocol 2 pickles written by Python 3
-    }
-    for module in ("numpy.core", "numpy._core"):  # numpy 1.x wrote numpy.core, numpy 2 writes numpy._core
-        allowed[(f"{module}.multiarray", "_reconstruct")] = multiarray._reconstruct
-        allowed[(f"{module}.numeric", "_frombuffer")] = numeric._frombuffer  # protocol 5
-    return allowed
-
-
-class RefusedPickle(pickle.UnpicklingError):
-    """A pickle that refers to something a CIFAR-10 file never holds (a function, a class...)."""
-
-
-class _CIFARUnpickler(pickle.Unpickler):
-    """Admits only what torchvision's CIFAR-10 files contain: dicts, lists, bytes, str, int and numpy
-    arrays and dtypes. Any other global (``os.system``, ``builtins.eval``...) is refused before it is
-    looked up, so that a malicious file cannot run code; persistent ids are refused by the base class."""
-
-    _allowed = _numpy_globals()
-
-    def find_class(self, module: str, name: str):
-        try:
-            return self._allowed[(module, name)]
-        except KeyError:
-            raise RefusedPickle(f"{module}.{name}") from None
-
-
-def _unpickle(path: Path, parameter: str) -> dict:
-    """A CIFAR-10 pickle as a dict with str keys (Python 2 originals and bytes-keyed copies alike), read by
-    the restricted `_CIFARUnpickler`: a file that refers to anything else is refused, naming it."""
-    try:
-        with open(path, "rb") as f:
-            d = _CIFARUnpickler(f, encoding="latin1").load()
-        if not isinstance(d, dict):
-            raise TypeError(f"holds a {type(d).__name__}, not a dict")
-        return {k.decode() if isinstance(k, bytes) else k: v for k, v in d.items()}
-    except RefusedPickle as err:
-        raise DataFormatError(
-            parameter,
-            str(path),
-            f"{path} refers to {err}, which a CIFAR-10 file never holds; refused without running it "
-            "(only numpy arrays and dtypes, lists, dicts, bytes, str and int are read)",
-        ) from None
-    except Exception as err:
-        raise DataFormatError(
-            parameter, str(path), f"{path} is not a readable CIFAR-10 pickle ({type(err).__name__}: {err})"
-        ) from None
-
-
-def _decode_pickles(src: _Source) -> CIFAR10Data:
-    train = _read_pickle_split([src.path / n for n in PICKLE_TRAIN], src.parameter)
-    test = _read_pickle_split([src.path / PICKLE_TEST], src.parameter)
-    if PICKLE_META in src.files:
-        names = _unpickle(src.path / PICKLE_META, src.parameter).get("label_names", [])
-        if not isinstance(names, list | tuple):  # an int, a dict...
-            raise DataFormatError(
-                src.parameter,
-                str(src.path),
-                f"{PICKLE_META} label_names is {names!r:.60}, not a list of names",
-            )
-        names = tuple(n.decode() if isinstance(n, bytes) else n for n in names)
-        if names != CLASSES:
-            raise DataFormatError(
-                src.parameter, str(src.path), f"{PICKLE_META} label_names {names} are not {CLASSES}"
-            )
-    return CIFAR10Data(train, test, CLASSES, src.description)
+    splits = []
+    for train in (True, False):
+        ds = CIFAR10(str(src.path.parent), train=train)
+        # torchvision's (N, 32, 32, 3) back to the files' (N, 3, 32, 32)
+        images = torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
+        splits.append(Split(images, torch.tensor(ds.targets, dtype=torch.int64)))
+    return CIFAR10Data(*splits, CLASSES, src.description)
 
 
 def _decode_imagefolder(src: _Source) -> CIFAR10Data:
