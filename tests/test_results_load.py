@@ -27,11 +27,11 @@ def test_a_saved_run_reads_back_as_written(trained):
     """Every part of a complete run equals its file read here with plain json / pandas / numpy."""
     saved = load.read("vit", "smoke", results_dir=trained)
     folder = run_dir(trained, "vit", "smoke")
-    assert (saved.status, saved.label, saved.detail, saved.path) == ("complete", "complete", "", folder)
+    assert (saved.status, saved.detail, saved.path) == ("complete", "", folder)
     metrics = json.loads((folder / "metrics.json").read_text())
     config = json.loads((folder / "config.json").read_text())
     assert saved.metrics == metrics and saved.run.config == config
-    assert saved.provenance == metrics["provenance"] and saved.test_accuracy == metrics["test_accuracy"]
+    assert saved.test_accuracy == metrics["test_accuracy"]
     assert saved.fingerprint == config["fingerprint"] == run_config("vit", "smoke")["fingerprint"]
     assert saved.run.history.equals(pd.read_csv(folder / "history.csv"))
     for name, arrays in (("attention.npz", saved.run.attention), ("probe.npz", saved.run.probe)):
@@ -52,14 +52,14 @@ def test_read_matches_the_labs_reader(trained):
 
 
 def test_not_trained_damaged_and_other_configuration(copy):
-    assert load.read("resnet18", "smoke", results_dir=copy).label == "not trained"
+    assert load.read("resnet18", "smoke", results_dir=copy).status == "missing"
     other = load.read("vit", "smoke", results_dir=copy, epochs=3)  # the saved run trained 1 epoch
-    assert (other.status, other.label, other.run) == ("stale", "other configuration", None)
+    assert (other.status, other.run) == ("stale", None)
     assert "train.epochs: 1 saved, 3 now" in other.detail
     npz = run_dir(copy, "vit", "smoke") / "attention.npz"
     npz.write_bytes(npz.read_bytes()[:-10])
     damaged = load.read("vit", "smoke", results_dir=copy)
-    assert (damaged.status, damaged.label, damaged.run) == ("damaged", "damaged", None)
+    assert (damaged.status, damaged.run) == ("damaged", None)
     assert "does not match its checksum" in damaged.detail and "\n" not in damaged.detail
 
 
@@ -95,7 +95,6 @@ def test_read_seeds_and_read_runs(copy):
     )  # seed 0's files under seed 3: another fingerprint
     seeds = load.read_seeds("vit", "smoke", results_dir=copy)
     assert list(seeds) == [0, 3] and seeds[0].complete and seeds[3].status == "stale"
-    assert load.saved_seeds(copy, "vit", "smoke") == [0, 3]
     assert list(load.read_seeds("vit", "smoke", results_dir=copy, seeds=[0])) == [0]
     runs = load.read_runs(["vit", "resnet18"], "smoke", results_dir=copy)
     assert runs["resnet18"] is None and runs.status["resnet18"][0] == "missing"

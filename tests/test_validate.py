@@ -113,6 +113,11 @@ def test_a_history_whose_last_test_loss_is_not_finite_is_damaged(copy):
         ("attention.npz", b"garbage, not a zip", "attention.npz is not an npz of numeric arrays"),
         ("config.json", b"[1, 2]", "config.json does not name its experiment"),
         ("config.json", b"{not json", "config.json is not JSON"),
+        (
+            "config.json",
+            b'{"experiment": "vit", "preset": "smoke", "family": "vit", "fingerprint": "0", "model_resolved": 3}',
+            "config.json holds model_resolved 3, not an object",
+        ),
     ],
 )
 def test_a_forged_result_file_is_damaged(copy, name, data, fragment):
@@ -123,20 +128,17 @@ def test_a_forged_result_file_is_damaged(copy, name, data, fragment):
 
 
 def test_load_run_reports_a_checked_file_that_does_not_parse_as_damaged(copy, monkeypatch):
-    """The backstop: a checked file that does not parse (a check missed it) raises DamagedResult in one
-    line, not the reader's traceback. load_run parses the very bytes it checked: a file replaced after the
-    check is never read."""
-    from attnlib.results import load
+    """The backstop: a checked file that does not parse (a check missed it: here the content check is
+    switched off and the file forged with its checksum) raises DamagedResult in one line, not the reader's
+    traceback."""
+    from attnlib.results import validate
 
-    check = load._check
-
-    def forged(*args):
-        status, detail, blobs = check(*args)
-        return status, detail, {**blobs, "attention.npz": b"garbage, not a zip"}
-
-    monkeypatch.setattr(load, "_check", forged)
+    monkeypatch.setattr(validate, "_content_problem", lambda name, data: "")
+    folder = run_dir(copy, "vit", "smoke")
+    _forge(folder, "attention.npz", b"garbage, not a zip")
+    assert inspect_run(folder)[0] == "damaged"
     with pytest.raises(DamagedResult) as err:
-        load_run(run_dir(copy, "vit", "smoke"))
+        load_run(folder)
     assert "does not parse" in str(err.value) and "\n" not in str(err.value)
 
 

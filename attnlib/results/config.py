@@ -14,7 +14,6 @@ from pathlib import Path
 from attnlib import experiments
 from attnlib.checks import MAX_SEED, SYNTHETIC, check, check_positive_int, is_synthetic, synthetic_sizes
 from attnlib.models import FAMILIES, resolved_config, resolved_difference
-from attnlib.results.store import read_json
 
 RESOLVED = "model_resolved"  # config.json: the model's resolved configuration, not in the fingerprint
 
@@ -74,15 +73,10 @@ def run_config(experiment: str, preset: str, *, seed: int = 0, data=None, epochs
     return cfg
 
 
-def config_difference(path: Path, expected: dict | None) -> str:
-    """' (train.epochs: 4 saved, 8 now; ...)': the settings of the saved config.json that differ."""
+def config_difference(saved: dict, expected: dict | None) -> str:
+    """' (train.epochs: 4 saved, 8 now; ...)': the settings of `saved` (a run's config.json) that differ from
+    `expected` (`run_config`), and the fields of its resolved model that differ (a changed default)."""
     if expected is None:
-        return ""
-    try:
-        saved = read_json(path / "config.json")
-    except (OSError, ValueError):
-        return ""
-    if not isinstance(saved, dict):
         return ""
 
     def flat(d: dict, prefix: str = "") -> dict:

@@ -3,12 +3,11 @@
 
     read(experiment, preset, *, seed=0, results_dir="results", data=None) -> Saved
         one run folder read and checked: Saved.status is "complete", "missing" (not trained), "damaged" or
-        "stale" (another configuration), Saved.label those in words (LABELS), Saved.detail what is wrong;
-        Saved.run the RunResult (metrics, history, attention, centers, probe, config) when complete;
-        Saved.metrics / .provenance / .test_accuracy / .fingerprint (the registry's today) / .path
+        "stale" (another configuration), Saved.detail what is wrong; Saved.run the RunResult (metrics,
+        history, attention, centers, probe, config) when complete; Saved.metrics / .test_accuracy /
+        .fingerprint (the registry's today) / .path
     read_runs(names, preset, *, seed=0, results_dir, data) -> Runs    ({name: RunResult or None} + .status)
     read_seeds(experiment, preset, *, results_dir, data, seeds=None) -> {seed: Saved}   (every saved seed)
-    saved_seeds(results_dir, experiment, preset) -> [seeds with a folder]
     inspect_run(path, fingerprint=None, *, expected=None) -> (status, detail);  load_run(path) -> RunResult
 
 `read` raises only ConfigError (bad experiment, preset, seed or data spec); what is wrong with a folder is its
@@ -49,7 +48,6 @@ import numpy as np
 import torch
 
 from attnlib.errors import ConfigError
-from attnlib.models import FAMILIES, resolved_difference
 from attnlib.results.config import RESOLVED, config_difference, expected_config, run_dir
 from attnlib.results.store import read_json
 from attnlib.results.validate import PROBE_FILE, files_problem, history_problem, metrics_problem
@@ -168,88 +166,64 @@ def inspect_run(
     the full `run_config`, the detail names the settings that differ, and a result whose config.json
     records another resolved model (`model_resolved`: a model default changed since) is stale too; one
     saved before config.json recorded it cannot be checked so)."""
-    status, detail, _ = _check(Path(path), fingerprint, expected)
+    status, detail, _ = _read(Path(path), fingerprint, expected)
     return status, detail
-
-
-def _check(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[str, str, dict]:
-    """`inspect_run`, with the bytes of every file it read and checked ({name: bytes}; "metrics.json": the
-    parsed object) when the result is complete: what `_parse` builds the `RunResult` from."""
-    if expected is not None:
-        fingerprint = expected["fingerprint"]
-    metrics_path = path / "metrics.json"
-    if not metrics_path.exists():
-        return "missing", f"no {metrics_path}", {}
-    blobs: dict = {}
-    try:
-        metrics = read_json(metrics_path)  # bounded, a regular file, not nested deeper than a result
-        wrong = metrics_problem(metrics)
-        if wrong:
-            return "damaged", f"{metrics_path}: {wrong}", {}
-        # "files": plain files of this folder covering the result, checksums; metrics = history's last row
-        wrong = files_problem(path, metrics["files"], blobs) or history_problem(
-            path, metrics, blobs.get("history.csv")
-        )
-        if wrong:
-            return "damaged", wrong, {}
-    except OSError as err:  # a file named in "files" is a link, a FIFO, a device, too large, unreadable
-        return "damaged", f"{err.filename or metrics_path} is unreadable ({err.strerror or err})", {}
-    except (ValueError, TypeError, AttributeError) as err:
-        return "damaged", f"{metrics_path} is unreadable ({type(err).__name__}: {err})", {}
-    if fingerprint is not None and metrics["fingerprint"] != fingerprint:
-        detail = f"{path} holds a result for another configuration" + config_difference(path, expected)
-        return "stale", detail, {}
-    if expected is not None and RESOLVED in expected:  # same fingerprint: has a model default changed?
-        config_path = path / "config.json"
-        try:
-            saved = json.loads(blobs["config.json"])  # checked: a JSON object (files_problem)
-        except (KeyError, ValueError, RecursionError) as err:
-            return "damaged", f"{config_path} is unreadable ({type(err).__name__}: {err})", {}
-        resolved = saved.get(RESOLVED) if isinstance(saved, dict) else None
-        if resolved is not None and not isinstance(resolved, dict):
-            return "damaged", f"{config_path}: {RESOLVED} is {resolved!r}, not an object", {}
-        # a run saved before config.json recorded the resolved model cannot be checked: it stays complete
-        config_cls = FAMILIES[expected["family"]][0]
-        diffs = [] if resolved is None else resolved_difference(resolved, expected[RESOLVED], config_cls)
-        if diffs:
-            shown = "; ".join(f"{RESOLVED}.{d}" for d in diffs[:4]) + ("; ..." if len(diffs) > 4 else "")
-            return (
-                "stale",
-                (
-                    f"{path} holds a result for another configuration ({shown}: a model default changed since "
-                    "it was trained)"
-                ),
-                {},
-            )
-    blobs["metrics.json"] = metrics
-    return "complete", "", blobs
 
 
 def load_run(path: str | Path, fingerprint: str | None = None) -> RunResult:
     """Read a complete result folder; DamagedResult / MissingResult otherwise (a checksummed file that does
     not parse too: its checksum may have been forged with it). The lab's reader of a folder it just wrote;
     `read` is the reader of saved runs."""
-    status, detail, run = _load(Path(path), fingerprint, None)
+    status, detail, run = _read(Path(path), fingerprint, None)
     if run is None:
         raise (DamagedResult if status == "damaged" else MissingResult)(detail, status)
     return run
 
 
-def _load(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[str, str, RunResult | None]:
-    """(status, detail, the `RunResult` when complete): `_check`, then the result parsed from the bytes it
-    checked (a checksummed file that does not parse: damaged, its checksum may have been forged with it)."""
-    status, detail, blobs = _check(path, fingerprint, expected)
-    if status != "complete":
-        return status, detail, None
+def _read(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[str, str, RunResult | None]:
+    """(status, detail, the `RunResult` when complete) of `inspect_run`: each file read, checked and hashed
+    once, and the result parsed from the very bytes checked (a checksummed file that does not parse:
+    damaged, its checksum may have been forged with it)."""
+    if expected is not None:
+        fingerprint = expected["fingerprint"]
+    metrics_path = path / "metrics.json"
+    if not metrics_path.exists():
+        return "missing", f"no {metrics_path}", None
+    blobs: dict[str, bytes] = {}
     try:
-        return status, detail, _parse(path, blobs)
+        metrics = read_json(metrics_path)  # bounded, a regular file, not nested deeper than a result
+        wrong = metrics_problem(metrics)
+        if wrong:
+            return "damaged", f"{metrics_path}: {wrong}", None
+        # "files": plain files of this folder covering the result, checksums; metrics = history's last row
+        wrong = files_problem(path, metrics["files"], blobs) or history_problem(
+            path, metrics, blobs.get("history.csv")
+        )
+        if wrong:
+            return "damaged", wrong, None
+    except OSError as err:  # a file named in "files" is a link, a FIFO, a device, too large, unreadable
+        return "damaged", f"{err.filename or metrics_path} is unreadable ({err.strerror or err})", None
+    except (ValueError, TypeError, AttributeError) as err:
+        return "damaged", f"{metrics_path} is unreadable ({type(err).__name__}: {err})", None
+    config = json.loads(blobs["config.json"])  # checked: an object naming its experiment (files_problem)
+    if fingerprint is not None and metrics["fingerprint"] != fingerprint:
+        detail = f"{path} holds a result for another configuration" + config_difference(config, expected)
+        return "stale", detail, None
+    # same fingerprint: has a model default changed? (a run saved before config.json recorded the resolved
+    # model cannot be checked: it stays complete)
+    changed = "" if expected is None else config_difference(config, expected)
+    if changed:
+        detail = f"{path} holds a result for another configuration{changed[:-1]}"
+        return "stale", detail + ": a model default changed since it was trained)", None
+    try:
+        return "complete", "", _parse(path, metrics, config, blobs)
     except Exception as err:  # noqa: BLE001 -- whatever a forged file breaks in a reader: damaged
         detail = f"{path} holds a result file that does not parse ({type(err).__name__}: {err})"
         return "damaged", " ".join(detail.split()), None
 
 
-def _parse(path: Path, blobs: dict) -> RunResult:
-    """The `RunResult` of a checked folder from the bytes `_check` read and checked."""
+def _parse(path: Path, metrics: dict, config: dict, blobs: dict[str, bytes]) -> RunResult:
+    """The `RunResult` of a checked folder from the bytes `_read` read and checked."""
     import pandas as pd
 
     def arrays(name: str) -> dict[str, np.ndarray] | None:
@@ -258,7 +232,6 @@ def _parse(path: Path, blobs: dict) -> RunResult:
         with np.load(io.BytesIO(blobs[name])) as z:
             return dict(z)
 
-    metrics, config = blobs["metrics.json"], json.loads(blobs["config.json"])  # checked: names its experiment
     history = pd.read_csv(io.BytesIO(blobs["history.csv"]))
     return RunResult(
         config["experiment"],
@@ -274,15 +247,6 @@ def _parse(path: Path, blobs: dict) -> RunResult:
 
 
 # ------------------------------------------------------------------------------------- reading saved runs
-#: The words for each status, as a reader names it.
-LABELS = {
-    "complete": "complete",
-    "missing": "not trained",
-    "damaged": "damaged",
-    "stale": "other configuration",
-}
-
-
 @dataclass(frozen=True)
 class Saved:
     """What `read` found of one run: its `status` ("complete"; "missing": not trained; "damaged": unreadable,
@@ -304,19 +268,9 @@ class Saved:
         return self.status == "complete"
 
     @property
-    def label(self) -> str:
-        """The status in words: complete, not trained, damaged, other configuration."""
-        return LABELS[self.status]
-
-    @property
     def metrics(self) -> dict | None:
         """metrics.json of a complete run (test_accuracy, params, wall times, files...), else None."""
         return None if self.run is None else self.run.metrics
-
-    @property
-    def provenance(self) -> dict | None:
-        """How a complete run was trained (metrics.json's provenance), else None."""
-        return None if self.run is None else self.run.metrics["provenance"]
 
     @property
     def test_accuracy(self) -> float | None:
@@ -342,7 +296,7 @@ def read(
     file is read and hashed once and parsed from the bytes checked."""
     expected = expected_config(experiment, preset, seed=seed, data=data, epochs=epochs)
     path = run_dir(results_dir, experiment, preset, seed)
-    status, detail, run = _load(path, None, expected)
+    status, detail, run = _read(path, None, expected)
     return Saved(experiment, preset, seed, path, expected["fingerprint"], status, detail, run)
 
 
@@ -357,23 +311,16 @@ def read_runs(
     return runs
 
 
-def saved_seeds(results_dir: str | Path, experiment: str, preset: str) -> list[int]:
-    """The seeds with a folder of `experiment` at `preset` (`<preset>/` is seed 0, always listed;
-    `<preset>-seed<N>/` seed N), in order."""
-    seeds = {0}
-    for path in (Path(results_dir) / experiment).glob(f"{preset}-seed*"):
-        tail = path.name[len(f"{preset}-seed") :]
-        if tail.isdigit() and int(tail) > 0:
-            seeds.add(int(tail))
-    return sorted(seeds)
-
-
 def read_seeds(
     experiment: str, preset: str = "paper", *, results_dir: str | Path = "results", data=None, seeds=None
 ) -> dict[int, Saved]:
-    """{seed: `read` of that seed} for every saved seed of `experiment` at `preset` (`saved_seeds`), or for
-    those of `seeds` that are saved (seed 0 always read: its status says whether it was trained)."""
-    found = saved_seeds(results_dir, experiment, preset)
-    if seeds is not None:
-        found = [s for s in found if s in set(seeds)]
+    """{seed: `read` of that seed} for every seed of `experiment` at `preset` with a folder (`<preset>/` is
+    seed 0, always read: its status says whether it was trained; `<preset>-seed<N>/` seed N), in order, or
+    for those of `seeds`."""
+    found = {0}
+    for path in (Path(results_dir) / experiment).glob(f"{preset}-seed*"):
+        tail = path.name[len(f"{preset}-seed") :]
+        if tail.isdigit() and int(tail) > 0:
+            found.add(int(tail))
+    found = sorted(s for s in found if seeds is None or s in set(seeds))
     return {s: read(experiment, preset, seed=s, results_dir=results_dir, data=data) for s in found}

@@ -191,6 +191,8 @@ def _content_problem(name: str, data: bytes) -> str:
             isinstance(config.get(k), str) for k in ("experiment", "preset", "family", "fingerprint")
         ):
             return "does not name its experiment, preset, family and fingerprint as strings"
+        if not isinstance(config.get("model_resolved", {}), dict):
+            return f"holds model_resolved {_shown(config['model_resolved'])}, not an object"
     return ""
 
 
