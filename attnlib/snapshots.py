@@ -7,35 +7,41 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attnlib.util import sync, timed_ms
+from attnlib.util import timed_ms
 
 QUERY_FRACTIONS = ((0.5, 0.5), (0.25, 0.25), (0.25, 0.75), (0.75, 0.5))  # fixed query pixels (row, col)
 
 
 def device_name(device: torch.device | str) -> str:
     """A human-readable device name: the GPU's name, or the CPU model (`attnlib.train.device.cpu_info`, the one
-    reader of /proc/cpuinfo) with the threads in use."""
+    reader of /proc/cpuinfo) with the threads in use in words ("(1 thread)"; runs saved before wrote "(1
+    threads)", which `attnlib.results.timing.device_words` reads as words)."""
     from attnlib.train.device import cpu_info
 
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"{cpu_info()[0]} ({torch.get_num_threads()} threads)"
+    threads = torch.get_num_threads()
+    return f"{cpu_info()[0]} ({threads} thread{'' if threads == 1 else 's'})"
+
+
+def pass_times_ms(model: torch.nn.Module, x: torch.Tensor, passes: int) -> list[float]:
+    """Milliseconds of each of ``passes`` forward passes of ``x``, synchronising after each: Table 3's timing
+    protocol ([Re] main.py), here and in `attnlib.lab.timing`."""
+    return [timed_ms(lambda: model(x), x.device) for _ in range(passes)]
 
 
 @torch.inference_mode()
 def inference_wall_time(
     model: torch.nn.Module, device: torch.device | str, reps: int = 300, warmup: int = 10
 ) -> dict:
-    """Table 3's protocol ([Re] main.py): `warmup` untimed, then `reps` timed forward passes of one
-    1×3×32×32 image in fp32, synchronising after each. Returns mean and std in ms and the device's name."""
+    """Table 3's protocol: `warmup` untimed, then `reps` timed forward passes of one 1×3×32×32 image in fp32
+    (`pass_times_ms`). Returns mean and std in ms and the device's name."""
     device = torch.device(device)
     model = model.to(device).eval()
     x = torch.randn(1, 3, 32, 32, device=device)
-    for _ in range(warmup):
-        model(x)
-    sync(device)
-    t = np.asarray([timed_ms(lambda: model(x), device) for _ in range(reps)])
+    pass_times_ms(model, x, warmup)
+    t = np.asarray(pass_times_ms(model, x, reps))
     return {
         "wall_time_ms": float(t.mean()),
         "wall_time_std_ms": float(t.std()),

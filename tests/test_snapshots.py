@@ -7,6 +7,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from attnlib.results.timing import threads_words
 from attnlib.snapshots import attention_summary, inference_wall_time
 from attnlib.store import write_npz
 
@@ -66,4 +67,5 @@ def test_attention_file_of_a_paper_size_model_stays_small(tmp_path):
 def test_inference_wall_time():
     t = inference_wall_time(nn.Conv2d(3, 4, 3), "cpu", reps=5, warmup=2)
     assert t["wall_time_ms"] > 0 and t["wall_time_std_ms"] >= 0 and t["wall_time_reps"] == 5
-    assert "threads" in t["wall_time_device"]
+    # the threads in words: "(1 thread)", "(2 threads)" (runs saved before wrote "(1 threads)")
+    assert t["wall_time_device"].endswith(f" ({threads_words(torch.get_num_threads())})")

@@ -208,7 +208,7 @@ def test_device_policy_refuses_unknown_and_unavailable_devices():
 
 
 def test_measure_throughput_is_positive_and_restores_the_thread_count():
-    train_ips, eval_ips = measure_throughput(Tiny(), CFG, "cpu", steps=2, warmup=1)
+    train_ips, eval_ips = measure_throughput(Tiny(), CFG, "cpu")
     assert train_ips > 0 and eval_ips > 0 and torch.get_num_threads() == 1
 
 

@@ -11,7 +11,7 @@ before and after the cases, with the load average around each). On a CPU whose l
 are shared with other work the benchmark refuses to start (``--force`` measures anyway; the report's
 ``load`` flags it): a peak measured on a shared core is too low and inflates every utilisation.
 ``--profile`` adds one profiled step per row: profiler self time per op category (GEMM, copies, dropout
-RNG, softmax, ...) and the top ops, i.e. where the time goes. ``--all`` also runs the SAN operations'
+RNG, softmax, ...), i.e. where the time goes. ``--all`` also runs the SAN operations'
 benchmark (``python -m attnlib san-bench``, `attnlib.lab.kernels`); ``--peak-only`` the matmul peak alone.
 
 The *plain* formulation (``plain_copy``: ``attnlib.attention.reference.PlainAttention`` layers) is the same
@@ -21,7 +21,7 @@ tensors of shape (B, H, W, heads, H, W) built with ``einsum``, a softmax over th
 outputs and gradients (``tests/test_bench.py`` checks it).
 
 Paper shapes: batch 100, 16 x 16 tokens, hidden 400, 9 heads; by default one of the six layers is timed
-(``--layers``; the time per layer is linear in depth, ``est_model_images_per_s`` scales it).
+(``--layers``; the time per layer is linear in depth).
 
 How each number is measured (timing through `attnlib.lab.measure`, memory, FLOPs, utilisation) is written
 into every report (``notes``, from ``_notes``).
@@ -33,7 +33,6 @@ On a CPU shared with other jobs, ``--threads 1`` avoids OpenMP threads waiting f
 from __future__ import annotations
 
 import copy
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,16 +43,9 @@ from attnlib.attention import MultiHeadSelfAttention2d
 from attnlib.attention.reference import PlainAttention
 from attnlib.checks import check_choice, check_positive_int
 from attnlib.lab.kernels import measure_peaks, peak_sizes
-from attnlib.lab.machine import check_threads, core_sharing, load_average, machine, refuse_if_shared
-from attnlib.lab.measure import (
-    MEMORY_METHOD,
-    MIN_RUN_TIME,
-    interleaved_blocks,
-    peak_memory_mb,
-    quiet_profiler,
-    torch_threads,
-)
-from attnlib.train.device import autocast, resolve_device
+from attnlib.lab.machine import core_sharing  # noqa: F401 -- the book's benchmark reader uses it from here
+from attnlib.lab.measure import MEMORY_METHOD, MIN_RUN_TIME, compare, quiet_profiler, session
+from attnlib.train.device import autocast
 from attnlib.train.loop import train_step
 
 
@@ -83,50 +75,37 @@ _QUICK = dict(layers=1, hidden=16, mlp=16, heads=2, downsample=4)  # --quick: a 
 
 @dataclass(frozen=True)
 class Case:
-    """One model at one set of shapes: ``model`` are PaperConfig fields; ``layers_model`` the full depth."""
+    """One model at one set of shapes: ``model`` are PaperConfig fields (``attnlib.experiments.resolve`` of
+    the experiment at the preset named by ``shapes``)."""
 
     shapes: str
     name: str
     model: dict
     batch: int
-    layers_model: int
-    source: str
 
 
 def cases(
     shapes: tuple[str, ...], names: tuple[str, ...], batch: int | None, layers: int | None, quick: bool
 ):
     """The cases to time. ``layers`` (paper shapes) times fewer layers than the model has."""
+    from attnlib import experiments
+
     out = []
     for shape in shapes:
         check_choice("shapes", shape, SHAPES)
         for name in names:
-            model, b, source = _resolve(name, shape)
-            full = model.get("layers", 6)
+            check_choice("models", name, MODELS)
+            rc = experiments.resolve(name, shape)
+            model, b = dict(rc.model), rc.train.batch_size
             if quick:
-                model, b, source = {**model, **_QUICK}, 4, source + "; --quick: tiny model"
+                model, b = {**model, **_QUICK}, 4
             elif shape == "paper" and layers is not None:
                 model = {**model, "layers": layers}
-            out.append(Case(shape, name, model, batch or b, full, source))
+            out.append(Case(shape, name, model, batch or b))
     return out
 
 
-def _resolve(name: str, shape: str) -> tuple[dict, int, str]:
-    """(PaperConfig fields, batch, where they come from) of experiment ``name`` at preset ``shape``."""
-    check_choice("models", name, MODELS)
-    from attnlib import experiments
-
-    rc = experiments.resolve(name, shape)
-    return dict(rc.model), rc.train.batch_size, f"attnlib.experiments.resolve({name!r}, {shape!r})"
-
-
 # -------------------------------------------------------------------------------------- measuring
-def forward_backward(model: nn.Module, x: Tensor, y: Tensor, device: torch.device, dtype: str) -> None:
-    """The trainer's step without an optimizer (`attnlib.train.loop.train_step`): forward under autocast,
-    cross-entropy, backward, gradients freed."""
-    train_step(model, None, x, y, 0.0, dtype == "bf16")
-
-
 def infer_step(model: nn.Module, x: Tensor, device: torch.device, dtype: str) -> None:
     with torch.no_grad(), autocast(device, dtype == "bf16"):
         model(x)
@@ -143,36 +122,32 @@ def measure(
 ) -> dict[str, dict]:
     """Time implementations of one model side by side: {impl: row}.
 
-    Per implementation: a warm-up step that counts FLOPs, one step that measures memory; then ``repeats``
-    interleaved rounds of timed blocks (``interleaved_blocks``); the same for eval-mode forward passes when
-    ``inference``. A row's time per step is the median over its blocks (``step_s_min``: the fastest)."""
+    The step is the trainer's without an optimizer (`attnlib.train.loop.train_step`: forward under autocast,
+    cross-entropy, backward, gradients freed). Per implementation one step counts FLOPs; then
+    `attnlib.lab.measure.compare`: a warm-up step, a step that measures memory, ``repeats`` interleaved rounds
+    of timed blocks; the same for eval-mode forward passes when ``inference``. A row's time per step is the
+    median over rounds of each round's median block."""
     from torch.utils.flop_counter import FlopCounterMode
 
     x = torch.randn(batch, 3, 32, 32, device=device)
     y = torch.randint(0, next(iter(nets.values())).cfg.num_classes, (batch,), device=device)
-    steps = {impl: (lambda m=m: forward_backward(m, x, y, device, dtype)) for impl, m in nets.items()}
+    steps = {impl: (lambda m=m: train_step(m, None, x, y, 0.0, dtype == "bf16")) for impl, m in nets.items()}
     rows = {}
     for impl, step in steps.items():
         nets[impl].train()
-        counter = FlopCounterMode(display=False)
-        with counter:
+        with FlopCounterMode(display=False) as counter:
             step()
-        rows[impl] = dict(
-            peak_mem_mb=peak_memory_mb(step, device),
-            gflop_per_image=counter.get_total_flops() / batch / 1e9,
-        )
-    times = interleaved_blocks(steps, repeats, min_run_time)
-    for impl, row in rows.items():
-        row.update(step_s=statistics.median(times[impl]), step_s_min=min(times[impl]))
-        row["images_per_s"] = batch / row["step_s"]
+        rows[impl] = dict(gflop_per_image=counter.get_total_flops() / batch / 1e9)
+    for impl, m in compare(steps, device, repeats, min_run_time).items():
+        rows[impl].update(step_s=m["step_s"], images_per_s=batch / m["step_s"], peak_mem_mb=m["peak_mib"])
     if inference:
         for net in nets.values():
             net.eval()
         fwds = {impl: (lambda m=m: infer_step(m, x, device, dtype)) for impl, m in nets.items()}
-        times = interleaved_blocks(fwds, repeats, min_run_time)
-        for impl, row in rows.items():
-            row["infer_images_per_s"] = batch / statistics.median(times[impl])
-            nets[impl].train()
+        for impl, m in compare(fwds, device, repeats, min_run_time).items():
+            rows[impl]["infer_images_per_s"] = batch / m["step_s"]
+        for net in nets.values():
+            net.train()
     return rows
 
 
@@ -195,38 +170,28 @@ def _category(name: str) -> str:
     return "elementwise_other"
 
 
-def profile_step(model: nn.Module, batch: int, device: torch.device, dtype: str, top: int = 12) -> dict:
-    """One forward+backward step under torch.profiler: self time per category (ms) and the top ops."""
+def profile_step(model: nn.Module, batch: int, device: torch.device, dtype: str) -> dict:
+    """One forward+backward step under torch.profiler: the total op self time (ms) and each category's share."""
     from torch.profiler import ProfilerActivity, profile
 
     x = torch.randn(batch, 3, 32, 32, device=device)
     y = torch.randint(0, model.cfg.num_classes, (batch,), device=device)
     model.train()
-    forward_backward(model, x, y, device, dtype)
+    train_step(model, None, x, y, 0.0, dtype == "bf16")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     quiet_profiler()
-    with profile(activities=activities, record_shapes=True) as prof:
-        forward_backward(model, x, y, device, dtype)
+    with profile(activities=activities) as prof:
+        train_step(model, None, x, y, 0.0, dtype == "bf16")
         if device.type == "cuda":
             torch.cuda.synchronize(device)
     attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    events = [e for e in prof.key_averages(group_by_input_shape=True) if e.key.startswith("aten::")]
     by_category: dict[str, float] = {}
-    for e in events:
-        by_category[_category(e.key)] = by_category.get(_category(e.key), 0.0) + getattr(e, attr) / 1e3
+    for e in prof.key_averages():
+        if e.key.startswith("aten::"):
+            by_category[_category(e.key)] = by_category.get(_category(e.key), 0.0) + getattr(e, attr) / 1e3
     total = sum(by_category.values())
-    ops = sorted(events, key=lambda e: getattr(e, attr), reverse=True)[:top]
-    return dict(
-        total_ms=total,
-        category_ms={k: round(v, 1) for k, v in sorted(by_category.items(), key=lambda kv: -kv[1])},
-        category_share={k: round(v / total, 3) for k, v in by_category.items()} if total else {},
-        top_ops=[
-            dict(
-                op=e.key, shapes=str(e.input_shapes)[:120], ms=round(getattr(e, attr) / 1e3, 1), calls=e.count
-            )
-            for e in ops
-        ],
-    )
+    share = {k: round(v / total, 3) for k, v in by_category.items()} if total else {}
+    return dict(total_ms=total, category_share=share)
 
 
 # ------------------------------------------------------------------------------------------ running
@@ -259,32 +224,24 @@ def run(
         if value is not None:
             check_positive_int(name, value)
     check_positive_int("layers", layers or 0, 0, "an integer >= 0 (0: all of the model's layers)")
-    if threads is not None:
-        check_threads("threads", threads)
-    dev = resolve_device(device)
     todo = cases(shapes, models, batch, layers or None, quick)  # validates before any work
-    with torch_threads(threads) as threads:
-        settings = dict(repeats=repeats, quick=quick, layers=layers, threads=threads)
-        return _measured(todo, dtypes, impls, dev, settings, inference, profile, force, log)
-
-
-def _measured(todo: list[Case], dtypes, impls, dev, settings: dict, inference, profile, force, log) -> dict:
-    """The report of ``run``: the matmul peak before, the cases' rows, the peak after, the notes."""
-    repeats, quick, threads = settings["repeats"], settings["quick"], settings["threads"]
-    report = dict(machine=machine(dev), rows=[], settings=settings)
-    if not (force or quick):
-        refuse_if_shared(report["machine"], threads, "the matmul peak and the throughputs would be too low")
-    sizes, min_run_time = peak_sizes(dev, quick)
-    start = measure_peaks(dtypes, dev, sizes, min_run_time)
-    log(
-        "matmul peak: "
-        + ", ".join(f"{dt} {p['gflops']:.1f} GFLOP/s (n={p['n']})" for dt, p in start["peaks"].items())
-        + f"; load {start['load_before']} -> {start['load_after']}"
-        + (" (cores shared: too low)" if start["shared"] else "")
-    )
-    for case in todo:
-        report["rows"] += _case_rows(case, dtypes, impls, dev, repeats, inference, profile, min_run_time, log)
-    _utilisation(report, start, measure_peaks(dtypes, dev, sizes, min_run_time), threads)
+    why = None if force or quick else "the matmul peak and the throughputs would be too low"
+    with session(device, threads, refuse=why) as (dev, report, _):
+        threads = report["machine"]["torch_threads"]
+        sizes, min_run_time = peak_sizes(dev, quick)
+        start = measure_peaks(dtypes, dev, sizes, min_run_time)
+        log(
+            "matmul peak: "
+            + ", ".join(f"{dt} {p['gflops']:.1f} GFLOP/s (n={p['n']})" for dt, p in start["peaks"].items())
+            + f"; load {start['load_before']} -> {start['load_after']}"
+            + (" (cores shared: too low)" if start["shared"] else "")
+        )
+        rows = []
+        for case in todo:
+            rows += _case_rows(case, dtypes, impls, dev, repeats, inference, profile, min_run_time, log)
+        end = measure_peaks(dtypes, dev, sizes, min_run_time)
+    report.update(rows=rows, settings=dict(repeats=repeats, quick=quick, layers=layers, threads=threads))
+    _utilisation(report, start, end)
     report["notes"] = _notes(dev, repeats, sizes, min_run_time)
     return report
 
@@ -299,33 +256,23 @@ def _case_rows(case: Case, dtypes, impls, dev, repeats, inference, profile, min_
     rows = []
     for dtype in dtypes:
         nets = {impl: model if impl == "attnlib" else plain_copy(model) for impl in impls}
-        log(f"{case.shapes} {case.name} {dtype}: batch {case.batch}, {case.model['layers']} layer(s)")
-        measured = measure(nets, case.batch, dev, dtype, repeats, inference, min_run_time)
-        for impl, m in measured.items():
-            row = dict(
-                shapes=case.shapes,
-                model=case.name,
-                dtype=dtype,
-                impl=impl,
-                batch=case.batch,
-                layers_timed=case.model["layers"],
-                layers_model=case.layers_model,
-                config=case.model,
-                config_source=case.source,
-                **m,
-            )
+        layers = case.model["layers"]
+        log(
+            f"{case.shapes} {case.name} {dtype}: batch {case.batch}, {layers} layer{'' if layers == 1 else 's'}"
+        )
+        for impl, m in measure(nets, case.batch, dev, dtype, repeats, inference, min_run_time).items():
+            row = dict(shapes=case.shapes, model=case.name, dtype=dtype, impl=impl, batch=case.batch, **m)
+            row.update(layers_timed=case.model["layers"], config=case.model)
             row["achieved_gflops"] = row["gflop_per_image"] * row["images_per_s"]
-            row["est_model_images_per_s"] = row["images_per_s"] * row["layers_timed"] / row["layers_model"]
-            row["load_average"] = load_average()
             if profile:
                 row["profile"] = profile_step(nets[impl], case.batch, dev, dtype)
             rows.append(row)
     return rows
 
 
-def _utilisation(report: dict, start: dict, end: dict, threads: int) -> None:
-    """The matmul peak (the better of ``start`` and ``end``), the load over the run, and every row's
-    utilisation against that peak."""
+def _utilisation(report: dict, start: dict, end: dict) -> None:
+    """The matmul peak (the better of ``start`` and ``end``), whether both were measured on shared cores, and
+    every row's utilisation against that peak."""
     best = {dt: max(start["peaks"][dt]["gflops"], end["peaks"][dt]["gflops"]) for dt in start["peaks"]}
     report["matmul_peak"] = {
         dt: dict(start=start["peaks"][dt], end=end["peaks"][dt], best=best[dt]) for dt in best
@@ -333,11 +280,6 @@ def _utilisation(report: dict, start: dict, end: dict, threads: int) -> None:
     report["peak_load"] = {
         when: {k: v for k, v in m.items() if k != "peaks"} for when, m in (("start", start), ("end", end))
     }
-    info = report["machine"]
-    info["load_average_end"] = load_average()
-    report["load"] = core_sharing(
-        threads, info["load_average_start"], info["load_average_end"], usable=info["usable_cores"]
-    )
     report["load"]["peak_shared"] = bool(start["shared"] and end["shared"])
     for row in report["rows"]:
         row["peak_gflops"] = best[row["dtype"]]
@@ -349,17 +291,16 @@ def _notes(dev: torch.device, repeats: int, sizes: tuple[int, ...], min_run_time
     """How each number of the report was measured."""
     return dict(
         memory=MEMORY_METHOD[dev.type],
-        timing=f"median over {repeats} interleaved rounds of timed blocks (torch.utils.benchmark "
+        timing=f"median over {repeats} interleaved rounds of the median timed block (torch.utils.benchmark "
         f"blocked_autorange, at least {min_run_time} s each) of forward+backward steps, after one warm-up step "
-        "and one memory step; implementations take their blocks in turn",
-        flops="torch.utils.flop_counter.FlopCounterMode on the warm-up step (forward+backward), per image",
+        "and one memory step; implementations take their blocks in turn, the first rotating",
+        flops="torch.utils.flop_counter.FlopCounterMode on a first step (forward+backward), per image",
         utilisation="achieved FLOP/s (the implementation's own FLOPs) over the matmul peak: the fastest block "
         f"of n x n matmuls (blocked_autorange, {min_run_time} s) for n in {list(sizes)}, measured at the start "
         "and at the end of the run with the load average before and after each (peak_load; peak_shared when "
         "both say the cores were shared), the better of the two; model_utilisation counts the plain "
         "formulation's FLOPs instead (attnlib's bilinear path does fewer FLOPs for the same function)",
-        layers="paper shapes time `layers_timed` of the model's `layers_model` layers (time per layer is "
-        "linear in depth); est_model_images_per_s scales images_per_s by layers_timed / layers_model",
+        layers="paper shapes time `layers_timed` of the model's layers (time per layer is linear in depth)",
         plain="PlainAttention: the same math with explicit (B, H, W, heads, H, W) scores (einsum, softmax, "
         "dropout), same weights",
     )
@@ -403,11 +344,3 @@ def profile_table(report: dict):
         for r in report["rows"] if "profile" in r
     ]  # fmt: skip
     return pd.DataFrame(rows).fillna(0.0) if rows else None
-
-
-def main(argv: list[str] | None = None) -> dict:
-    """``python -m attnlib bench ARGV`` without its error handling (ConfigError and MachineBusy propagate);
-    the report."""
-    from attnlib.lab import cli, commands
-
-    return commands.bench(cli.build_parser().parse_args(["bench", *(argv or [])]))

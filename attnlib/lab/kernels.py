@@ -16,24 +16,15 @@ side; on the CPU only the reference (Triton runs there only through its interpre
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable
 from functools import partial
 
 import torch
 
 from attnlib.checks import check_choice
 from attnlib.errors import ConfigError
-from attnlib.lab.machine import (
-    check_threads,
-    core_sharing,
-    load_average,
-    machine,
-    refuse_if_shared,
-    usable_cores,
-)
-from attnlib.lab.measure import MIN_RUN_TIME, block_times, peak_memory_mb, torch_threads
+from attnlib.lab.machine import core_sharing, load_average, usable_cores
+from attnlib.lab.measure import MIN_RUN_TIME, block_times, compare, session
+from attnlib.results.timing import threads_words
 from attnlib.train.device import resolve_device
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -61,14 +52,8 @@ def measure_peaks(dtypes, device: torch.device, sizes: tuple[int, ...], min_run_
     before = load_average()
     peaks = {dt: matmul_peak(DTYPES[dt], device, sizes, min_run_time) for dt in dtypes}
     after = load_average()
-    usable = usable_cores()
-    return dict(
-        peaks=peaks,
-        sizes=list(sizes),
-        min_run_time=min_run_time,
-        threads=torch.get_num_threads(),
-        **core_sharing(torch.get_num_threads(), before, after, usable=usable),
-    )
+    threads = torch.get_num_threads()
+    return dict(peaks=peaks, threads=threads, **core_sharing(threads, before, after, usable=usable_cores()))
 
 
 def peak_sizes(device: torch.device, quick: bool) -> tuple[tuple[int, ...], float]:
@@ -90,23 +75,14 @@ def peak(
     machine, ``matmul_peak`` {dtype: {"best", "n", "by_size"}} and ``load`` (``core_sharing``)."""
     for value in dtypes:
         check_choice("dtypes", value, tuple(DTYPES))
-    if threads is not None:
-        check_threads("threads", threads)
-    dev = resolve_device(device)
-    with torch_threads(threads) as threads:
-        info = machine(dev)
-        if not (force or quick):
-            refuse_if_shared(info, threads, "the matmul peak would be too low")
+    why = None if force or quick else "the matmul peak would be too low"
+    with session(device, threads, refuse=why) as (dev, report, _):
         sizes, min_run_time = peak_sizes(dev, quick)
-        measured = measure_peaks(dtypes, dev, sizes, min_run_time)
-    info["load_average_end"] = measured["load_after"]
-    return dict(
-        machine=info,
-        settings=dict(quick=quick, threads=measured["threads"], sizes=list(sizes), min_run_time=min_run_time),
-        matmul_peak={dt: dict(best=p["gflops"], **p) for dt, p in measured["peaks"].items()},
-        load={k: v for k, v in measured.items() if k not in ("peaks", "sizes", "min_run_time", "threads")},
-        finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    )
+        peaks = {dt: matmul_peak(DTYPES[dt], dev, sizes, min_run_time) for dt in dtypes}
+    threads = report["machine"]["torch_threads"]
+    report["settings"] = dict(quick=quick, threads=threads, sizes=list(sizes), min_run_time=min_run_time)
+    report["matmul_peak"] = {dt: dict(best=p["gflops"], **p) for dt, p in peaks.items()}
+    return report
 
 
 def peak_line(report: dict) -> str:
@@ -119,7 +95,7 @@ def peak_line(report: dict) -> str:
     }
     return (
         f"{m['cpu']} ({', '.join(m['cpu_flags']) or 'no avx2/avx512/amx'}; CPU capability "
-        f"{m.get('cpu_capability')}), {m['torch_threads']} thread(s), torch {m['torch']}: matmul peak "
+        f"{m.get('cpu_capability')}), {threads_words(m['torch_threads'])}, torch {m['torch']}: matmul peak "
         + ", ".join(f"{dt} {p['best']:.1f} GFLOP/s (n={p['n']})" for dt, p in report["matmul_peak"].items())
         + f"; load {load.get('load_before')} -> {load.get('load_after')} ({verdict[load.get('shared')]})"
     )
@@ -153,13 +129,6 @@ def stage_cases(cfg, batch: int):
             [(1, 2, size, size)],
             (lambda p, backend, window=window: ops.subtraction(p, **window, backend=backend)),
         )
-
-
-def measure(fn: Callable[[], None], device: torch.device, min_run_time: float) -> tuple[float, float]:
-    """(median milliseconds, peak MiB) of fn after a warm-up call (Triton compiles at the first)."""
-    fn()
-    times = block_times(fn, min_run_time)
-    return statistics.median(times) * 1e3, peak_memory_mb(fn, device)
 
 
 def _forward(call, inputs, backend) -> None:
@@ -198,16 +167,16 @@ def run(batch=40, device="auto", min_run_time=MIN_RUN_TIME, dtype="float32", bac
         g = torch.Generator(device=dev).manual_seed(0)
         inputs = [torch.randn(s, generator=g, device=dev, dtype=dt, requires_grad=True) for s in shapes]
         row = {("stage", ""): stage, ("op", ""): op, ("input", ""): "x".join(map(str, shapes[0]))}
+        steps = {}
         for backend in backends:
             upstream = torch.randn_like(call(*inputs, backend=backend))
-            steps = {
-                "fwd": partial(_forward, call, inputs, backend),
-                "fwd+bwd": partial(_step, call, inputs, backend, upstream),
-            }
-            for name, fn in steps.items():
-                row[(f"{name} ms", backend)], row[(f"{name} peak MiB", backend)] = measure(
-                    fn, dev, min_run_time
-                )
+            steps["fwd", backend] = partial(_forward, call, inputs, backend)
+            steps["fwd+bwd", backend] = partial(_step, call, inputs, backend, upstream)
+        for (name, backend), m in compare(steps, dev, 1, min_run_time).items():
+            row[(f"{name} ms", backend)], row[(f"{name} peak MiB", backend)] = (
+                m["step_s"] * 1e3,
+                m["peak_mib"],
+            )
         rows.append(row)
     table = pd.DataFrame(rows).set_index([("stage", ""), ("op", ""), ("input", "")])
     table.index.names = ["stage", "op", "input"]

@@ -1,59 +1,97 @@
-"""The benchmarks' one timer, one interleaving, one thread setting and one peak-memory method.
+"""The lab's one timer, one interleaving, one measuring session and one peak-memory method.
 
-Time: ``torch.utils.benchmark.Timer.blocked_autorange``: after a warm-up that sizes them, blocks of calls long
-enough that the timer's own overhead is negligible, with the accelerator synchronised around each block, run
-for at least ``min_run_time`` seconds; ``interleaved_blocks`` gives several calls their blocks in turn;
-``mean_seconds`` times a fixed count of calls (``Timer.timeit``: the throughput behind the CPU-hour estimates).
-By hand only the interleaved Table-3 protocol (`attnlib.lab.timing`).
+Time: ``torch.utils.benchmark.Timer.blocked_autorange`` (``block_times``): after a warm-up that sizes them,
+blocks of calls long enough that the timer's own overhead is negligible, with the accelerator synchronised
+around each block, for at least ``min_run_time`` seconds. ``interleave`` times several steps in rounds, each
+step in turn and the first rotating from round to round, so that a change of machine load hits all of them
+alike; ``paired_ratio`` compares two of them round by round; ``compare`` is the benchmarks' A/B protocol on
+it. Only Table 3's single forward passes are timed one by one (`attnlib.snapshots.pass_times_ms`, the [Re]
+protocol), interleaved the same way (`attnlib.lab.timing`).
 
 Peak memory: what a call allocates above what existed before it, from torch's own accounting: the CUDA
 caching allocator's statistics on a GPU, the profiler's allocation events on the CPU (the CPU allocator keeps
 no statistics; the resident set size would count the C library's caching too).
+
+``session``: every measurement's machine (`attnlib.lab.machine`), its refusal to start on shared cores, its
+threads, and the load over it.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
 
+from attnlib.lab.machine import check_threads, core_sharing, load_average, machine, refuse_if_shared
+from attnlib.train.device import resolve_device
+
 MIN_RUN_TIME = 0.2  # seconds per measurement (torch's default)
 MiB = 2**20
 
 
-def block_times(fn: Callable[[], object], min_run_time: float = MIN_RUN_TIME) -> list[float]:
+def block_times(fn: Callable[[], object], min_run_time: float = MIN_RUN_TIME, *, cpu_time: bool = False):
     """Seconds per call of ``fn()`` in each timed block (``Timer.blocked_autorange``), with torch's current
-    number of threads (the Timer's own default is one)."""
+    number of threads (the Timer's own default is one). ``cpu_time``: one thread, timed by this process's CPU
+    time (``time.process_time``), which other processes sharing the machine barely disturb."""
     from torch.utils import benchmark  # imported on first use: it loads torch's C++ extension machinery
 
-    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    clock = {"timer": time.process_time} if cpu_time else {}
+    threads = 1 if cpu_time else torch.get_num_threads()
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads, **clock)
     return list(timer.blocked_autorange(min_run_time=min_run_time).times)
 
 
-def mean_seconds(fn: Callable[[], object], calls: int, *, warmup: int = 0, cpu_time: bool = False) -> float:
-    """Mean seconds per call of ``fn()`` over ``calls`` timed calls (``Timer.timeit``) after ``warmup`` untimed
-    ones. ``cpu_time``: one thread, timed by this process's CPU time (``time.process_time``), which other
-    processes sharing the machine barely disturb; otherwise wall time with torch's threads, synchronised."""
-    from torch.utils import benchmark
+def interleave(
+    steps: dict[str, Callable],
+    rounds: int,
+    timed: Callable[[Callable, int], list[float]],
+    after_round: Callable[[int, dict], None] | None = None,
+) -> dict[str, list[list[float]]]:
+    """{name: [the times ``timed(step, r)`` returned in round r, for every round]}: ``rounds`` rounds in which
+    every step is timed in turn, the first step rotating from round to round; ``after_round(r, {name: its
+    times in round r})`` after each."""
+    names = list(steps)
+    out: dict[str, list[list[float]]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            out[name].append(timed(steps[name], r))
+        if after_round is not None:
+            after_round(r, {name: out[name][-1] for name in names})
+    return out
 
-    for _ in range(warmup):
-        fn()
-    clock = {"timer": time.process_time} if cpu_time else {}
-    threads = 1 if cpu_time else torch.get_num_threads()
-    return benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads, **clock).timeit(calls).mean
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    """The first and third quartiles (both the value itself when there is one)."""
+    q1, _, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0],) * 3
+    return q1, q3
 
 
-def interleaved_blocks(steps: dict[str, Callable[[], object]], repeats: int, min_run_time: float) -> dict:
-    """{name: seconds per call of each timed block}: ``repeats`` rounds in which every step is timed in turn
-    (``block_times``), so that a change of machine load hits all of them alike."""
-    times = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            times[name] += block_times(step, min_run_time)
-    return times
+def paired_ratio(top: list[float], bottom: list[float]) -> dict:
+    """``top`` / ``bottom`` paired by round, from the two's median time in each round: ``ratio``, the median
+    of the per-round ratios, with their quartiles (``round_ratio_p25`` / ``_p75``) as its spread."""
+    per_round = [t / b for t, b in zip(top, bottom, strict=True)]
+    q1, q3 = quartiles(per_round)
+    return dict(ratio=statistics.median(per_round), round_ratio_p25=q1, round_ratio_p75=q3)
+
+
+def compare(steps: dict[str, Callable], device: torch.device, rounds: int, min_run_time: float) -> dict:
+    """Steps side by side: {name: {step_s, round_step_s, peak_mib}}. Each step is called once (warm-up:
+    compilation, gradients, momentum buffers, one-time allocations), then once to measure its peak memory
+    (``peak_memory_mb``); then ``rounds`` interleaved rounds of timed blocks (``interleave``, ``block_times``).
+    ``round_step_s``: the median seconds per call of each round; ``step_s``: their median."""
+    for step in steps.values():
+        step()
+    memory = {name: peak_memory_mb(step, device) for name, step in steps.items()}
+    times = interleave(steps, rounds, lambda step, r: block_times(step, min_run_time))
+    out = {}
+    for name, rounds_s in times.items():
+        medians = [statistics.median(t) for t in rounds_s]
+        out[name] = dict(step_s=statistics.median(medians), round_step_s=medians, peak_mib=memory[name])
+    return out
 
 
 @contextmanager
@@ -67,6 +105,40 @@ def torch_threads(threads: int | None) -> Iterator[int]:
         yield torch.get_num_threads()
     finally:
         torch.set_num_threads(previous)
+
+
+@contextmanager
+def session(device: str, threads: int | None, *, refuse: str | None, cpu_only: bool = True):
+    """A measurement on ``device`` (checked) with ``threads`` torch threads (checked; None: torch's), restored
+    afterwards. Yields (device, report, running): ``report["machine"]`` (`machine`: CPU, instruction sets,
+    versions, the load average at the start) once the load check passed (unless ``refuse`` is None:
+    `refuse_if_shared`, MachineBusy naming ``refuse``, what would be wrong, when the cores are shared; on
+    the CPU alone when ``cpu_only``), and a
+    list for the runnable tasks of other processes sampled during the measurement. At the end the report
+    gains the load average after, ``load`` (`core_sharing` of the whole measurement), ``seconds`` and
+    ``finished``."""
+    if threads is not None:
+        check_threads("threads", threads)
+    dev = resolve_device(device)
+    running: list[int] = []
+    with torch_threads(threads) as used:
+        info = machine(dev)
+        if refuse is not None:
+            refuse_if_shared(info, used, refuse, cpu_only=cpu_only)
+        report = dict(machine=info)
+        start = time.perf_counter()
+        yield dev, report, running
+        seconds = time.perf_counter() - start
+        info["load_average_end"] = load_average()
+    sampled = [n for n in running if n is not None] or None
+    report["load"] = core_sharing(
+        used,
+        info["load_average_start"],
+        info["load_average_end"],
+        usable=info["usable_cores"],
+        running=sampled,
+    )
+    report.update(seconds=seconds, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
 
 def peak_memory_mb(fn: Callable[[], object], device: torch.device) -> float:
