@@ -480,29 +480,6 @@ def test_sigkill_mid_epoch_loses_only_the_time_since_the_last_checkpoint(tmp_pat
     assert same_weights(model.state_dict(), ref_weights)
 
 
-def test_resume_from_a_checkpoint_without_gradient_norms(tmp_path, reference):
-    """Checkpoints written before the gradient norm was logged hold 3 partial stats: the resumed run
-    trains identically and marks that epoch's mean gradient norm as unknown (NaN), not as a wrong number."""
-    ref_weights, ref = reference
-
-    def signal_self(epoch, step, x, y):
-        if (epoch, step) == (1, 1):
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    with pytest.raises(Interrupted):
-        run(tmp_path, signal_self)
-    state = torch.load(tmp_path / "last.pt", weights_only=True)
-    for rank in state["ranks"]:
-        rank["partial"]["stats"] = rank["partial"]["stats"][:3]
-    torch.save(state, tmp_path / "last.pt")
-    model, out = run(tmp_path)
-    assert same_weights(model.state_dict(), ref_weights)
-    rows, ref_rows = strip(out.history), strip(ref.history)
-    norms, ref_norms = [r.pop("grad_norm") for r in rows], [r.pop("grad_norm") for r in ref_rows]
-    assert math.isnan(norms[1]) and norms[0] == ref_norms[0] and math.isfinite(norms[2])
-    assert rows == ref_rows
-
-
 def test_every_run_trains_all_its_epochs_whatever_the_test_set_says(tmp_path, monkeypatch):
     """No decision of the loop reads the test set: with the evaluation (and the probe) returning anything,
     flat or rising, the run trains every epoch and ends with the same weights and training history; the

@@ -202,8 +202,8 @@ def checkpoint_problem(state, model, *, epochs: int, steps: int, optimizer=None)
     for rank in state.get("ranks") or [] if step else []:
         partial = rank.get("partial") if isinstance(rank, dict) else None
         sums = partial.get("stats") if isinstance(partial, dict) else None
-        if not (isinstance(sums, list) and len(sums) in (3, 4) and all(is_number(s) for s in sums[:3])):
-            return "the running sums of its epoch are not 3 or 4 numbers"
+        if not (isinstance(sums, list) and len(sums) == 4 and all(is_number(s) for s in sums[:3])):
+            return "the running sums of its epoch are not 4 numbers"
         if not is_number(partial.get("seconds"), 0, MAX_SECONDS):
             return "the seconds of its epoch are not a number"
     return ""

@@ -24,7 +24,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -166,70 +166,40 @@ def fit(
     """
     if progress is None:
         progress = bool(getattr(sys.stderr, "isatty", lambda: False)())
-    run = _Run(model, train_batches, cfg, resolve_device(device), desc, progress, on_step)
     config = getattr(model, "cfg", None)  # the model's config dataclass: its resolved fields are checked too
     ckpt = Checkpoints(checkpoint_dir, fingerprint, config) if checkpoint_dir is not None else None
     interval = checkpoint_interval(checkpoint_every) if ckpt is not None else math.inf
-    state = run.restore(ckpt)
-    resumed_complete = bool(state.history) and state.epoch >= cfg.epochs  # nothing left to train
-    state.last_saved = time.monotonic()
+    run = _Run(model, train_batches, cfg, resolve_device(device), desc, progress, on_step, ckpt)
+    run.restore()
+    resumed_complete = bool(run.history) and run.epoch >= cfg.epochs  # nothing left to train
+    run.last_saved = time.monotonic()
     with _StopRequest() as stop:
-        for epoch in range(state.epoch, cfg.epochs):  # every epoch: nothing here reads the test set to stop
-            stats, clock = run.train_epoch(epoch, state, ckpt, stop, interval, seed)
-            row = run.record(epoch, state, stats, clock, test_batches, probe)
+        for epoch in range(run.epoch, cfg.epochs):  # every epoch: nothing here reads the test set to stop
+            stats, train_seconds = run.train_epoch(epoch, stop, interval, seed)
+            row = run.record(epoch, stats, train_seconds, test_batches, probe)
             run.log_row(row)
-            run.save(ckpt, state, epoch + 1, 0)
-            state.last_saved = time.monotonic()
+            run.save(epoch + 1, 0)
+            run.last_saved = time.monotonic()
             if stop.signum is not None:  # signal during evaluation: the epoch checkpoint is already saved
                 raise Interrupted(
                     f"{desc}: interrupted after epoch {epoch + 1}; checkpoint saved; rerun to resume"
                 )
     if resumed_complete:  # a checkpoint's history is not trusted for the result: evaluate its weights
-        run.reevaluate(state, test_batches)
+        run.reevaluate(test_batches)
     model.eval()
-    return FitResult(state.history, state.logged_over_epochs(), state.train_seconds, state.resumed)
-
-
-@dataclass
-class _State:
-    """What a checkpoint carries across epochs: the history so far, where to start (epoch, and step within
-    it for a mid-epoch checkpoint with this rank's running sums in `partial`), the training time, the
-    logged model state per epoch (`attnlib.models.logged_state`), and the checkpoint resumed from."""
-
-    history: list[dict] = field(default_factory=list)
-    epoch: int = 0
-    step: int = 0
-    partial: dict | None = None
-    train_seconds: float = 0.0
-    logged: dict[str, list[torch.Tensor]] | None = None
-    resumed: str | None = None
-    last_saved: float = 0.0  # time.monotonic() of the last checkpoint
-
-    def logged_over_epochs(self) -> dict[str, torch.Tensor] | None:
-        if self.logged is None:
-            return None
-        epochs = len(next(iter(self.logged.values())))
-        return {"epoch": torch.arange(epochs), **{k: torch.stack(v) for k, v in self.logged.items()}}
-
-
-class _EpochClock:
-    """Seconds of one epoch so far, counting those spent before a mid-epoch resume (`prior`)."""
-
-    def __init__(self, prior: float = 0.0):
-        self.prior, self.start = prior, time.perf_counter()
-        self.train = 0.0  # seconds of training, without the evaluation (set at the end of the steps)
-
-    def __call__(self) -> float:
-        return self.prior + time.perf_counter() - self.start
+    return FitResult(run.history, run.logged_over_epochs(), run.train_seconds, run.resumed)
 
 
 class _Run:
     """The pieces of one `fit`: the model (and its DDP wrapper), optimizer, schedule, device and dtype
-    policy, and the steps of the loop: restore, train an epoch, record its row, save."""
+    policy, the steps of the loop (restore, train an epoch, record its row, save) and what a checkpoint
+    carries across epochs: the history so far, where to start (epoch, and step within it for a mid-epoch
+    checkpoint with this rank's running sums in `partial`), the training time, the logged model state per
+    epoch (`attnlib.models.logged_state`) and the checkpoint resumed from."""
 
-    def __init__(self, model, train_batches, cfg: TrainConfig, device, desc: str, progress: bool, on_step):
+    def __init__(self, model, train_batches, cfg: TrainConfig, device, desc, progress, on_step, ckpt):
         self.model, self.train_batches, self.cfg, self.device = model.to(device), train_batches, cfg, device
-        self.desc, self.progress, self.on_step = desc, progress, on_step
+        self.desc, self.progress, self.on_step, self.ckpt = desc, progress, on_step, ckpt
         self.info = current_dist()
         self.bf16 = use_bf16(cfg.bf16, device)
         self.steps = len(train_batches)
@@ -240,14 +210,24 @@ class _Run:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.schedule)
         self.ddp_model = model
         self.check_every = 1 if device.type == "cpu" else 20  # steps between checks of the flags
+        self.history, self.epoch, self.step, self.partial = [], 0, 0, None
+        self.train_seconds, self.resumed = 0.0, None
+        self.last_saved = 0.0  # time.monotonic() of the last checkpoint
+        self.epoch_start = 0.0  # time.perf_counter() at the epoch's start, less the seconds before a resume
+        first = logged_state(self.model)
+        self.logged = None if first is None else {k: [v] for k, v in first.items()}
+
+    def logged_over_epochs(self) -> dict[str, torch.Tensor] | None:
+        if self.logged is None:
+            return None
+        epochs = len(next(iter(self.logged.values())))
+        return {"epoch": torch.arange(epochs), **{k: torch.stack(v) for k, v in self.logged.items()}}
 
     # ---- restore
-    def restore(self, ckpt: Checkpoints | None) -> _State:
-        """A fresh state, or the newest usable checkpoint's (read by rank 0, broadcast to every rank),
-        loaded into the model, optimizer and schedule; then the DDP wrapper."""
+    def restore(self) -> None:
+        """The newest usable checkpoint (read by rank 0, broadcast to every rank) loaded into the model,
+        optimizer, schedule and the run's state; then the DDP wrapper."""
         info = self.info
-        first = logged_state(self.model)
-        state = _State(logged=None if first is None else {k: [v] for k, v in first.items()})
         check = functools.partial(
             checkpoint_problem,
             model=self.model,
@@ -256,14 +236,14 @@ class _Run:
             optimizer=self.optimizer,
         )
         saved, resumed = (
-            (ckpt.load(check=check) if ckpt is not None else (None, None)) if info.is_main else (None, None)
+            self.ckpt.load(check=check) if self.ckpt is not None and info.is_main else (None, None)
         )
         if info.enabled:  # rank 0 read the checkpoint; every rank gets the same state
             box = [saved, resumed]
             dist.broadcast_object_list(box, src=0)
             saved, resumed = box
         if saved is not None:
-            self._load(saved, state, resumed)
+            self._load(saved, resumed)
         if info.enabled:
             self.ddp_model = nn.parallel.DistributedDataParallel(
                 self.model,
@@ -271,36 +251,36 @@ class _Run:
                 # a model with parameters its forward never uses says so (the hierarchical SAN)
                 find_unused_parameters=getattr(self.model, "find_unused_parameters", False),
             )
-        return state
 
-    def _load(self, saved: dict, state: _State, resumed: str) -> None:
+    def _load(self, saved: dict, resumed: str) -> None:
         info = self.info
         self.model.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
         self.scheduler.load_state_dict(saved["scheduler"])
-        state.history, state.epoch, state.step = list(saved["history"]), saved["epoch"], saved["step"]
-        state.train_seconds, state.resumed = saved.get("train_seconds", 0.0), resumed
-        if state.logged is not None and saved.get("quadratic"):
-            state.logged = {k: list(v) for k, v in saved["quadratic"].items()}
+        self.history, self.epoch, self.step = list(saved["history"]), saved["epoch"], saved["step"]
+        self.train_seconds, self.resumed = saved.get("train_seconds", 0.0), resumed
+        if self.logged is not None and saved.get("quadratic"):
+            self.logged = {k: list(v) for k, v in saved["quadratic"].items()}
         ranks = saved.get("ranks") or []
-        if state.step and len(ranks) == info.world_size:  # mid-epoch: this rank's RNG and running sums
+        if self.step and len(ranks) == info.world_size:  # mid-epoch: this rank's RNG and running sums
             _set_rng_state(ranks[info.rank]["rng"])
-            state.partial = ranks[info.rank]["partial"]
-        elif state.step:  # saved with another number of processes: redo that epoch from its start
+            self.partial = ranks[info.rank]["partial"]
+        elif self.step:  # saved with another number of processes: redo that epoch from its start
             log.warning(
                 "%s: checkpoint saved mid-epoch by %d processes; restarting epoch %d",
                 self.desc,
                 len(ranks),
-                state.epoch + 1,
+                self.epoch + 1,
             )
-            state.step = 0
+            self.step = 0
         log.info("%s: resuming from %s", self.desc, resumed)
 
     # ---- save
-    def save(self, ckpt: Checkpoints | None, state: _State, epoch: int, step: int, partial=None) -> None:
+    def save(self, epoch: int, step: int, partial=None) -> None:
         """Checkpoint at (epoch, step); collective under DDP (every rank sends its RNG state and running
         sums), written by rank 0. Weights that are not finite are never saved: TrainingDiverged, the last
         good checkpoint kept (every rank holds the same weights, so every rank raises)."""
+        ckpt = self.ckpt
         if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
             where = f" ({ckpt.last})" if ckpt is not None and ckpt.last.exists() else ""
             raise TrainingDiverged(
@@ -321,27 +301,31 @@ class _Run:
                     "scheduler": self.scheduler.state_dict(),
                     "epoch": epoch,
                     "step": step,
-                    "history": state.history,
-                    "train_seconds": state.train_seconds,
-                    "quadratic": state.logged,
+                    "history": self.history,
+                    "train_seconds": self.train_seconds,
+                    "quadratic": self.logged,
                     "ranks": ranks,
                     "world_size": self.info.world_size,
                 }
             )
 
     # ---- one epoch
-    def train_epoch(self, epoch: int, state: _State, ckpt, stop: _StopRequest, interval: float, seed: int):
+    def train_epoch(self, epoch: int, stop: _StopRequest, interval: float, seed: int):
         """Train one epoch from its first step (or the resumed one); checks every `check_every` steps for
         a non-finite loss, a stop signal, or a due time-based checkpoint (rank 0's clock decides).
         -> (summed stats over every rank: loss, correct, count, gradient norm, all weighted by batch size;
-        the epoch's clock)."""
+        the seconds of training in the epoch, without its evaluation)."""
         cfg, info, device, steps = self.cfg, self.info, self.device, self.steps
-        first_step = state.step if epoch == state.epoch else 0
+        first_step = self.step if epoch == self.epoch else 0
         if first_step == 0:
             _seed_epoch(seed, epoch, info.rank)
         self.ddp_model.train()
-        stats, prior_seconds = self._running_sums(first_step, state.partial)
-        clock = _EpochClock(prior_seconds)
+        stats = torch.zeros(4, dtype=torch.float64, device=device)  # loss sum, correct, count, norm sum
+        prior_seconds = 0.0
+        if first_step and self.partial is not None:  # a mid-epoch resume: the sums of the steps before it
+            stats += torch.tensor(self.partial["stats"], dtype=torch.float64, device=device)
+            prior_seconds = self.partial["seconds"]
+        self.epoch_start = time.perf_counter() - prior_seconds
         desc, enabled = f"{self.desc} {epoch + 1}/{cfg.epochs}", self.progress and info.is_main
         from tqdm.auto import tqdm  # here, not at import: in a notebook without ipywidgets it warns on import
 
@@ -364,26 +348,14 @@ class _Run:
             )
             bar.update(1)
             if (step + 1) % self.check_every == 0 or step + 1 == steps:
-                due = step + 1 < steps and time.monotonic() - state.last_saved >= interval
-                self._check_flags(loss, stop, due, bar, ckpt, state, epoch, step, stats, clock)
+                due = step + 1 < steps and time.monotonic() - self.last_saved >= interval
+                self._check_flags(loss, stop, due, bar, epoch, step, stats)
         bar.close()
-        clock.train = clock()
+        train_seconds = time.perf_counter() - self.epoch_start
         _all_reduce(stats, info)
-        return stats.tolist(), clock
+        return stats.tolist(), train_seconds
 
-    def _running_sums(self, first_step: int, partial: dict | None) -> tuple[torch.Tensor, float]:
-        """(loss sum, correct, count, gradient-norm sum) and the seconds spent before a mid-epoch resume.
-        Checkpoints written before the gradient norm was logged hold 3 sums."""
-        stats = torch.zeros(4, dtype=torch.float64, device=self.device)
-        if not (first_step and partial is not None):
-            return stats, 0.0
-        saved = torch.tensor(partial["stats"], dtype=torch.float64, device=self.device)
-        stats[: len(saved)] += saved
-        if len(saved) < len(stats):
-            stats[3] = math.nan  # the norms of the steps before the resume are unknown
-        return stats, partial["seconds"]
-
-    def _check_flags(self, loss, stop, due: bool, bar, ckpt, state: _State, epoch, step, stats, clock):
+    def _check_flags(self, loss, stop, due: bool, bar, epoch: int, step: int, stats) -> None:
         """Agree across ranks on a non-finite loss (raise TrainingDiverged), a stop signal (checkpoint,
         raise Interrupted) and a due time-based checkpoint (a kill without a signal loses at most
         `interval` seconds)."""
@@ -396,7 +368,7 @@ class _Run:
             device=self.device,
         )
         _all_reduce(flags, self.info, dist.ReduceOp.MAX if self.info.enabled else None)
-        desc = self.desc
+        desc, ckpt = self.desc, self.ckpt
         if flags[0]:
             bar.close()
             where = f" ({ckpt.last})" if ckpt is not None and ckpt.last.exists() else ""
@@ -404,20 +376,22 @@ class _Run:
                 f"{desc}: the training loss became {loss.item()} at epoch {epoch + 1}, step "
                 f"{step + 1}; the last good checkpoint is kept{where}. Try a lower lr."
             )
+        if flags[1] or flags[2]:  # a mid-epoch checkpoint holds the running sums and seconds so far
+            partial = {"stats": stats.tolist(), "seconds": time.perf_counter() - self.epoch_start}
         if flags[1]:
             bar.close()
-            self.save(ckpt, state, epoch, step + 1, {"stats": stats.tolist(), "seconds": clock()})
+            self.save(epoch, step + 1, partial)
             where = f" in {ckpt.last}" if ckpt is not None else ""
             raise Interrupted(
                 f"{desc}: interrupted at epoch {epoch + 1}, step {step + 1}; checkpoint saved{where}; "
                 "rerun the same command to resume"
             )
         if flags[2]:
-            self.save(ckpt, state, epoch, step + 1, {"stats": stats.tolist(), "seconds": clock()})
-            state.last_saved = time.monotonic()
+            self.save(epoch, step + 1, partial)
+            self.last_saved = time.monotonic()
 
     # ---- the epoch's row
-    def record(self, epoch: int, state: _State, stats, clock: _EpochClock, test_batches, probe) -> dict:
+    def record(self, epoch: int, stats, train_seconds: float, test_batches, probe) -> dict:
         """Evaluate, append the epoch's history row (and the probe's columns, the logged model state)."""
         loss_sum, correct, count, norm_sum = stats
         test_loss, test_acc = evaluate(self.model, test_batches, self.device, self.bf16, self.info)
@@ -426,8 +400,8 @@ class _Run:
                 f"{self.desc}: the test loss became {test_loss} after epoch {epoch + 1}; the last good "
                 "checkpoint is kept. Try a lower lr."
             )
-        epoch_seconds = clock()
-        state.train_seconds += epoch_seconds
+        epoch_seconds = time.perf_counter() - self.epoch_start
+        self.train_seconds += epoch_seconds
         row = {
             "epoch": epoch + 1,
             "train_loss": loss_sum / count,
@@ -436,24 +410,24 @@ class _Run:
             "test_acc": test_acc,
             "lr": self.cfg.lr * self.schedule((epoch + 1) * self.steps - 1),  # lr of the epoch's last step
             "seconds": epoch_seconds,
-            "images_per_s": count / clock.train,
+            "images_per_s": count / train_seconds,
             "grad_norm": norm_sum / count,  # mean ‖g‖₂ before clipping over the epoch's steps
         }
         if probe is not None:
             row.update(probe(self.model))
-        state.history.append(row)
-        if state.logged is not None:
+        self.history.append(row)
+        if self.logged is not None:
             for k, v in logged_state(self.model).items():
-                state.logged[k].append(v)
+                self.logged[k].append(v)
         return row
 
-    def reevaluate(self, state: _State, test_batches) -> None:
+    def reevaluate(self, test_batches) -> None:
         """The last history row's test loss and accuracy measured again on the restored weights (a run
         resumed from its final checkpoint: the result must not rest on what the checkpoint says)."""
         test_loss, test_acc = evaluate(self.model, test_batches, self.device, self.bf16, self.info)
         if not math.isfinite(test_loss):
             raise TrainingDiverged(f"{self.desc}: the test loss of the final weights is {test_loss}")
-        last = state.history[-1]
+        last = self.history[-1]
         if (last.get("test_loss"), last.get("test_acc")) != (test_loss, test_acc) and self.info.is_main:
             log.warning(
                 "%s: the checkpoint's history says test accuracy %s; its weights give %.4f (kept)",
@@ -461,7 +435,7 @@ class _Run:
                 last.get("test_acc"),
                 test_acc,
             )
-        state.history[-1] = {**last, "test_loss": test_loss, "test_acc": test_acc}
+        self.history[-1] = {**last, "test_loss": test_loss, "test_acc": test_acc}
 
     def log_row(self, row: dict) -> None:
         if self.info.is_main:
