@@ -1,6 +1,6 @@
 """Throughput and utilisation of the paper's models: attnlib against the plain formulation.
 
-``python -m attnlib bench [--quick] [--out results/bench/cpu.json] [--all] [--threads N] [--profile] [--force]``
+``python -m attnlib bench [--quick] [--out results/bench/cpu.json] [--threads N] [--profile] [--force]``
 
 In one process, side by side, for each model (learned 2D + content, quadratic isotropic positional-only)
 at the ``paper`` and ``budget`` shapes (``attnlib.experiments.resolve``), in fp32 and bf16 autocast:
@@ -11,8 +11,8 @@ before and after the cases, with the load average around each). On a CPU whose l
 are shared with other work the benchmark refuses to start (``--force`` measures anyway; the report's
 ``load`` flags it): a peak measured on a shared core is too low and inflates every utilisation.
 ``--profile`` adds one profiled step per row: profiler self time per op category (GEMM, copies, dropout
-RNG, softmax, ...), i.e. where the time goes. ``--all`` also runs the SAN operations'
-benchmark (``python -m attnlib san-bench``, `attnlib.lab.kernels`); ``--peak-only`` the matmul peak alone.
+RNG, softmax, ...), i.e. where the time goes. ``--peak-only`` measures the matmul peak alone
+(`attnlib.lab.kernels`, which also times the SAN operations: ``python -m attnlib san-bench``).
 
 The *plain* formulation (``plain_copy``: ``attnlib.attention.reference.PlainAttention`` layers) is the same
 math written the obvious way, as the official code and the [Re] reproduction write it: explicit score
@@ -23,10 +23,21 @@ outputs and gradients (``tests/test_bench.py`` checks it).
 Paper shapes: batch 100, 16 x 16 tokens, hidden 400, 9 heads; by default one of the six layers is timed
 (``--layers``; the time per layer is linear in depth).
 
-How each number is measured (timing through `attnlib.lab.measure`, memory, FLOPs, utilisation) is written
-into every report (``notes``, from ``_notes``).
+How each number is measured:
 
-On a GPU machine: ``python -m attnlib bench --all --device cuda --layers 0 --out results/bench/cuda.json``.
+- time: `attnlib.lab.measure.compare` of the implementations of one model: a warm-up step, one that measures
+  memory, then ``--repeats`` interleaved rounds of timed blocks (torch.utils.benchmark's blocked_autorange),
+  the first implementation rotating; a row's time per step is the median over rounds of each round's median
+  block. The step is the trainer's without an optimizer (`attnlib.train.loop.train_step`: forward under
+  autocast, cross-entropy, backward, gradients freed); inference the same for eval-mode forward passes;
+- memory: ``attnlib.lab.measure.MEMORY_METHOD``; FLOPs: ``FlopCounterMode`` on one step, per image;
+- utilisation: achieved FLOP/s (the implementation's own FLOPs) over the matmul peak, the fastest block of
+  n x n matmuls (``settings``: sizes, min_run_time), measured at the start and at the end with the load
+  around each (``peak_load``; ``load.peak_shared`` when both say the cores were shared), the better of the
+  two; ``model_utilisation`` counts the plain formulation's FLOPs instead (attnlib's bilinear path does
+  fewer FLOPs for the same function).
+
+On a GPU machine: ``python -m attnlib bench --device cuda --layers 0 --out results/bench/cuda.json``.
 On a CPU shared with other jobs, ``--threads 1`` avoids OpenMP threads waiting for each other.
 """
 
@@ -120,13 +131,8 @@ def measure(
     inference: bool,
     min_run_time: float = MIN_RUN_TIME,
 ) -> dict[str, dict]:
-    """Time implementations of one model side by side: {impl: row}.
-
-    The step is the trainer's without an optimizer (`attnlib.train.loop.train_step`: forward under autocast,
-    cross-entropy, backward, gradients freed). Per implementation one step counts FLOPs; then
-    `attnlib.lab.measure.compare`: a warm-up step, a step that measures memory, ``repeats`` interleaved rounds
-    of timed blocks; the same for eval-mode forward passes when ``inference``. A row's time per step is the
-    median over rounds of each round's median block."""
+    """Time implementations of one model side by side (see the module docstring): {impl: row}; eval-mode
+    forward passes too when ``inference``."""
     from torch.utils.flop_counter import FlopCounterMode
 
     x = torch.randn(batch, 3, 32, 32, device=device)
@@ -240,9 +246,11 @@ def run(
         for case in todo:
             rows += _case_rows(case, dtypes, impls, dev, repeats, inference, profile, min_run_time, log)
         end = measure_peaks(dtypes, dev, sizes, min_run_time)
-    report.update(rows=rows, settings=dict(repeats=repeats, quick=quick, layers=layers, threads=threads))
+    settings = dict(repeats=repeats, quick=quick, layers=layers, threads=threads, sizes=list(sizes))
+    report.update(
+        rows=rows, settings=dict(settings, min_run_time=min_run_time, memory=MEMORY_METHOD[dev.type])
+    )
     _utilisation(report, start, end)
-    report["notes"] = _notes(dev, repeats, sizes, min_run_time)
     return report
 
 
@@ -285,25 +293,6 @@ def _utilisation(report: dict, start: dict, end: dict) -> None:
         row["peak_gflops"] = best[row["dtype"]]
         row["utilisation"] = row["achieved_gflops"] / best[row["dtype"]]
     _speedups(report["rows"])
-
-
-def _notes(dev: torch.device, repeats: int, sizes: tuple[int, ...], min_run_time: float) -> dict:
-    """How each number of the report was measured."""
-    return dict(
-        memory=MEMORY_METHOD[dev.type],
-        timing=f"median over {repeats} interleaved rounds of the median timed block (torch.utils.benchmark "
-        f"blocked_autorange, at least {min_run_time} s each) of forward+backward steps, after one warm-up step "
-        "and one memory step; implementations take their blocks in turn, the first rotating",
-        flops="torch.utils.flop_counter.FlopCounterMode on a first step (forward+backward), per image",
-        utilisation="achieved FLOP/s (the implementation's own FLOPs) over the matmul peak: the fastest block "
-        f"of n x n matmuls (blocked_autorange, {min_run_time} s) for n in {list(sizes)}, measured at the start "
-        "and at the end of the run with the load average before and after each (peak_load; peak_shared when "
-        "both say the cores were shared), the better of the two; model_utilisation counts the plain "
-        "formulation's FLOPs instead (attnlib's bilinear path does fewer FLOPs for the same function)",
-        layers="paper shapes time `layers_timed` of the model's layers (time per layer is linear in depth)",
-        plain="PlainAttention: the same math with explicit (B, H, W, heads, H, W) scores (einsum, softmax, "
-        "dropout), same weights",
-    )
 
 
 def _speedups(rows: list[dict]) -> None:

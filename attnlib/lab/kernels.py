@@ -111,24 +111,10 @@ def stage_cases(cfg, batch: int):
         mid, rel = width // cfg.mid_reduction, width // cfg.rel_reduction
         window = dict(kernel_size=K, padding=K // 2, pad_mode="reflect")
         stage = f"{s} ({size}x{size})"
-        yield (
-            stage,
-            "aggregation",
-            [(batch, mid, size, size), (batch, mid // cfg.share_planes, K * K, size, size)],
-            (lambda x, w, backend, window=window: ops.aggregation(x, w, **window, backend=backend)),
-        )
-        yield (
-            stage,
-            "subtraction2",
-            [(batch, rel, size, size)] * 2,
-            (lambda a, b, backend, window=window: ops.subtraction2(a, b, **window, backend=backend)),
-        )
-        yield (
-            stage,
-            "subtraction",
-            [(1, 2, size, size)],
-            (lambda p, backend, window=window: ops.subtraction(p, **window, backend=backend)),
-        )
+        weights = (batch, mid // cfg.share_planes, K * K, size, size)
+        yield stage, "aggregation", [(batch, mid, size, size), weights], partial(ops.aggregation, **window)
+        yield stage, "subtraction2", [(batch, rel, size, size)] * 2, partial(ops.subtraction2, **window)
+        yield stage, "subtraction", [(1, 2, size, size)], partial(ops.subtraction, **window)
 
 
 def _forward(call, inputs, backend) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import contextmanager
 
 import torch
@@ -95,33 +95,22 @@ def compare(steps: dict[str, Callable], device: torch.device, rounds: int, min_r
 
 
 @contextmanager
-def torch_threads(threads: int | None) -> Iterator[int]:
-    """Within the block torch uses ``threads`` intra-op threads (None: as it is), restored afterwards; yields
-    the number in use."""
-    previous = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        yield torch.get_num_threads()
-    finally:
-        torch.set_num_threads(previous)
-
-
-@contextmanager
 def session(device: str, threads: int | None, *, refuse: str | None, cpu_only: bool = True):
     """A measurement on ``device`` (checked) with ``threads`` torch threads (checked; None: torch's), restored
     afterwards. Yields (device, report, running): ``report["machine"]`` (`machine`: CPU, instruction sets,
     versions, the load average at the start) once the load check passed (unless ``refuse`` is None:
-    `refuse_if_shared`, MachineBusy naming ``refuse``, what would be wrong, when the cores are shared; on
-    the CPU alone when ``cpu_only``), and a
-    list for the runnable tasks of other processes sampled during the measurement. At the end the report
-    gains the load average after, ``load`` (`core_sharing` of the whole measurement), ``seconds`` and
-    ``finished``."""
+    `refuse_if_shared`, MachineBusy naming ``refuse``, what would be wrong, when the cores are shared; on the
+    CPU alone when ``cpu_only``), and a list for the runnable tasks of other processes sampled during the
+    measurement. At the end the report gains the load average after, ``load`` (`core_sharing` of the whole
+    measurement), ``seconds`` and ``finished``."""
     if threads is not None:
         check_threads("threads", threads)
     dev = resolve_device(device)
     running: list[int] = []
-    with torch_threads(threads) as used:
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads or previous)
+    try:
+        used = torch.get_num_threads()
         info = machine(dev)
         if refuse is not None:
             refuse_if_shared(info, used, refuse, cpu_only=cpu_only)
@@ -130,6 +119,8 @@ def session(device: str, threads: int | None, *, refuse: str | None, cpu_only: b
         yield dev, report, running
         seconds = time.perf_counter() - start
         info["load_average_end"] = load_average()
+    finally:
+        torch.set_num_threads(previous)
     sampled = [n for n in running if n is not None] or None
     report["load"] = core_sharing(
         used,

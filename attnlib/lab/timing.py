@@ -33,7 +33,6 @@ import torch
 from attnlib import experiments
 from attnlib.checks import check_positive_int
 from attnlib.errors import ConfigError
-from attnlib.lab.machine import MachineBusy
 from attnlib.lab.machine import running_others as _running_others  # a name of its own: tests patch it
 from attnlib.lab.measure import interleave, paired_ratio, quartiles, session
 from attnlib.results.timing import _jsonable, threads_words, timing_path
@@ -200,6 +199,3 @@ def run(
     path = Path(out) if out is not None else timing_path(results_dir, preset, report["quick"])
     write_json(path, report)
     return report, path
-
-
-__all__ = ["MachineBusy", "interleaved", "measure", "run"]
