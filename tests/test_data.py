@@ -409,7 +409,6 @@ def test_train_batches_shapes_and_ranges(small):
     assert sorted(order.tolist()) == list(range(40))  # a permutation
     assert torch.equal(torch.cat([y for _, y in out]), small.train.labels[order])
     assert len(D.Batches(small.train, 16, train=True)) == 2  # last partial batch dropped when training
-    assert len(D.Batches(small.train, 16, train=True, drop_last=False)) == 3
 
 
 def test_test_batches_are_the_split_in_order(small):

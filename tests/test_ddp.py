@@ -41,19 +41,22 @@ def train_small(rank: int = 0, world_size: int = 1, record=None):
 def worker(out_dir: Path) -> None:
     """Runs on every rank under torchrun."""
     from attnlib.lab.cli import main
-    from attnlib.train import init_distributed
+    from attnlib.train import distributed_session
 
     torch.set_num_threads(1)
-    info, _ = init_distributed("cpu")
-    seen = []
-    model, out = train_small(
-        info.rank, info.world_size, lambda e, s, x, y: seen.append((e, s, x.clone(), y.clone()))
-    )
-    torch.save(
-        {"seen": seen, "weights": model.state_dict(), "history": out.history}, out_dir / f"rank{info.rank}.pt"
-    )
-    code = main(["train", "quadratic_iso_9h", "--preset", "smoke", "--results-dir", str(out_dir / "results")])
-    (out_dir / f"rank{info.rank}.code").write_text(str(code))
+    with distributed_session("cpu") as (info, _):
+        seen = []
+        model, out = train_small(
+            info.rank, info.world_size, lambda e, s, x, y: seen.append((e, s, x.clone(), y.clone()))
+        )
+        torch.save(
+            {"seen": seen, "weights": model.state_dict(), "history": out.history},
+            out_dir / f"rank{info.rank}.pt",
+        )
+        code = main(
+            ["train", "quadratic_iso_9h", "--preset", "smoke", "--results-dir", str(out_dir / "results")]
+        )
+        (out_dir / f"rank{info.rank}.code").write_text(str(code))
 
 
 @pytest.mark.slow

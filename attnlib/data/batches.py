@@ -60,7 +60,6 @@ class Batches:
         device="cpu",
         rank: int = 0,
         world_size: int = 1,
-        drop_last: bool | None = None,
     ):
         check_positive_int("batch_size", batch_size, allowed="a positive integer")
         check_positive_int("world_size", world_size, allowed="a positive integer")
@@ -72,14 +71,13 @@ class Batches:
             raise ConfigError("seed", seed, "a non-negative integer (the same on every rank)")
         self.batch_size, self.train, self.seed = batch_size, train, seed
         self.rank, self.world_size = rank, world_size
-        self.drop_last = train if drop_last is None else drop_last
         self.device = torch.device(device)
         self.images = split.images.to(self.device)  # uint8, moved once
         self.labels = split.labels.to(self.device)
         self.mean = torch.tensor(MEAN, device=self.device).view(1, 3, 1, 1) * 255
         self.std = torch.tensor(STD, device=self.device).view(1, 3, 1, 1) * 255
         n = len(split)
-        self.steps = n // batch_size if self.drop_last else -(-n // batch_size)
+        self.steps = n // batch_size if train else -(-n // batch_size)  # training drops a last partial one
         if self.steps == 0:
             raise ConfigError(
                 "batch_size", batch_size, f"at most the split size {n} when dropping the last batch"

@@ -17,7 +17,7 @@ from attnlib.train.checkpoint import (
     checkpoint_problem,
 )
 from attnlib.train.device import autocast, cpu_info, fast_bf16, resolve_device, use_bf16
-from attnlib.train.distributed import DistInfo, current_dist, distributed_session, init_distributed
+from attnlib.train.distributed import DistInfo, current_dist, distributed_session
 from attnlib.train.loop import (
     FitResult,
     Interrupted,
@@ -34,6 +34,6 @@ __all__ = [
     "CHECKPOINT_FORMAT", "CHECKPOINT_SECONDS", "CHECKPOINT_SECONDS_ENV", "SCHEDULES", "Checkpoints",
     "DistInfo", "FitResult", "Interrupted", "Schedule", "TrainConfig", "TrainingDiverged", "autocast",
     "checkpoint_interval", "checkpoint_problem", "cpu_info", "current_dist", "distributed_session", "evaluate",
-    "fast_bf16", "fit", "grad_norm", "init_distributed", "log", "make_optimizer", "resolve_device",
+    "fast_bf16", "fit", "grad_norm", "log", "make_optimizer", "resolve_device",
     "train_step", "use_bf16",
 ]  # fmt: skip

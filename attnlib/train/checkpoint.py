@@ -70,9 +70,7 @@ class Checkpoints:
         finally:
             link.unlink(missing_ok=True)
 
-    def load(
-        self, map_location="cpu", check: Callable[[dict], str] | None = None
-    ) -> tuple[dict | None, str | None]:
+    def load(self, check: Callable[[dict], str] | None = None) -> tuple[dict | None, str | None]:
         """(state, description) of the newest usable checkpoint, or (None, None). ``check(state)`` says what
         is wrong with a checkpoint of this configuration ('' if nothing: `checkpoint_problem` below);
         one that fails is reported in one line and the older one tried, then a fresh start."""
@@ -80,7 +78,7 @@ class Checkpoints:
             if not path.exists():
                 continue
             try:
-                state = torch.load(path, map_location=map_location, weights_only=True)
+                state = torch.load(path, map_location="cpu", weights_only=True)
                 missing = {"model", "optimizer", "scheduler", "epoch", "step", "history"} - set(state)
                 if missing:
                     raise ValueError(f"missing entries {sorted(missing)}")
@@ -168,16 +166,15 @@ def checkpoint_problem(state, model, *, epochs: int, steps: int, optimizer=None)
         n = len(history) if isinstance(history, list) else shown(history)
         return f"its history holds {n} rows, not one per epoch trained ({epoch})"
     for i, row in enumerate(history, 1):
-        if not isinstance(row, dict):
-            return f"history row {i} is {shown(row)}, not a row"
         for key, high in (
             ("train_loss", math.inf),
             ("test_loss", math.inf),
             ("train_acc", 1),
             ("test_acc", 1),
         ):
-            if not is_number(row.get(key), 0, high):
-                return f"history row {i}: {key} is {shown(row.get(key))}, not a finite number in [0, {high}]"
+            value = row.get(key) if isinstance(row, dict) else row
+            if not is_number(value, 0, high):
+                return f"history row {i}: {key} is {shown(value)}, not a finite number in [0, {high}]"
     if not is_number(state.get("train_seconds", 0.0), 0, MAX_SECONDS):
         return f"train_seconds is {shown(state.get('train_seconds'))}, not a number of seconds"
     weights, expected = state.get("model"), model.state_dict()
@@ -192,10 +189,9 @@ def checkpoint_problem(state, model, *, epochs: int, steps: int, optimizer=None)
             return f"weight {key} is {shape}, not {tuple(ours.shape)}"
         if w.is_floating_point() and not bool(torch.isfinite(w).all()):
             return f"weight {key} is not finite (the run diverged before it was saved)"
-    if optimizer is not None:
-        wrong = _optimizer_problem(state.get("optimizer"), optimizer)
-        if wrong:
-            return wrong
+    wrong = "" if optimizer is None else _optimizer_problem(state.get("optimizer"), optimizer)
+    if wrong:
+        return wrong
     scheduler = state.get("scheduler")
     if not isinstance(scheduler, dict) or not in_range(0, epochs * steps + 1)(scheduler.get("last_epoch")):
         return "its scheduler state is not a count of steps in range"
@@ -210,30 +206,19 @@ def checkpoint_problem(state, model, *, epochs: int, steps: int, optimizer=None)
 
 
 def _optimizer_problem(saved, optimizer) -> str:
-    groups = saved.get("param_groups") if isinstance(saved, dict) else None
-    buffers = saved.get("state") if isinstance(saved, dict) else None
-    ours = [p for g in optimizer.param_groups for p in g["params"]]
-    if (
-        not isinstance(groups, list)
-        or not isinstance(buffers, dict)
-        or len(groups) != len(optimizer.param_groups)
-        or any(not isinstance(g, dict) or not isinstance(g.get("params"), list) for g in groups)
-    ):
-        return "its optimizer state is not this optimizer's"
-    ids = [i for g in groups for i in g["params"]]
-    if [len(g["params"]) for g in groups] != [len(g["params"]) for g in optimizer.param_groups]:
-        return "its optimizer holds other parameter groups"
-    for index, entry in buffers.items():
-        if index not in ids or not isinstance(entry, dict):
-            return f"its optimizer state names parameter {shown(index)}, not one of its groups"
-        param = ours[ids.index(index)]
-        for name, value in entry.items():
-            if isinstance(value, torch.Tensor) and value.dim() and value.shape != param.shape:
+    """'' when `saved` loads into `optimizer` (torch's own check of its groups, on a trial optimizer over the
+    same parameters: the real one is untouched) and each buffer has its parameter's shape and is finite."""
+    try:
+        trial = type(optimizer)([dict(group) for group in optimizer.param_groups])
+        trial.load_state_dict(saved)
+    except Exception as err:  # noqa: BLE001 -- whatever torch refuses, the checkpoint is not resumed
+        return f"its optimizer state is not this optimizer's ({type(err).__name__}: {err})"
+    for index, (param, buffers) in enumerate(trial.state.items()):
+        for name, value in buffers.items():
+            if not isinstance(value, torch.Tensor):
+                continue
+            if value.dim() and value.shape != param.shape:
                 return f"its optimizer's {name} of parameter {index} is {tuple(value.shape)}, not {tuple(param.shape)}"
-            if (
-                isinstance(value, torch.Tensor)
-                and value.is_floating_point()
-                and not bool(torch.isfinite(value).all())
-            ):
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
                 return f"its optimizer's {name} of parameter {index} is not finite"
     return ""

@@ -1,7 +1,7 @@
 """Distributed training under torchrun (DDP: gloo on the CPU, nccl on CUDA) and the stop signals.
 
-Under `torchrun` (env `WORLD_SIZE` > 1) `init_distributed` joins the process group and `fit` wraps the model
-in DistributedDataParallel; `_StopRequest` turns SIGINT/SIGTERM/SIGHUP into a flag the loop checks between
+Under `torchrun` (env `WORLD_SIZE` > 1) `distributed_session` joins the process group and `fit` wraps the
+model in DistributedDataParallel; `_StopRequest` turns SIGINT/SIGTERM/SIGHUP into a flag the loop checks between
 steps.
 """
 
@@ -32,23 +32,6 @@ class DistInfo:
     @property
     def enabled(self) -> bool:
         return self.world_size > 1
-
-
-def init_distributed(device: str | torch.device | None = None) -> tuple[DistInfo, torch.device]:
-    """Join the process group when started by torchrun (env WORLD_SIZE > 1); pick this rank's device.
-
-    gloo on the CPU, nccl on CUDA (one GPU per local rank)."""
-    rank, world, local_rank = distributed_env()  # ConfigError for a value torchrun would not set
-    if world <= 1:
-        return DistInfo(), resolve_device(device)
-    info = DistInfo(rank, world, local_rank)
-    dev = resolve_device(device)
-    if dev.type == "cuda":
-        dev = torch.device("cuda", info.local_rank)
-        torch.cuda.set_device(dev)
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
-    return info, dev
 
 
 def current_dist() -> DistInfo:
@@ -91,10 +74,20 @@ class _StopRequest:
 
 @contextlib.contextmanager
 def distributed_session(device: str | torch.device | None = None):
-    """Context for entry points: join the process group under torchrun, leave it at exit."""
-    info, dev = init_distributed(device)
+    """Context for entry points: (DistInfo, this rank's device). Started by torchrun (env WORLD_SIZE > 1), it
+    joins the process group (gloo on the CPU, nccl on CUDA: one GPU per local rank) and leaves it at exit."""
+    rank, world, local_rank = distributed_env()  # ConfigError for a value torchrun would not set
+    dev = resolve_device(device)
+    if world <= 1:
+        yield DistInfo(), dev
+        return
+    if dev.type == "cuda":
+        dev = torch.device("cuda", local_rank)
+        torch.cuda.set_device(dev)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
     try:
-        yield info, dev
+        yield DistInfo(rank, world, local_rank), dev
     finally:
-        if info.enabled and dist.is_initialized():
+        if dist.is_initialized():
             dist.destroy_process_group()

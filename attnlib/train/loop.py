@@ -10,7 +10,7 @@ the middle of one every CHECKPOINT_SECONDS of training (so that a kill without a
 that), and after SIGINT/SIGTERM. A run resumed from any of them ends with the same history as an
 uninterrupted run.
 
-Distributed: under `torchrun` (env `WORLD_SIZE` > 1) `init_distributed` joins the process group (gloo on
+Distributed: under `torchrun` (env `WORLD_SIZE` > 1) `distributed_session` joins the process group (gloo on
 the CPU, nccl on CUDA) and `fit` wraps the model in DistributedDataParallel; each rank gets its shard of every
 global batch from `Batches(..., rank, world_size)`; only rank 0 writes checkpoints.
 """
