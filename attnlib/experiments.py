@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
+from attnlib.checks import check
 from attnlib.config import TrainConfig
-from attnlib.errors import ConfigError
 
 PRESETS = ("paper", "budget", "smoke", "long")
 CIFAR10_TRAIN, CIFAR10_TEST = 50_000, 10_000
@@ -70,22 +70,14 @@ class Preset:
     reason: str = ""
 
 
-@dataclass(frozen=True)
-class RunConfig:
-    """One experiment at one preset, fully resolved: what `config.json` records."""
+@dataclass(frozen=True, kw_only=True)
+class RunConfig(Preset):
+    """One experiment at one preset, fully resolved: the preset's settings with `model` the experiment's
+    fields and the preset's overrides merged; what `config.json` records."""
 
     experiment: str
     preset: str
     family: str
-    model: dict
-    train: TrainConfig
-    data: str | None
-    attention_images: int
-    attention_mean_images: int
-    timing_reps: int
-    timing_warmup: int
-    reason: str
-    probe_images: int = 0
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -108,11 +100,6 @@ def _history_file() -> dict:
 def history(preset: str, protocol: str) -> str:
     """The dated history of `protocol` at `preset` (protocol_history.yaml), or "" when it has none."""
     return _history_file()["history"].get(preset, {}).get(protocol, "")
-
-
-def _why(reason: str, preset: str, protocol: str) -> str:
-    """A protocol's one-line reason followed by its dated history."""
-    return " ".join(filter(None, (reason, history(preset, protocol))))
 
 
 # ------------------------------------------------------------------------------------------ experiments
@@ -248,7 +235,7 @@ EXPERIMENTS: dict[str, Experiment] = _registry()
 
 
 # ---------------------------------------------------------------------------------------------- presets
-def _paper_presets() -> dict[str, Preset | None]:
+def _paper_presets() -> dict[str, Preset]:
     sgd = dict(lr=0.1, momentum=0.9, weight_decay=1e-4)
     san = dict(epochs=300, batch_size=40, warmup=10 / 300, nesterov=True, label_smoothing=0.1, **sgd)
     steps = (80 / 300, 150 / 300, 250 / 300)
@@ -258,9 +245,6 @@ def _paper_presets() -> dict[str, Preset | None]:
             reason="Cordonnier et al.'s official run scripts: SGD 0.1, momentum 0.9, wd 1e-4 (none on centres/spreads), "
             "batch 100, 300 epochs, cosine with 5% linear warm-up per step",
         ),
-        "learned": None,  # = "attention" (_with_defaults)
-        "learned_16h": None,
-        "learned_content": None,
         "resnet": Preset(
             TrainConfig(
                 epochs=300, batch_size=100, warmup=0.0, schedule="multistep", milestones=steps, **sgd
@@ -284,21 +268,18 @@ def _paper_presets() -> dict[str, Preset | None]:
 
 
 # Budget: the whole 16-run grid on 2 CPU cores in <= GRID_HOURS (why 3 h: `history("budget", "grid")`);
-# `python -m attnlib list --preset budget` prints the estimate of every run and of the grid, `--measure`
-# re-measures on the machine at hand.
+# `python -m attnlib list --preset budget` prints the estimate of every run and of the grid (the per-core
+# throughputs and the estimates built on them are the lab's planning: attnlib.lab.plan).
 GRID_HOURS = 3.0
 
-# The per-core throughput table and the CPU-time estimates built on it (THROUGHPUT, CPU_PARALLEL_EFFICIENCY,
-# REFERENCE_CORES, RUN_OVERHEAD_S, estimate_seconds, grid_seconds) are the lab's planning: attnlib.lab.plan.
 
-
-def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in NOTES["budget"]
+def _budget_presets() -> dict[str, Preset]:  # the common choices are in NOTES["budget"]
     common = dict(epochs=4, batch_size=100, momentum=0.9, weight_decay=1e-4, schedule="cosine", warmup=0.05)
     no_dropout = dict(dropout=0.0, attn_dropout=0.0)
     san = dict(nesterov=True, label_smoothing=0.1, **common)
 
-    def why(protocol: str, text: str) -> str:
-        return _why(text, "budget", protocol)
+    def why(protocol: str, text: str) -> str:  # the one-line reason followed by its dated history
+        return " ".join(filter(None, (text, history("budget", protocol))))
 
     attention = Preset(
         TrainConfig(lr=0.1, **common),
@@ -361,7 +342,7 @@ def _budget_presets() -> dict[str, Preset | None]:  # the common choices are in 
     }
 
 
-def _smoke_presets() -> dict[str, Preset | None]:
+def _smoke_presets() -> dict[str, Preset]:
     small = dict(data="synthetic:64:32", attention_images=2, attention_mean_images=4, timing_reps=3)
     small |= dict(timing_warmup=1, reason="tiny widths (and 1-block stages) so a run takes about a second")
 
@@ -373,9 +354,6 @@ def _smoke_presets() -> dict[str, Preset | None]:
 
     return {
         "attention": tiny(layers=2, hidden=16, mlp=16, downsample=4),
-        "learned": None,  # = "attention"
-        "learned_16h": None,
-        "learned_content": None,
         "resnet": tiny(width=4, blocks=(1, 1)),
         "san_pairwise": tiny(0.1),  # widths: _SAN_WIDTHS
         "san_patchwise": tiny(0.1),
@@ -426,9 +404,14 @@ NOTES = {
 }
 
 
-def _with_defaults(presets: dict[str, Preset | None]) -> dict[str, Preset]:
-    """A protocol given as None trains as the paper models' "attention" protocol at that preset."""
-    return {k: presets["attention"] if v is None else v for k, v in presets.items()}
+#: Every protocol, in the order the tables list them
+PROTOCOLS = ("attention", "learned", "learned_16h", "learned_content",
+             "resnet", "san_pairwise", "san_patchwise", "vit")  # fmt: skip
+
+
+def _with_defaults(presets: dict[str, Preset]) -> dict[str, Preset]:
+    """Every protocol at one preset: one that `presets` does not give trains as the paper models' "attention"."""
+    return {k: presets.get(k, presets["attention"]) for k in PROTOCOLS}
 
 
 PRESET_TABLE: dict[str, dict[str, Preset]] = {
@@ -447,14 +430,12 @@ def names(variants: bool = False) -> list[str]:
 
 
 def get(name: str) -> Experiment:
-    if name not in EXPERIMENTS:
-        raise ConfigError("experiment", name, ", ".join(EXPERIMENTS))
+    check(name in EXPERIMENTS, "experiment", name, ", ".join(EXPERIMENTS))
     return EXPERIMENTS[name]
 
 
 def check_preset(preset: str) -> str:
-    if preset not in PRESETS:
-        raise ConfigError("preset", preset, ", ".join(PRESETS))
+    check(preset in PRESETS, "preset", preset, ", ".join(PRESETS))
     return preset
 
 
@@ -466,15 +447,9 @@ def resolve(name: str, preset: str = "paper", *, epochs: int | None = None) -> R
     """The full configuration of experiment `name` at `preset` (optionally with another epoch count)."""
     exp, p = get(name), preset_for(name, preset)
     train = p.train if epochs is None else p.train.replace(epochs=epochs)
+    model = {**exp.model, **p.model, **exp.overrides.get(MODELS_OF.get(preset, preset), {})}
     return RunConfig(
-        experiment=name,
-        preset=preset,
-        family=exp.family,
-        model={**exp.model, **p.model, **exp.overrides.get(MODELS_OF.get(preset, preset), {})},
-        train=train,
-        **{
-            f.name: getattr(p, f.name) for f in dataclasses.fields(Preset) if f.name not in ("train", "model")
-        },
+        **{**vars(p), "model": model, "train": train}, experiment=name, preset=preset, family=exp.family
     )
 
 
@@ -490,9 +465,6 @@ def count_parameters(name: str, preset: str = "paper") -> int:
     """Trainable parameters of `name` at `preset` (built on the meta device: no memory, no init cost)."""
     import torch
 
-    try:
-        with torch.device("meta"):
-            model = build_model(name, preset)
-    except (NotImplementedError, RuntimeError):
+    with torch.device("meta"):  # every model of the registry builds there
         model = build_model(name, preset)
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -127,6 +127,15 @@ def test_asked_queues_the_seeds_the_comparisons_lack(tmp_path, monkeypatch, caps
     assert "budget: 2 runs, 2 complete" in capsys.readouterr().out
 
 
+def test_dry_run_lists_what_would_train_and_starts_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(plan, "seeds_asked", lambda results_dir, preset, data: [("vit", 4), ("vit_ha", 3)])
+    monkeypatch.setattr(queue, "Queue", None)  # starting anything would fail
+    assert main(["queue", "--asked", "--dry-run", "--preset", "smoke", "--results-dir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["smoke: 2 runs, 0 complete, 2 to train or resume", "- vit@4", "- vit_ha@3"]
+    assert not any(tmp_path.iterdir())
+
+
 def test_seeds_asked_follow_the_standard(monkeypatch):
     """MIN_SEEDS per side, MORE_SEEDS while the interval holds 0; each side's lowest unused seeds."""
     from attnlib.analysis import stats as compare

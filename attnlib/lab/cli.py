@@ -67,11 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_list(sub, style: dict, preset: dict) -> None:
     p = sub.add_parser("list", help="experiments, parameters and (budget) estimated times", **style)
     p.add_argument("--preset", **preset)
-    p.add_argument(
-        "--measure",
-        action="store_true",
-        help="measure throughput here (a few batches per model) for the estimates",
-    )
     p.add_argument("--results-dir", default="results", help="where saved runs are looked up (their times)")
 
 
@@ -122,6 +117,7 @@ def _add_queue(sub, style: dict, preset: dict) -> None:
         help="instead of --experiments x --seeds: the seeds the HA comparisons still lack by the project's "
         "standard (3 per side, 5 while the Welch interval holds 0; attnlib.lab.plan.seeds_asked)",
     )
+    p.add_argument("--dry-run", action="store_true", help="list what it would train; start nothing")
     p.add_argument("--lanes", type=int, help="runs side by side (default: one per core, at most one per job)")
     p.add_argument("--data", help="as for train")
     p.add_argument("--results-dir", default="results")
@@ -196,7 +192,6 @@ def _add_bench(sub, style: dict, preset: dict) -> None:
     )
     p.add_argument("--quick", action="store_true", help="tiny models, one repeat: a few seconds")
     p.add_argument("--out", default=None, help="JSON report (default results/bench/<device>.json)")
-    p.add_argument("--all", action="store_true", help="also run the SAN operations' benchmark (san-bench)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument(
         "--shapes", nargs="+", default=None, help=f"of {', '.join(SHAPES)} (default: all; --quick: paper)"

@@ -3,7 +3,6 @@ validates them (ConfigError) and the CLI turns its exceptions into one line and 
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -19,13 +18,11 @@ def _minutes(seconds: float | None) -> str:
 
 def cmd_list(args) -> int:
     import pandas as pd
-    import torch
 
     from attnlib.lab import plan
-    from attnlib.lab.throughput import measure_throughput
     from attnlib.results.tables import collect
 
-    estimate = args.measure or args.preset == "budget"
+    estimate = args.preset == "budget"  # the preset whose per-core throughputs were measured
     listed = experiments.names(variants=True)
     saved = collect(args.results_dir, args.preset, listed).set_index("experiment")
     done = saved["status"] == "complete"
@@ -40,13 +37,8 @@ def cmd_list(args) -> int:
             "lr": rc.train.lr,
             "model": " ".join(f"{k}={v}" for k, v in rc.model.items()),
         }
-        ips = None
-        if args.measure:
-            torch.manual_seed(0)
-            ips = measure_throughput(experiments.build_model(name, args.preset), rc.train, "cpu")
-            row["img/s per core"] = f"{ips[0]:.0f} / {ips[1]:.0f}"
         if estimate:
-            est = plan.estimate_seconds(name, args.preset, throughput=ips)
+            est = plan.estimate_seconds(name, args.preset)
             row["est. time (1 thread)"] = _minutes(est)
             if not experiments.get(name).variant_of:  # variants are trained where a claim needs them
                 per_run.append(est)
@@ -58,20 +50,12 @@ def cmd_list(args) -> int:
     print(f"\n{args.preset}: {experiments.NOTES[args.preset]}")
     for protocol, p in experiments.PRESET_TABLE[args.preset].items():
         print(f"- {protocol}: {p.reason}")
-    if estimate:
-        where = (
-            "this machine's per-core throughput (measured now)" if args.measure else "the reference machine"
+    if estimate:  # every budget run has a measured throughput (tests/test_experiments.py)
+        print(
+            f"\nestimated total for the grid ({len(per_run)} runs, variants not counted): "
+            f"{plan.grid_seconds(per_run) / 3600:.2f} h on 2 idle cores as two single-thread runs side by side "
+            "(train ... --threads 1), from the reference machine; full CIFAR-10, each run's time as listed"
         )
-        if None in per_run:
-            print(
-                f"\nestimated total for the grid: unknown ({per_run.count(None)} runs unmeasured; use --measure)"
-            )
-        else:
-            total = plan.grid_seconds(per_run)
-            print(
-                f"\nestimated total for the grid ({len(per_run)} runs, variants not counted): {total / 3600:.2f} h on 2 idle cores as two single-thread runs side "
-                f"by side (train ... --threads 1), from {where}; full CIFAR-10, each run's time as listed"
-            )
     if done.any():
         print(
             f"saved runs in {args.results_dir}: {int(done.sum())} of {len(done)} complete, "
@@ -145,7 +129,7 @@ def cmd_probe(args) -> int:
 def cmd_queue(args) -> int:
     from attnlib.lab import queue
 
-    if args.lanes is not None:
+    if args.lanes is not None:  # before anything runs (0 would read as "the default" below)
         queue.check_threads("lanes", args.lanes)
     if args.asked:
         from attnlib.lab import plan
@@ -163,7 +147,9 @@ def cmd_queue(args) -> int:
         jobs = [queue.Job(name, seed) for seed in dict.fromkeys(args.seeds) for name in dict.fromkeys(names)]
     todo, done = queue.pending(jobs, args.preset, args.results_dir, data=args.data)
     print(f"{args.preset}: {len(jobs)} runs, {len(done)} complete, {len(todo)} to train or resume")
-    if not todo:
+    if args.dry_run:  # what would run, in order; nothing starts
+        print("".join(f"- {job.name}\n" for job in todo), end="")
+    if args.dry_run or not todo:
         return 0
     lanes = args.lanes or queue.default_lanes(len(todo))
     log_dir = Path(args.log_dir or Path(args.results_dir) / "logs" / args.preset)
@@ -310,8 +296,6 @@ def bench(args) -> dict:
         threads=args.threads or (1 if args.quick else None),
         force=args.force,
     )
-    if args.all:
-        report["san"] = _san_report(report["machine"]["device"], args.quick)
     out = write_json(args.out or Path("results") / "bench" / f"{report['machine']['device']}.json", report)
     _print_bench(report, out)
     return report
@@ -321,6 +305,7 @@ def _print_bench(report: dict, out: Path) -> None:
     import pandas as pd
 
     from attnlib.lab import bench
+    from attnlib.results.timing import threads_words
 
     with pd.option_context(
         "display.width", 250, "display.max_columns", 30, "display.float_format", "{:.3g}".format
@@ -332,24 +317,11 @@ def _print_bench(report: dict, out: Path) -> None:
             print(shares.to_string(index=False))
     m = report["machine"]
     print(f"{m['cpu']} ({', '.join(m['cpu_flags'])}), {m['usable_cores']} cores, torch {m['torch']} "
-          f"({m['torch_threads']} threads); matmul peak "
+          f"({threads_words(m['torch_threads'])}); matmul peak "
           + ", ".join(f"{dt} {p['best']:.1f} GFLOP/s" for dt, p in report["matmul_peak"].items())
           + f"; load {m['load_average_start']} -> {m['load_average_end']}"
           + (" (cores shared with other work: the figures are too low)" if report["load"]["shared"] else "")
           + f"; written {out}")  # fmt: skip
-
-
-def _san_report(device: str, quick: bool) -> dict:
-    """``bench --all``: the SAN operations' table for the report, or the error that stopped it (another
-    benchmark's failure must not lose the numbers measured before it)."""
-    from attnlib.lab import kernels
-
-    options = dict(device=device) | (dict(batch=2, min_run_time=0.01) if quick else {})
-    try:
-        table = kernels.run(**options)
-    except Exception as err:
-        return {"error": f"{type(err).__name__}: {err}"}
-    return {"options": options, "table": json.loads(table.reset_index().to_json(orient="records"))}
 
 
 def cmd_bench(args) -> int:
@@ -357,8 +329,8 @@ def cmd_bench(args) -> int:
     return 0
 
 
-def san_bench(args):
-    """``python -m attnlib san-bench``: the SAN operations' table, printed and returned."""
+def cmd_san_bench(args) -> int:
+    """``python -m attnlib san-bench``: the SAN operations' table, printed."""
     import pandas as pd
 
     from attnlib.lab import kernels
@@ -371,11 +343,6 @@ def san_bench(args):
         "display.width", 200, "display.max_columns", 20, "display.float_format", "{:.3f}".format
     ):
         print(table)
-    return table
-
-
-def cmd_san_bench(args) -> int:
-    san_bench(args)
     return 0
 
 

@@ -1,7 +1,7 @@
-"""Planning the lab's CPU time (issue 32; moved from attnlib.claims and attnlib.experiments): the per-core
-throughput of each model (THROUGHPUT, measured: protocol_history.yaml) and the estimates built on it
-(estimate_seconds, grid_seconds), the `long` runs the ledger needs most (LONG_PLAN, within LONG_CPU_HOURS) and
-the seeds the HA comparisons still lack (seeds_asked).
+"""Planning the lab's CPU time: the per-core throughput of each model (THROUGHPUT, measured:
+protocol_history.yaml) and the estimates built on it (estimate_seconds, grid_seconds: `python -m attnlib list`,
+the appendix's compute table), the `long` runs the ledger needs most (LONG_PLAN, within LONG_CPU_HOURS) and
+the seeds the HA comparisons still lack (seeds_asked: `make seeds`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from attnlib.analysis.rules import HA_PAIRS
 from attnlib.experiments import CIFAR10_TEST, CIFAR10_TRAIN, EXPERIMENTS, PRESETS, preset_for
 
 # Per-core throughput (train, eval) in images/s of each budget model, measured (how and when:
-# protocol_history.yaml); CPU_PARALLEL_EFFICIENCY: speed-up of 2 threads over 1 per thread there.
+# protocol_history.yaml).
 THROUGHPUT: dict[str, dict[str, tuple[float, float]]] = {
     preset: {name: tuple(ips) for name, ips in table.items()}
     for preset, table in experiments._history_file()["throughput"].items()
@@ -20,7 +20,6 @@ THROUGHPUT: dict[str, dict[str, tuple[float, float]]] = {
 for _table in THROUGHPUT.values():  # a variant is its base's network (another init): the base's throughput
     _table.update({e.name: _table[e.variant_of] for e in EXPERIMENTS.values() if e.variant_of in _table})
 THROUGHPUT["long"] = THROUGHPUT["budget"]  # the long preset trains the budget models
-CPU_PARALLEL_EFFICIENCY: float = experiments._history_file()["throughput"]["cpu_parallel_efficiency"]
 REFERENCE_CORES = 2
 RUN_OVERHEAD_S = 15.0  # per run: building the model, attention maps of 100 images, 310 timed passes
 
@@ -87,20 +86,17 @@ def seeds_asked(results_dir, preset: str = "budget", data=None) -> list[tuple[st
     return jobs
 
 
-def estimate_seconds(
-    name: str, preset: str = "budget", *, throughput: tuple[float, float] | None = None, threads: int = 1
-) -> float | None:
-    """Estimated wall time (s) of one run on full CIFAR-10 with `threads` CPU threads on an otherwise idle
-    machine, or None when its throughput was never measured:
-    epochs · (50 000 / train + 10 000 / eval images/s) + RUN_OVERHEAD_S, where the images/s are the per-core
-    figures (`THROUGHPUT`, or `throughput` just measured) × threads × CPU_PARALLEL_EFFICIENCY (for threads > 1)."""
-    p = preset_for(name, preset)
-    per_core = throughput or THROUGHPUT.get(preset, {}).get(name)
+def estimate_seconds(name: str, preset: str = "budget") -> float | None:
+    """Estimated wall time (s) of one single-thread run on full CIFAR-10 on an otherwise idle machine, or None
+    when its throughput was never measured:
+    epochs · (50 000 / train + 10 000 / eval images/s) + RUN_OVERHEAD_S, with the per-core images/s of
+    `THROUGHPUT`."""
+    per_core = THROUGHPUT.get(preset, {}).get(name)
     if per_core is None:
         return None
-    scale = 1.0 if threads <= 1 else threads * CPU_PARALLEL_EFFICIENCY
-    train_ips, eval_ips = (v * scale for v in per_core)
-    return p.train.epochs * (CIFAR10_TRAIN / train_ips + CIFAR10_TEST / eval_ips) + RUN_OVERHEAD_S
+    train_ips, eval_ips = per_core
+    epochs = preset_for(name, preset).train.epochs
+    return epochs * (CIFAR10_TRAIN / train_ips + CIFAR10_TEST / eval_ips) + RUN_OVERHEAD_S
 
 
 def grid_seconds(per_run: list[float], cores: int = REFERENCE_CORES) -> float:

@@ -75,18 +75,8 @@ def pending(jobs: Sequence[Job], preset: str, results_dir, data=None) -> tuple[l
 
 def train_command(job: Job, preset: str, *, results_dir, data=None, force: bool = False) -> list[str]:
     """The `python -m attnlib train` command line of one job (one thread, no progress bars)."""
-    argv = [
-        sys.executable,
-        "-m",
-        "attnlib",
-        "train",
-        job.experiment,
-        "--preset",
-        preset,
-        "--seed",
-        str(job.seed),
-    ]
-    argv += ["--threads", "1", "--no-progress", "--results-dir", str(results_dir)]
+    argv = [sys.executable, "-m", "attnlib", "train", job.experiment, "--preset", preset]
+    argv += ["--seed", str(job.seed), "--threads", "1", "--no-progress", "--results-dir", str(results_dir)]
     if data is not None:
         argv += ["--data", str(data)]
     return argv + (["--force"] if force else [])
