@@ -19,7 +19,7 @@ from helpers import leftovers
 
 from attnlib.lab.run import ResultExists, RunLock, RunLocked, run_or_load, train_run
 from attnlib.results.config import run_config, run_dir
-from attnlib.results.load import DamagedResult, MissingResult, inspect_run
+from attnlib.results.load import DamagedResult, MissingResult, inspect_run, read_runs
 from attnlib.results.store import sha256
 from attnlib.results.tables import table3
 from attnlib.store import check_writable, write_npz
@@ -205,8 +205,6 @@ def test_changed_model_default_makes_a_result_stale(copy, monkeypatch):
     fingerprint: a result trained before a default changed keeps its fingerprint but is stale, the detail
     names the field, and it is kept unless replaced; replacing it trains afresh (the end-of-training
     checkpoint of the old model is not resumed)."""
-    from attnlib.results.tables import saved
-
     folder = run_dir(copy, "vit", "smoke")
     config = json.loads((folder / "config.json").read_text())
     assert config["model_resolved"]["attn_dropout"] == 0.1 and config["model_resolved"]["layers"] == 2
@@ -218,7 +216,7 @@ def test_changed_model_default_makes_a_result_stale(copy, monkeypatch):
         "a model default changed since it was trained)"
     )
     assert inspect_run(folder, expected=expected) == ("stale", message)
-    assert saved(copy, "smoke", ["vit"]).status["vit"] == ("stale", message)
+    assert read_runs(["vit"], "smoke", results_dir=copy).status["vit"] == ("stale", message)
     with pytest.raises(MissingResult) as err:
         run_or_load("vit", "smoke", results_dir=copy, train_missing=False)
     assert err.value.status == "stale" and err.value.detail == message

@@ -6,14 +6,14 @@ table holds. Never trains.
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
 from attnlib import experiments
-from attnlib.results.config import portable_path, run_dir
-from attnlib.results.load import Runs, read_runs, read_seeds
-from attnlib.results.store import read_json
+from attnlib.results.config import portable_path
+from attnlib.results.load import read, read_runs, read_seeds
 
 #: The columns of `frame`, the one results table.
 COLUMNS = (
@@ -96,23 +96,16 @@ def _cpu_seconds(provenance: dict) -> float | None:
     return None if threads is None or seconds is None else seconds * threads * processes
 
 
-def saved(
-    results_dir: str | Path = "results", preset: str = "paper", names=None, seed: int = 0, *, data=None
-) -> Runs:
-    """`Runs` of what is saved at `preset`, `seed` and `data` for `names` (default: every experiment), with
-    each status: "complete" (a result of the experiment's current configuration, as `run_or_load` would
-    load it), "missing", "damaged" (unreadable or not matching its checksums) or "stale" (a result of
-    another configuration, e.g. trained before the preset changed). Never trains."""
-    experiments.check_preset(preset)
-    return read_runs(names or experiments.names(), preset, seed=seed, results_dir=results_dir, data=data)
-
-
 def collect(
     results_dir: str | Path = "results", preset: str = "paper", names=None, seed: int = 0, *, data=None
 ):
-    """`frame` of what is `saved`: one row per experiment; only complete rows carry numbers, and `detail`
-    says what is wrong with the others. Never trains."""
-    return frame(saved(results_dir, preset, names, seed, data=data))
+    """`frame` of what is saved at `preset`, `seed` and `data` for `names` (default: every experiment), one
+    row per experiment with its status (`attnlib.results.load.read`): only complete rows carry numbers, and
+    `detail` says what is wrong with the others ("stale": a result of another configuration, e.g. trained
+    before the preset changed). Never trains."""
+    return frame(
+        read_runs(names or experiments.names(), preset, seed=seed, results_dir=results_dir, data=data)
+    )
 
 
 def complete(table):
@@ -160,28 +153,6 @@ def seed_accuracies(
     return found, problems
 
 
-def seed_columns(results_dir: str | Path, preset: str, names, *, data=None):
-    """One row per experiment: `seeds` (n), `accuracy_mean`, `accuracy_sd` (None below 2 seeds), `seed_list`
-    and `seed_problems`, from `seed_accuracies`."""
-    import pandas as pd
-
-    rows = []
-    for name in names:
-        acc, problems = seed_accuracies(results_dir, preset, name, data=data)
-        values = list(acc.values())
-        rows.append(
-            {
-                "experiment": name,
-                "seeds": len(values),
-                "accuracy_mean": float(np.mean(values)) if values else None,
-                "accuracy_sd": float(np.std(values, ddof=1)) if len(values) > 1 else None,
-                "seed_list": sorted(acc),
-                "seed_problems": "; ".join(problems),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 def timing_columns(results_dir: str | Path, preset: str, names):
     """One row per experiment: `wall_time_ms` (median), `wall_time_p25_ms`, `wall_time_p75_ms` and, for an HA
     variant, `time_ratio` (HA / model, paired by round: `attnlib.lab.timing.ratios`) with `time_ratio_p25` /
@@ -225,23 +196,27 @@ def with_seeds(table, results_dir: str | Path, preset: str, *, data=None):
     otherwise seed 0's status, with no numbers. A row with a saved seed has the seeds not used, and why,
     as its `detail`. Never trains."""
     names = list(table["experiment"])
-    seeds = seed_columns(results_dir, preset, names, data=data).set_index("experiment")
     times = timing_columns(results_dir, preset, names)
     table = table.drop(columns=["wall_time_ms", "wall_time_std_ms", "wall_time_device"]).reset_index(
         drop=True
     )
     table = table.astype({"status": object, "detail": object, "params": object})
-    for i, name in enumerate(table["experiment"]):
-        row = seeds.loc[name]
-        if row["seeds"]:  # at least one usable seed; detail names the seed folders that are not used
-            if table.at[i, "status"] != "complete":  # seed 0 is not, another seed is
-                table.at[i, "status"] = "complete"
-                table.at[i, "params"] = _params_of_any_seed(results_dir, name, preset, row["seed_list"])
-            table.at[i, "detail"] = row["seed_problems"]
-    for column in ("seeds", "accuracy_mean", "accuracy_sd", "seed_list", "seed_problems"):
-        table[column] = [seeds.loc[n, column] for n in table["experiment"]]
-    table["seeds"] = table["seeds"].astype(int)
-    table["accuracy"] = table.pop("accuracy_mean")
+    columns: dict[str, list] = defaultdict(list)  # accuracy, seeds, accuracy_sd, seed_list, seed_problems
+    for i, name in enumerate(names):
+        acc, problems = seed_accuracies(results_dir, preset, name, data=data)
+        values = list(acc.values())
+        if values:  # at least one usable seed; detail names the seed folders that are not used
+            if table.at[i, "status"] != "complete":  # seed 0 is not, another seed is: its params
+                first = read(name, preset, seed=min(acc), results_dir=results_dir, data=data)
+                table.at[i, "status"], table.at[i, "params"] = "complete", first.metrics["params"]
+            table.at[i, "detail"] = "; ".join(problems)
+        columns["accuracy"].append(float(np.mean(values)) if values else None)
+        columns["seeds"].append(len(values))
+        columns["accuracy_sd"].append(float(np.std(values, ddof=1)) if len(values) > 1 else None)
+        columns["seed_list"].append(sorted(acc))
+        columns["seed_problems"].append("; ".join(problems))
+    for column, values in columns.items():  # accuracy keeps its place; the others come after
+        table[column] = values
     table["wall_time_device"] = None
     return table.merge(times, on="experiment")
 
@@ -269,11 +244,6 @@ def table3(results_dir: str | Path = "results", preset: str = "paper", *, data=N
     names = table3_names()
     table = with_seeds(collect(results_dir, preset, names, 0, data=data), results_dir, preset, data=data)
     return table[list(TABLE3_COLUMNS)]
-
-
-def _params_of_any_seed(results_dir, experiment: str, preset: str, seeds) -> int:
-    path = run_dir(results_dir, experiment, preset, seeds[0])
-    return read_json(path / "metrics.json")["params"]
 
 
 #: The columns `table1` shows: no `pair` / `variant` (no HA model in Table 1), no data provenance.
