@@ -25,7 +25,6 @@ from torch import nn
 from attnlib.data import Batches, synthetic_cifar10
 from attnlib.errors import ConfigError
 from attnlib.lab.run import train_run
-from attnlib.lab.throughput import measure_throughput
 from attnlib.results.config import run_dir
 from attnlib.train import (
     CHECKPOINT_SECONDS,
@@ -205,11 +204,6 @@ def test_device_policy_refuses_unknown_and_unavailable_devices():
         with pytest.raises(ConfigError, match="device"):
             resolve_device("cuda")
     assert isinstance(fast_bf16(torch.device("cpu")), bool)
-
-
-def test_measure_throughput_is_positive_and_restores_the_thread_count():
-    train_ips, eval_ips = measure_throughput(Tiny(), CFG, "cpu")
-    assert train_ips > 0 and eval_ips > 0 and torch.get_num_threads() == 1
 
 
 # ----------------------------------------------------------------------------------------------- fit

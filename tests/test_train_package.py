@@ -1,5 +1,5 @@
 """attnlib.train as a package (issue 32): the same training, to the bit, as the single module it was; every
-public name the module had is still there (but measure_throughput: the lab's, attnlib.lab.throughput)."""
+public name the module had is still there (but measure_throughput, which went with `list --measure`)."""
 
 import hashlib
 import json

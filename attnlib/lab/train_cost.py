@@ -2,9 +2,9 @@
 constraints"): the time of one training step and the peak memory of one training step, for each HA pair at a
 preset, both models of a pair on the same batch, in one process on one machine.
 
-One training step is what the trainer does per batch (`attnlib.lab.throughput.training_step`: the trainer's
-`train_step` with the protocol's optimizer, label smoothing, clipping and bf16 policy) on the protocol's batch
-size of N(0, 1) images with random labels, the weights fresh (torch.manual_seed(0)). The two models of a
+One training step is what the trainer does per batch (`training_step`: the trainer's `train_step` with the
+protocol's optimizer, label smoothing, clipping and bf16 policy) on the protocol's batch size of N(0, 1)
+images with random labels, the weights fresh (torch.manual_seed(0)). The two models of a
 pair are measured side by side (`attnlib.lab.measure.compare`):
 
 - time: seconds per step, timed blocks of torch.utils.benchmark's blocked_autorange in ``rounds`` rounds
@@ -22,6 +22,7 @@ the machine, instruction sets, threads, versions and commit; ``attnlib.analysis.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 from attnlib import experiments
@@ -35,13 +36,30 @@ def report_path(results_dir: str | Path, preset: str) -> Path:
     return Path(results_dir) / "train_cost" / f"{preset}.json"
 
 
+def training_step(model, cfg, device) -> tuple[Callable[[], None], bool]:
+    """(one training step of ``model`` on ``device`` as `fit` takes it, bf16): `train_step` with the protocol's
+    optimizer (`make_optimizer`), label smoothing, clipping and bf16 policy, on a batch of ``cfg.batch_size``
+    N(0, 1) images with random labels (a step's time and memory do not depend on the values)."""
+    import torch
+
+    from attnlib.train.device import use_bf16
+    from attnlib.train.loop import train_step
+    from attnlib.train.schedule import make_optimizer
+
+    bf16 = use_bf16(cfg.bf16, device)
+    model = model.to(device).train()
+    optimizer = make_optimizer(model, cfg)
+    x = torch.randn(cfg.batch_size, 3, 32, 32, device=device)
+    y = torch.randint(0, 10, (cfg.batch_size,), device=device)
+    return (lambda: train_step(model, optimizer, x, y, cfg.label_smoothing, bf16, cfg.grad_clip)), bf16
+
+
 def measure_pair(base: str, preset: str, device, rounds: int = ROUNDS, min_run_time: float = MIN_RUN_TIME):
     """{name: {step_s, round_step_s, epoch_s, peak_mib, params, bf16, batch}} of `base` and its HA variant, and
     the ratios HA / model (time paired by round, memory)."""
     import torch
 
     from attnlib.lab.measure import compare, paired_ratio
-    from attnlib.lab.throughput import training_step
 
     names = (base, base + "_ha")
     steps, out = {}, {}
@@ -49,7 +67,7 @@ def measure_pair(base: str, preset: str, device, rounds: int = ROUNDS, min_run_t
         torch.manual_seed(0)
         model = experiments.build_model(n, preset)
         cfg = experiments.resolve(n, preset).train
-        steps[n], _, bf16 = training_step(model, cfg, device)
+        steps[n], bf16 = training_step(model, cfg, device)
         params = sum(p.numel() for p in model.parameters() if p.requires_grad)
         out[n] = dict(params=params, bf16=bf16, batch=cfg.batch_size)
     for n, m in compare(steps, device, rounds, min_run_time).items():
