@@ -114,6 +114,3 @@ class Batches:
             if self.train:
                 x = crop_flip(x, offsets[pos], flips[pos])
             yield (x.float() - self.mean) / self.std, self.labels[idx]  # (x/255 - MEAN) / STD
-
-    def __iter__(self):
-        raise TypeError("iterate over batches.epoch(e), so that each epoch has its own seed")

@@ -21,8 +21,8 @@ LAYOUTS = (
     f"{' '.join(CLASSES)}"
 )
 DOWNLOAD_HINT = (
-    "Where the network allows, load_cifar10(root, download=True) lets torchvision download the original "
-    "files into root."
+    "Where the network allows, torchvision.datasets.CIFAR10(<folder>, download=True) downloads the original "
+    f"files into <folder>/{PICKLE_DIR}, which load_cifar10(<folder>) reads."
 )
 
 

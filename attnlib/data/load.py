@@ -20,18 +20,16 @@ from attnlib.data.cifar10 import (
     DataNotFoundError,
     no_cifar10,
 )
-from attnlib.data.sources import _decode_imagefolder, _detect, _download, _read_pickles, synthetic_cifar10
+from attnlib.data.sources import _decode_imagefolder, _detect, _read_pickles, synthetic_cifar10
 from attnlib.data.spec import check_data
 from attnlib.env import DATA_ENV
 
 log = logging.getLogger("attnlib.data")
 
 
-def load_cifar10(root=None, download: bool = False) -> CIFAR10Data:
-    """CIFAR-10 from ``root`` (else ``$ATTNLIB_DATA``) as uint8 tensors.
-
-    With ``download=True`` and no CIFAR-10 in ``root``, torchvision downloads the original files into it.
-    """
+def load_cifar10(root=None) -> CIFAR10Data:
+    """CIFAR-10 from ``root`` (else ``$ATTNLIB_DATA``) as uint8 tensors (torchvision's own
+    ``CIFAR10(root, download=True)`` downloads the original files where none are: `DOWNLOAD_HINT`)."""
     parameter = "root"
     if root is None and os.environ.get(DATA_ENV):
         root, parameter = os.environ[DATA_ENV], DATA_ENV
@@ -42,10 +40,7 @@ def load_cifar10(root=None, download: bool = False) -> CIFAR10Data:
             f"no CIFAR-10 folder given (root=None) and {DATA_ENV} is not set. Pass root=<folder> or "
             f"set {DATA_ENV}=<folder>, where <folder> holds {LAYOUTS}. {DOWNLOAD_HINT}",
         )
-    root = Path(root).expanduser()
-    if download and (not root.is_dir() or _detect(root, parameter) is None):
-        _download(root, parameter)
-    return _load_folder(root, parameter)
+    return _load_folder(Path(root).expanduser(), parameter)
 
 
 def load_dataset(spec) -> CIFAR10Data:

@@ -17,14 +17,11 @@ from attnlib.checks import SYNTHETIC_SIZES, check_positive_int
 from attnlib.data.cifar10 import (
     CLASSES,
     IMAGE_SUFFIXES,
-    LAYOUTS,
     PICKLE_DIR,
     CIFAR10Data,
     DataFormatError,
-    DataNotFoundError,
     Split,
 )
-from attnlib.env import DATA_ENV
 
 
 def synthetic_cifar10(
@@ -213,17 +210,3 @@ def to_uint8(img: torch.Tensor) -> torch.Tensor:
             raise ValueError("has samples outside 0..65535, not a PNG's")
         return ((v * 255 + 32767) // 65535).to(torch.uint8)  # round(v * 255 / 65535): no ties occur
     raise ValueError(f"has samples of type {img.dtype}, neither 8 nor 16 bits")
-
-
-def _download(root: Path, parameter: str) -> None:
-    import torchvision
-
-    try:
-        torchvision.datasets.CIFAR10(str(root), train=True, download=True)
-    except Exception as err:
-        raise DataNotFoundError(
-            parameter,
-            str(root),
-            f"download=True: torchvision could not download CIFAR-10 into {root} ({err}). Without network "
-            f"access, point root or {DATA_ENV} at a local copy holding {LAYOUTS}.",
-        ) from err

@@ -1,7 +1,7 @@
 """Distributed training under torchrun (DDP: gloo on the CPU, nccl on CUDA) and the stop signals.
 
 Under `torchrun` (env `WORLD_SIZE` > 1) `distributed_session` joins the process group and `fit` wraps the
-model in DistributedDataParallel; `_StopRequest` turns SIGINT/SIGTERM/SIGHUP into a flag the loop checks between
+model in DistributedDataParallel; `_stop_request` turns SIGINT/SIGTERM/SIGHUP into a flag the loop checks between
 steps.
 """
 
@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
+import types
 from dataclasses import dataclass
 
 import torch
@@ -46,30 +48,24 @@ def _all_reduce(t: torch.Tensor, info: DistInfo, op=None) -> torch.Tensor:
     return t
 
 
-class _StopRequest:
-    """Turns SIGINT/SIGTERM into a flag checked between steps (main thread only)."""
+@contextlib.contextmanager
+def _stop_request():
+    """SIGINT/SIGTERM/SIGHUP (its terminal closed) as a flag checked between steps (main thread only): yields
+    an object whose `signum` the first signal sets; a second signal gives up at once (KeyboardInterrupt)."""
+    stop = types.SimpleNamespace(signum=None)
 
-    def __init__(self):
-        self.signum: int | None = None
-        self._old: dict[int, object] = {}
-
-    def __enter__(self):
-        import threading
-
-        if threading.current_thread() is threading.main_thread():
-            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: its terminal closed
-                self._old[s] = signal.signal(s, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.signum is not None:  # second signal: give up at once
+    def handle(signum, frame):
+        if stop.signum is not None:
             raise KeyboardInterrupt
-        self.signum = signum
+        stop.signum = signum
 
-    def __exit__(self, *exc):
-        for s, h in self._old.items():
+    main = threading.current_thread() is threading.main_thread()
+    old = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if main}
+    try:
+        yield stop
+    finally:
+        for s, h in old.items():
             signal.signal(s, h)
-        return False
 
 
 @contextlib.contextmanager

@@ -43,7 +43,7 @@ from attnlib.train.checkpoint import (
     checkpoint_problem,
 )
 from attnlib.train.device import autocast, resolve_device, use_bf16
-from attnlib.train.distributed import DistInfo, _all_reduce, _StopRequest, current_dist
+from attnlib.train.distributed import DistInfo, _all_reduce, _stop_request, current_dist
 from attnlib.train.schedule import Schedule, make_optimizer
 
 log = logging.getLogger("attnlib")
@@ -173,7 +173,7 @@ def fit(
     run.restore()
     resumed_complete = bool(run.history) and run.epoch >= cfg.epochs  # nothing left to train
     run.last_saved = time.monotonic()
-    with _StopRequest() as stop:
+    with _stop_request() as stop:
         for epoch in range(run.epoch, cfg.epochs):  # every epoch: nothing here reads the test set to stop
             stats, train_seconds = run.train_epoch(epoch, stop, interval, seed)
             row = run.record(epoch, stats, train_seconds, test_batches, probe)
@@ -310,7 +310,7 @@ class _Run:
             )
 
     # ---- one epoch
-    def train_epoch(self, epoch: int, stop: _StopRequest, interval: float, seed: int):
+    def train_epoch(self, epoch: int, stop, interval: float, seed: int):
         """Train one epoch from its first step (or the resumed one); checks every `check_every` steps for
         a non-finite loss, a stop signal, or a due time-based checkpoint (rank 0's clock decides).
         -> (summed stats over every rank: loss, correct, count, gradient norm, all weighted by batch size;
@@ -439,15 +439,11 @@ class _Run:
 
     def log_row(self, row: dict) -> None:
         if self.info.is_main:
+            columns = ("train_loss", "train_acc", "test_loss", "test_acc", "images_per_s", "grad_norm")
             log.info(
                 "%s epoch %d/%d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.0f img/s | ‖g‖ %.2f",
                 self.desc,
                 row["epoch"],
                 self.cfg.epochs,
-                row["train_loss"],
-                row["train_acc"],
-                row["test_loss"],
-                row["test_acc"],
-                row["images_per_s"],
-                row["grad_norm"],
+                *(row[c] for c in columns),
             )
