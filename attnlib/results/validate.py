@@ -73,22 +73,23 @@ def _digests(v) -> bool:
 
 
 # metrics.json is not covered by a checksum: every value a reader (tables, the book, the CLI) uses is checked,
-# type and range, so that a hand-edited or absurd value is damage. {key: (required, ok, allowed)}
+# type and range, so that a hand-edited or absurd value is damage. {key: (ok, allowed)}
 METRICS = {
-    "test_accuracy": (True, _fraction, "a number in [0, 1]"),
-    "params": (True, _int(0, MAX_PARAMS), f"an integer in [0, {MAX_PARAMS:.0e}]"),
-    "wall_time_ms": (True, _ms, f"a number in [0, {MAX_WALL_MS:.0e}]"),
-    "provenance": (True, lambda v: isinstance(v, dict), "an object"),
-    "fingerprint": (True, lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{1,64}", v), "hex"),
-    "files": (True, _digests, "an object of file names and sha256 digests"),
-    "test_loss": (False, lambda v: _number(v, 0), "a number >= 0"),
-    "train_accuracy": (False, _fraction, "a number in [0, 1]"),
-    "wall_time_std_ms": (False, _optional(_ms), f"a number in [0, {MAX_WALL_MS:.0e}]"),
-    "wall_time_reps": (False, _int(1, 10**7), "an integer >= 1"),
-    "wall_time_warmup": (False, _int(0, 10**7), "an integer >= 0"),
-    "wall_time_dtype": (False, _string, "a string"),
-    "wall_time_device": (False, _string, "a string"),
+    "test_accuracy": (_fraction, "a number in [0, 1]"),
+    "params": (_int(0, MAX_PARAMS), f"an integer in [0, {MAX_PARAMS:.0e}]"),
+    "wall_time_ms": (_ms, f"a number in [0, {MAX_WALL_MS:.0e}]"),
+    "provenance": (lambda v: isinstance(v, dict), "an object"),
+    "fingerprint": (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{1,64}", v), "hex"),
+    "files": (_digests, "an object of file names and sha256 digests"),
+    "test_loss": (lambda v: _number(v, 0), "a number >= 0"),
+    "train_accuracy": (_fraction, "a number in [0, 1]"),
+    "wall_time_std_ms": (_optional(_ms), f"a number in [0, {MAX_WALL_MS:.0e}]"),
+    "wall_time_reps": (_int(1, 10**7), "an integer >= 1"),
+    "wall_time_warmup": (_int(0, 10**7), "an integer >= 0"),
+    "wall_time_dtype": (_string, "a string"),
+    "wall_time_device": (_string, "a string"),
 }
+REQUIRED = ("test_accuracy", "params", "wall_time_ms", "provenance", "fingerprint", "files")
 
 # every field `attnlib.lab.run` writes in provenance (a field absent from older results is not required)
 PROVENANCE = {
@@ -119,24 +120,33 @@ PROVENANCE = {
 
 
 def metrics_problem(metrics) -> str:
-    """'' when metrics.json (parsed) holds every key of METRICS it requires and each value of METRICS and
-    PROVENANCE present has its type and range, else what is wrong (e.g. "test_accuracy is 'abc', not a
-    number in [0, 1]")."""
+    """'' when metrics.json (parsed) holds every key of REQUIRED and each value of METRICS and PROVENANCE
+    present has its type and range, else what is wrong (e.g. "test_accuracy is 'abc', not a number in
+    [0, 1]")."""
     if not isinstance(metrics, dict):
         return f"holds a JSON {type(metrics).__name__}, not an object"
-    absent = [k for k, (required, _, _) in METRICS.items() if required and k not in metrics]
-    if absent:
-        return f"lacks {', '.join(absent)}"
-    for key, (_, ok, allowed) in METRICS.items():
-        if key in metrics and not ok(metrics[key]):
-            return f"{key} is {_shown(metrics[key])}, not {allowed}"
-    provenance = metrics["provenance"]
-    for key, (ok, allowed) in PROVENANCE.items():
-        if key in provenance and not ok(provenance[key]):
-            return f"provenance.{key} is {_shown(provenance[key])}, not {allowed}"
-    trained, epochs = provenance.get("epochs_trained"), provenance.get("epochs")
+    wrong = _fields(metrics, METRICS, REQUIRED) or _fields(
+        metrics["provenance"], PROVENANCE, (), "provenance"
+    )
+    if wrong:
+        return wrong
+    trained, epochs = metrics["provenance"].get("epochs_trained"), metrics["provenance"].get("epochs")
     if isinstance(trained, int) and isinstance(epochs, int) and trained > epochs:
         return f"provenance.epochs_trained is {trained}, more than provenance.epochs ({epochs})"
+    return ""
+
+
+def _fields(d, fields: dict, required, where: str = "") -> str:
+    """'' when `d` is an object holding every key of `required` and each of its fields in `fields` ({name:
+    (ok, allowed)}) is ok; else what is wrong, naming the field (`where`: the object's own name)."""
+    if not isinstance(d, dict):
+        return f"{where} is {_shown(d)}, not an object".lstrip()
+    absent = [k for k in required if k not in d]
+    if absent:
+        return f"{where} lacks {', '.join(absent)}".lstrip()
+    for key, (ok, allowed) in fields.items():
+        if key in d and not ok(d[key]):
+            return f"{where}.{key}".lstrip(".") + f" is {_shown(d[key])}, not {allowed}"
     return ""
 
 
@@ -226,16 +236,6 @@ def history_problem(path: str | Path, metrics: dict, data: bytes | None = None) 
     return ""
 
 
-def _object(d, fields: dict) -> str:
-    """'' when `d` is an object whose every field of `fields` ({name: (ok, allowed)}) is present and ok."""
-    if not isinstance(d, dict):
-        return f"is {_shown(d)}, not an object"
-    for key, (ok, allowed) in fields.items():
-        if key not in d or not ok(d[key]):
-            return f"{key} is {_shown(d.get(key, 'absent'))}, not {allowed}"
-    return ""
-
-
 def _numbers(v) -> bool:
     return isinstance(v, list) and all(_number(x, 0) for x in v)
 
@@ -282,19 +282,13 @@ _RATIO = {
 def timing_problem(report) -> str:
     """'' when a timing report (`attnlib.lab.timing`, results/timing/PRESET.json) holds what Table 3 and the
     chapters read, with its types and ranges; else what is wrong."""
-    wrong = _object(report, _TIMING)
-    if wrong:
-        return wrong
+    wrong = _fields(report, _TIMING, _TIMING)
     for key, fields in (("machine", _TIMING_MACHINE), ("load", _TIMING_LOAD), ("protocol", _TIMING_PROTOCOL)):
-        wrong = _object(report.get(key), fields)
-        if wrong:
-            return f"{key}: {wrong}"
+        wrong = wrong or _fields(report.get(key), fields, fields, key)
     for key, fields in (("models", _TIMED), ("ratios", _RATIO)):
-        entries = report.get(key)
-        if not isinstance(entries, dict):
-            return f"{key} is {_shown(entries)}, not an object"
-        for name, entry in entries.items():
-            wrong = _object(entry, fields)
-            if wrong:
-                return f"{key}.{name}: {wrong}"
-    return ""
+        wrong = wrong or _fields(report.get(key), {}, (), key)
+        if wrong:
+            return wrong
+        for name, entry in report[key].items():
+            wrong = wrong or _fields(entry, fields, fields, f"{key}.{name}")
+    return wrong
