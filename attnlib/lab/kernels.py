@@ -24,7 +24,7 @@ from attnlib.checks import check_choice
 from attnlib.errors import ConfigError
 from attnlib.lab.machine import core_sharing, load_average, usable_cores
 from attnlib.lab.measure import MIN_RUN_TIME, block_times, compare, session
-from attnlib.results.timing import threads_words
+from attnlib.results.timing import machine_words
 from attnlib.train.device import resolve_device
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -94,8 +94,7 @@ def peak_line(report: dict) -> str:
         None: "load unknown",
     }
     return (
-        f"{m['cpu']} ({', '.join(m['cpu_flags']) or 'no avx2/avx512/amx'}; CPU capability "
-        f"{m.get('cpu_capability')}), {threads_words(m['torch_threads'])}, torch {m['torch']}: matmul peak "
+        f"{machine_words(m, m['torch_threads'])}: matmul peak "
         + ", ".join(f"{dt} {p['best']:.1f} GFLOP/s (n={p['n']})" for dt, p in report["matmul_peak"].items())
         + f"; load {load.get('load_before')} -> {load.get('load_after')} ({verdict[load.get('shared')]})"
     )

@@ -86,24 +86,33 @@ def threads_words(threads) -> str:
 
 
 def device_words(device: str) -> str:
-    """A saved run's device name as a reader reads it: its "(1 threads)" (how runs name a one-thread CPU,
-    ``attnlib.snapshots``) as "(1 thread)"; any other name unchanged."""
+    """A saved run's device name as a reader reads it: "(1 threads)" (how runs saved before 2026-12-02 named a
+    one-thread CPU; ``attnlib.snapshots.device_name`` now writes "(1 thread)") as "(1 thread)"; any other name
+    unchanged."""
     return re.sub(r"\((\d+) threads\)", lambda m: f"({threads_words(int(m[1]))})", str(device))
+
+
+def machine_words(m: dict, threads) -> str:
+    """A report's machine (`attnlib.lab.machine.machine`) in words: CPU, instruction sets, torch, CPU
+    capability and ``threads``."""
+    flags = ", ".join(m.get("cpu_flags") or []) or "none of avx2 / avx512 / amx reported"
+    return (
+        f"{m.get('cpu')} (instruction sets: {flags}; torch {m.get('torch')}, CPU capability "
+        f"{m.get('cpu_capability')}), {threads_words(threads)}"
+    )
 
 
 def machine_line(report: dict) -> str:
     """One sentence: which machine, instruction sets, threads and load the timing comes from."""
     m, load, p = report["machine"], report["load"], report["protocol"]
-    flags = ", ".join(m.get("cpu_flags") or []) or "none of avx2 / avx512 / amx reported"
     verdict = (
         "the cores were shared with other work, so read the times as upper bounds and the ratios as rough"
         if load["shared"]
         else "the cores were otherwise idle"
     )
     return (
-        f"Wall times measured together in one process on {m.get('cpu')} (instruction sets: {flags}; torch "
-        f"{m.get('torch')}, CPU capability {m.get('cpu_capability')}), {threads_words(p['threads'])}, "
-        f"{p['warmup']} warm-up and {p['reps']} timed single-image passes per model in {p['rounds']} "
-        f"interleaved rounds, {report.get('finished', '')}; 1-minute load average {load['load_before']} "
-        f"before and {load['load_after']} after on {m.get('usable_cores')} cores: {verdict}."
+        f"Wall times measured together in one process on {machine_words(m, p['threads'])}, {p['warmup']} "
+        f"warm-up and {p['reps']} timed single-image passes per model in {p['rounds']} interleaved rounds, "
+        f"{report.get('finished', '')}; 1-minute load average {load['load_before']} before and "
+        f"{load['load_after']} after on {m.get('usable_cores')} cores: {verdict}."
     )
