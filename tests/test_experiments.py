@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from attnlib import build_model, experiments
+from attnlib import experiments
 from attnlib.errors import ConfigError
 from attnlib.experiments import (
     EXPERIMENTS,
     PRESET_TABLE,
     PRESETS,
+    build_model,
     count_parameters,
     resolve,
 )
