@@ -158,10 +158,8 @@ def run(batch=40, device="auto", min_run_time=MIN_RUN_TIME, dtype="float32", bac
             steps["fwd", backend] = partial(_forward, call, inputs, backend)
             steps["fwd+bwd", backend] = partial(_step, call, inputs, backend, upstream)
         for (name, backend), m in compare(steps, dev, 1, min_run_time).items():
-            row[(f"{name} ms", backend)], row[(f"{name} peak MiB", backend)] = (
-                m["step_s"] * 1e3,
-                m["peak_mib"],
-            )
+            row[(f"{name} ms", backend)] = m["step_s"] * 1e3
+            row[(f"{name} peak MiB", backend)] = m["peak_mib"]
         rows.append(row)
     table = pd.DataFrame(rows).set_index([("stage", ""), ("op", ""), ("input", "")])
     table.index.names = ["stage", "op", "input"]
