@@ -77,15 +77,11 @@ def _json_default(obj):
 
 
 # ------------------------------------------------------------------------------------------------ timing
-def sync(device: torch.device) -> None:
-    """Wait for the work queued on `device` (a no-op on the CPU), so that a clock read after it counts it."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def timed_ms(fn: Callable[[], object], device: torch.device) -> float:
-    """Wall-clock milliseconds of one call of `fn`, synchronising with `device` after it."""
+    """Wall-clock milliseconds of one call of `fn`, waiting after it for the work it queued on `device` (a
+    no-op on the CPU), so that the clock counts it."""
     start = time.perf_counter()
     fn()
-    sync(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     return (time.perf_counter() - start) * 1e3
