@@ -1,6 +1,6 @@
-"""Command line: `python -m attnlib list | train | queue | probe | table1 | table3 | time | bench | san-bench`:
-the one parser (argparse) and the one place that turns the library's exceptions into a line and an exit code;
-what each command does is `attnlib.lab.commands`.
+"""Command line: `python -m attnlib list | train | queue | probe | table1 | table3 | time | bench | san-bench |
+train-cost`: the one parser (argparse) and the one place that turns the library's exceptions into a line and an
+exit code; what each command does is `attnlib.lab.commands`.
 
 argparse only parses (strings and integers); the library checks every value once (ConfigError naming the
 parameter and the allowed values). Bad input exits non-zero with that one line, before anything is written;

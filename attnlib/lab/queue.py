@@ -11,6 +11,7 @@ and exit: rerun the same command to go on.
     python -m attnlib queue --preset long --data ../shared/data/cifar10      # the ledger's runs
     python -m attnlib queue --preset budget --seeds 1 2 --experiments vit vit_ha
     python -m attnlib queue --preset budget --asked --data ../shared/data/cifar10  # seeds the comparisons lack
+    python -m attnlib queue --preset budget --asked --dry-run                      # which ones, training none
 """
 
 from __future__ import annotations
@@ -91,18 +92,14 @@ class Queue:
         self.jobs, self.lanes, self.command = list(jobs), lanes, command
         self.log_dir = Path(log_dir)
         self.outcomes = {job: Outcome(job, "not started") for job in self.jobs}
-        self._next = 0
+        self._next = iter(self.jobs)  # handed out in order, under the lock
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._running: dict[Job, subprocess.Popen] = {}
 
     def _take(self) -> Job | None:
         with self._lock:
-            if self._stopping.is_set() or self._next >= len(self.jobs):
-                return None
-            job = self.jobs[self._next]
-            self._next += 1
-            return job
+            return None if self._stopping.is_set() else next(self._next, None)
 
     def _lane(self, lane: int) -> None:
         while (job := self._take()) is not None:
@@ -175,12 +172,8 @@ class Queue:
         check_no_links(self.log_dir)  # one line (UnsafeFolder) before any job starts
         self.interrupted = False
         done = [threading.Event() for _ in range(self.lanes)]
-        threads = [
-            threading.Thread(target=self._lane_then, args=(i + 1, done[i]), daemon=True)
-            for i in range(self.lanes)
-        ]
-        for t in threads:
-            t.start()
+        for i in range(self.lanes):
+            threading.Thread(target=self._lane_then, args=(i + 1, done[i]), daemon=True).start()
         main_thread = threading.current_thread() is threading.main_thread()
         if main_thread:  # SIGTERM and SIGHUP (its terminal closed) as Ctrl-C: all stop the queue the same way
             previous = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}

@@ -66,14 +66,13 @@ class RunLock:
 
     def __init__(self, folder: str | Path):
         self.path = Path(folder) / "run.lock"
-        self._lock: filelock.FileLock | None = None
+        self._lock = filelock.FileLock(self.path, timeout=0, thread_local=False, on_acquired=self._claim)
         self._previous = ""
 
     def acquire(self) -> RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock = filelock.FileLock(self.path, timeout=0, thread_local=False, on_acquired=self._claim)
         try:
-            lock.acquire()
+            self._lock.acquire()
         except filelock.Timeout:
             raise RunLocked(
                 f"{self.path.parent} is being trained by another process ({self._owner()}); wait for it to finish "
@@ -83,7 +82,6 @@ class RunLock:
             if err.errno == errno.ELOOP:  # a linked run.lock is refused (UnsafeFolder, as every write)
                 raise _unsafe(self.path, "is a symbolic link") from None
             raise
-        self._lock = lock
         if self._previous:
             log.warning(
                 "taking over the lock of a run that no longer runs (%s) in %s",
@@ -107,10 +105,9 @@ class RunLock:
             return "unknown owner"
 
     def release(self) -> None:
-        if self._lock is not None:
+        if self._lock.is_locked:
             self.path.unlink(missing_ok=True)
             self._lock.release()
-            self._lock = None
 
     def __enter__(self) -> RunLock:
         return self.acquire()
