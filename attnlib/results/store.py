@@ -66,23 +66,14 @@ def read_regular(path: str | Path, limit: int = MAX_RESULT_BYTES) -> bytes:
     """The bytes of `path`, a regular file of at most `limit` bytes, read without following a symbolic link
     and without blocking on a FIFO; else an OSError naming the path (UnsafeFolder for a link, a FIFO, a
     device or a folder; EFBIG for a larger file)."""
-    fd = open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        st = os.fstat(fd)
+    with open(open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+        st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise _unsafe(Path(path), "is not a regular file")
-        if st.st_size > limit:
-            raise OSError(errno.EFBIG, f"is larger than {limit} bytes, more than any result file", str(path))
-        chunks, left = [], limit + 1
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        if len(data) > limit:  # it grew while read
+        data = b"" if st.st_size > limit else f.read(limit + 1)  # one byte more: a file that grew while read
+        if st.st_size > limit or len(data) > limit:
             raise OSError(errno.EFBIG, f"is larger than {limit} bytes, more than any result file", str(path))
         return data
-    finally:
-        os.close(fd)
 
 
 def read_json(path: str | Path, limit: int = MAX_JSON_BYTES):
