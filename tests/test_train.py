@@ -37,7 +37,6 @@ from attnlib.train import (
     checkpoint_interval,
     fast_bf16,
     fit,
-    grad_norm,
     make_optimizer,
     resolve_device,
     train_step,
@@ -185,15 +184,18 @@ def test_train_step_clips_the_global_gradient_norm(clip):
         torch.testing.assert_close(step.norm(), torch.tensor(clip), rtol=1e-4, atol=0)
 
 
-def test_grad_norm_is_the_norm_clipping_reports_and_zero_without_gradients():
-    torch.manual_seed(0)
-    model = Tiny()
-    assert grad_norm(model) == 0
-    x, y = next(iter(batches()[0].epoch(0)))
-    nn.functional.cross_entropy(model(x), y).backward()
+def test_the_reported_gradient_norm_is_the_one_clipping_reports():
+    """Without clipping, train_step reports ‖g‖₂ as clip_grad_norm_ does (bitwise): the gradient's norm."""
+    norms = []
+    for clip in (None, 1e9):
+        torch.manual_seed(0)
+        model = Tiny().eval()  # no dropout: the same gradients both times
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+        x, y = next(iter(batches()[0].epoch(0)))
+        norms.append(train_step(model, optimizer, x, y, 0.0, False, clip)[2])
     flat = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
-    torch.testing.assert_close(grad_norm(model), flat.norm(), rtol=1e-6, atol=0)
-    assert torch.equal(grad_norm(model), nn.utils.clip_grad_norm_(model.parameters(), 1e9))
+    assert torch.equal(norms[0], norms[1])
+    torch.testing.assert_close(norms[0], flat.norm(), rtol=1e-6, atol=0)
 
 
 def test_device_policy_refuses_unknown_and_unavailable_devices():

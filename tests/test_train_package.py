@@ -17,11 +17,11 @@ from attnlib.train import TrainConfig, fit
 BEFORE_THE_MOVE = "25fe006a80d19c1f6ab3d735e19b42aa87f53f9a403bc5b8dc117e34f5bb5ac9"
 
 # Every public name of the former module attnlib/train.py (its own definitions and the names it re-exported)
-# but init_distributed, which became part of distributed_session.
+# but init_distributed (now part of distributed_session) and grad_norm (inlined into train_step).
 OLD_NAMES = (
     "CHECKPOINT_FORMAT CHECKPOINT_SECONDS CHECKPOINT_SECONDS_ENV Checkpoints DistInfo FitResult Interrupted "
     "SCHEDULES Schedule TrainConfig TrainingDiverged autocast checkpoint_interval current_dist "
-    "distributed_session evaluate fast_bf16 fit grad_norm log make_optimizer "
+    "distributed_session evaluate fast_bf16 fit log make_optimizer "
     "resolve_device train_step"
 ).split()
 

@@ -18,12 +18,12 @@ in its home module (``attnlib.data.sources.decode_images``).
 from attnlib.data.batches import MEAN, PAD, STD, Batches, crop_flip, epoch_seed
 from attnlib.data.cifar10 import CLASSES, CIFAR10Data, DataError, DataFormatError, DataNotFoundError, Split
 from attnlib.data.load import load_cifar10, load_dataset
-from attnlib.data.sources import decode_images, looks_like_cifar10, synthetic_cifar10, to_uint8
+from attnlib.data.sources import decode_images, synthetic_cifar10, to_uint8
 from attnlib.data.spec import check_data
 
 __all__ = [
     "CLASSES", "MEAN", "PAD", "STD", "Batches", "CIFAR10Data", "DataError", "DataFormatError",
     "DataNotFoundError", "Split", "check_data", "crop_flip",
-    "decode_images", "epoch_seed", "load_cifar10", "load_dataset", "looks_like_cifar10", "synthetic_cifar10",
+    "decode_images", "epoch_seed", "load_cifar10", "load_dataset", "synthetic_cifar10",
     "to_uint8",
 ]  # fmt: skip

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -40,8 +41,6 @@ class DataNotFoundError(DataError, FileNotFoundError):
 
 def no_cifar10(root, parameter: str) -> DataNotFoundError:
     """The error of a folder that holds none of CIFAR-10's layouts, naming where it looked."""
-    from pathlib import Path
-
     root = Path(root)
     where = f" (from {DATA_ENV})" if parameter == DATA_ENV else ""
     return DataNotFoundError(

@@ -70,13 +70,6 @@ class _Source:
         return f"imagefolder-{'+'.join(formats)}:{self.path}"
 
 
-def looks_like_cifar10(root: Path) -> bool:
-    """Whether `root` holds one of the layouts `load_cifar10` reads (torchvision's download, or train/ and
-    test/ folders), without reading them: a cheap check of a parameter (``data=/etc`` is refused at once)."""
-    root = Path(root)
-    return (root / PICKLE_DIR).is_dir() or ((root / "train").is_dir() and (root / "test").is_dir())
-
-
 def _detect(root: Path, parameter: str) -> _Source | None:
     """The layout found in ``root`` (torchvision's download first, then ImageFolder), or None."""
     if (root / PICKLE_DIR).is_dir():

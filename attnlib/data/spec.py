@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from attnlib.checks import is_synthetic, synthetic_sizes
-from attnlib.data.cifar10 import LAYOUTS, DataNotFoundError, no_cifar10
-from attnlib.data.sources import _detect, looks_like_cifar10
+from attnlib.data.cifar10 import LAYOUTS, PICKLE_DIR, DataNotFoundError, no_cifar10
+from attnlib.data.sources import _detect
 from attnlib.errors import ConfigError
 
 ALLOWED = f"'synthetic', 'synthetic:N_TRAIN:N_TEST', or an existing folder holding {LAYOUTS}"
@@ -17,8 +17,8 @@ ALLOWED = f"'synthetic', 'synthetic:N_TRAIN:N_TEST', or an existing folder holdi
 def check_data(spec, parameter: str = "data") -> str | None:
     """`spec` checked and made plain: None (CIFAR-10 from $ATTNLIB_DATA, checked when it is read) as it is; a
     synthetic spec ("synthetic" or "synthetic:N_TRAIN:N_TEST", sizes in [1, MAX_SYNTHETIC]) as given; a
-    folder (str or path) holding one of CIFAR-10's layouts (pickles, or train/ and test/: not read) as its
-    resolved path. Anything else raises ConfigError naming `parameter`, a DataNotFoundError (also a
+    folder (str or path) holding one of CIFAR-10's layouts (cifar-10-batches-py/, or train/ and test/: not
+    read) as its resolved path. Anything else raises ConfigError naming `parameter`, a DataNotFoundError (also a
     FileNotFoundError) for a folder that does not exist or holds no CIFAR-10."""
     if spec is None:
         return None
@@ -32,7 +32,7 @@ def check_data(spec, parameter: str = "data") -> str | None:
         raise DataNotFoundError(
             parameter, spec, f"got {str(spec)!r}, which is not an existing folder; allowed: {ALLOWED}"
         )
-    if not looks_like_cifar10(path):
+    if not ((path / PICKLE_DIR).is_dir() or ((path / "train").is_dir() and (path / "test").is_dir())):
         _detect(path, parameter)  # names a partial layout (train/ without test/) precisely
         raise no_cifar10(path, parameter)
     return str(path.resolve())

@@ -24,7 +24,6 @@ from attnlib.train.loop import (
     TrainingDiverged,
     evaluate,
     fit,
-    grad_norm,
     log,
     train_step,
 )
@@ -34,6 +33,6 @@ __all__ = [
     "CHECKPOINT_FORMAT", "CHECKPOINT_SECONDS", "CHECKPOINT_SECONDS_ENV", "SCHEDULES", "Checkpoints",
     "DistInfo", "FitResult", "Interrupted", "Schedule", "TrainConfig", "TrainingDiverged", "autocast",
     "checkpoint_interval", "checkpoint_problem", "cpu_info", "current_dist", "distributed_session", "evaluate",
-    "fast_bf16", "fit", "grad_norm", "log", "make_optimizer", "resolve_device",
+    "fast_bf16", "fit", "log", "make_optimizer", "resolve_device",
     "train_step", "use_bf16",
 ]  # fmt: skip

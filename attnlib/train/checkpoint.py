@@ -27,6 +27,8 @@ CHECKPOINT_FORMAT = 1
 # since the last checkpoint, so that a run killed without a signal (SIGKILL, a notebook kernel whose parent
 # died) loses at most that much. Not part of a run's configuration: it changes no result.
 CHECKPOINT_SECONDS = 120.0
+# What a checkpoint's history row may hold: finite losses and accuracies in [0, the bound].
+_ROW_BOUNDS = {"train_loss": math.inf, "test_loss": math.inf, "train_acc": 1, "test_acc": 1}
 
 
 class Checkpoints:
@@ -130,8 +132,7 @@ def checkpoint_interval(seconds: float | None = None) -> float:
             raise ConfigError(parameter, seconds, "a number of seconds >= 0") from None
     if seconds is None:
         return CHECKPOINT_SECONDS
-    ok = isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0
-    check(ok and not math.isnan(seconds), parameter, seconds, "a number of seconds >= 0")
+    check(seconds == math.inf or is_number(seconds, 0), parameter, seconds, "a number of seconds >= 0")
     return float(seconds)
 
 
@@ -166,12 +167,7 @@ def checkpoint_problem(state, model, *, epochs: int, steps: int, optimizer=None)
         n = len(history) if isinstance(history, list) else shown(history)
         return f"its history holds {n} rows, not one per epoch trained ({epoch})"
     for i, row in enumerate(history, 1):
-        for key, high in (
-            ("train_loss", math.inf),
-            ("test_loss", math.inf),
-            ("train_acc", 1),
-            ("test_acc", 1),
-        ):
+        for key, high in _ROW_BOUNDS.items():
             value = row.get(key) if isinstance(row, dict) else row
             if not is_number(value, 0, high):
                 return f"history row {i}: {key} is {shown(value)}, not a finite number in [0, {high}]"

@@ -1,14 +1,13 @@
 """Distributed training under torchrun (DDP: gloo on the CPU, nccl on CUDA) and the stop signals.
 
 Under `torchrun` (env `WORLD_SIZE` > 1) `distributed_session` joins the process group and `fit` wraps the
-model in DistributedDataParallel; `_stop_request` turns SIGINT/SIGTERM/SIGHUP into a flag the loop checks between
-steps.
+model in DistributedDataParallel; `_stop_request` turns SIGINT/SIGTERM/SIGHUP into a flag the loop checks
+between steps.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 import types
@@ -25,7 +24,6 @@ from attnlib.train.device import resolve_device
 class DistInfo:
     rank: int = 0
     world_size: int = 1
-    local_rank: int = 0
 
     @property
     def is_main(self) -> bool:
@@ -38,7 +36,7 @@ class DistInfo:
 
 def current_dist() -> DistInfo:
     if dist.is_available() and dist.is_initialized():
-        return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+        return DistInfo(dist.get_rank(), dist.get_world_size())
     return DistInfo()
 
 
@@ -83,7 +81,7 @@ def distributed_session(device: str | torch.device | None = None):
     if not dist.is_initialized():
         dist.init_process_group("nccl" if dev.type == "cuda" else "gloo")
     try:
-        yield DistInfo(rank, world, local_rank), dev
+        yield DistInfo(rank, world), dev
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

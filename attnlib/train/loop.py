@@ -97,8 +97,8 @@ def train_step(
     loss.backward()
     if grad_clip is not None:
         norm = nn.utils.clip_grad_norm_(model.parameters(), grad_clip)  # ‖g‖₂ before g ← g·min(1, c/‖g‖₂)
-    else:
-        norm = grad_norm(model)
+    else:  # the norm that clip_grad_norm_ reports, computed the same way; 0 without gradients
+        norm = nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
     if optimizer is not None:
         optimizer.step()
     else:
@@ -106,16 +106,9 @@ def train_step(
     return loss.detach(), logits.detach(), norm.detach()
 
 
-def grad_norm(model: nn.Module) -> torch.Tensor:
-    """‖g‖₂ over every parameter gradient of `model` (0 when there is none); the gradients are untouched.
-    The norm that `clip_grad_norm_` reports, computed the same way (`get_total_norm`)."""
-    return nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
-
-
 @torch.no_grad()
-def evaluate(model: nn.Module, batches, device: torch.device, bf16: bool, info: DistInfo | None = None):
+def evaluate(model: nn.Module, batches, device: torch.device, bf16: bool, info: DistInfo):
     """(mean cross-entropy, accuracy) over every test batch (all ranks' shards together)."""
-    info = info or current_dist()
     model.eval()
     stats = torch.zeros(3, dtype=torch.float64, device=device)  # loss sum, correct, count
     for x, y in batches.epoch(0):
