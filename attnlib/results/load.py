@@ -11,7 +11,7 @@
     inspect_run(path, fingerprint=None, *, expected=None) -> (status, detail);  load_run(path) -> RunResult
 
 `read` raises only ConfigError (bad experiment, preset, seed or data spec); what is wrong with a folder is its
-status. It resolves the expected configuration once (`attnlib.results.config.expected_config`), validates no
+status. It resolves the expected configuration (`attnlib.results.config.run_config`, under 1 ms), validates no
 device, and reads and hashes each file once and parses the bytes it checked (about 8 ms a run: the ledger's
 83 saved runs in 0.7 s, so nothing is cached). The write side (`run_or_load`, `train_run`) is `attnlib.lab.run`.
 
@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 from attnlib.errors import ConfigError
-from attnlib.results.config import RESOLVED, config_difference, expected_config, run_dir
+from attnlib.results.config import RESOLVED, config_difference, run_config, run_dir
 from attnlib.results.store import read_json
 from attnlib.results.validate import PROBE_FILE, files_problem, history_problem, metrics_problem
 from attnlib.results.validate import RESULT_FILES as RESULT_FILES  # the lab's name for it
@@ -292,9 +292,8 @@ def read(
     of another configuration. Raises only ConfigError (an unknown experiment or preset, a bad seed or data
     spec); a bad result folder is a status, never an exception.
 
-    Cheap: the expected configuration is resolved once (`expected_config`), no device is validated, every
-    file is read and hashed once and parsed from the bytes checked."""
-    expected = expected_config(experiment, preset, seed=seed, data=data, epochs=epochs)
+    Cheap: no device is validated, every file is read and hashed once and parsed from the bytes checked."""
+    expected = run_config(experiment, preset, seed=seed, data=data, epochs=epochs)
     path = run_dir(results_dir, experiment, preset, seed)
     status, detail, run = _read(path, None, expected)
     return Saved(experiment, preset, seed, path, expected["fingerprint"], status, detail, run)
