@@ -101,8 +101,7 @@ class RunResult:
         weights = self.path / "checkpoints" / "last.pt"
         if not weights.exists():
             raise MissingResult(
-                f"{weights} is missing (checkpoints are not kept in git); retrain with: python -m attnlib train "
-                f"{self.experiment} --preset {self.preset}"
+                f"{weights} is missing (checkpoints are not kept in git); retrain with: {self._train_command()}"
             )
         try:  # every resolved field where config.json records them: a default changed since cannot
             # rebuild another network (runs saved before `model_resolved` existed: the registry's overrides)
@@ -114,15 +113,16 @@ class RunResult:
                 "stale",
                 str(err),
             ) from None
+        epochs = len(self.history)  # one row per epoch trained
         try:
             state = torch.load(weights, map_location=device, weights_only=True)
             saved = state.get("fingerprint")
             if saved is not None and saved != self.config.get("fingerprint"):
                 raise ValueError("it belongs to another configuration")
-            if (state.get("epoch"), state.get("step")) != (self.epochs_trained, 0):
+            if (state.get("epoch"), state.get("step")) != (epochs, 0):
                 raise ValueError(
                     f"it is not the end of training (epoch {state.get('epoch')}, step {state.get('step')}; "
-                    f"the run ended after epoch {self.epochs_trained})"
+                    f"the run ended after epoch {epochs})"
                 )
             model.load_state_dict(state["model"])
             if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
@@ -134,12 +134,6 @@ class RunResult:
             ) from None
         return model.to(device).eval()
 
-    @property
-    def epochs_trained(self) -> int:
-        """Epochs the run trained (one history row each): its protocol's epochs (or, for results saved by the
-        former `converge` preset's plateau stop, fewer)."""
-        return len(self.history)
-
     def _train_command(self) -> str:
         seed = self.config.get("seed", 0)
         return f"python -m attnlib train {self.experiment} --preset {self.preset}" + (
@@ -150,8 +144,8 @@ class RunResult:
 class Runs(dict):
     """Several results: ``{experiment: RunResult or None}``, plus ``status``: ``{experiment: (status,
     detail)}`` with status "complete", "missing", "damaged" or "stale" (a saved result of another
-    configuration) and what is wrong with it (``inspect_run``). What ``attnlib.results.tables.saved`` and the
-    book's ``load_all`` return, and what ``attnlib.results.tables.frame`` tabulates."""
+    configuration) and what is wrong with it (``inspect_run``). What ``read_runs`` and the book's ``load_all``
+    return, and what ``attnlib.results.tables.frame`` tabulates."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
