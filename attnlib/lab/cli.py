@@ -64,6 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# the help of the options several subcommands share, each written once
+DATA_HELP = (
+    "CIFAR-10 folder, 'synthetic' or 'synthetic:N_TRAIN:N_TEST' (default: the preset's, else $ATTNLIB_DATA)"
+)
+REPLACE_HELP = (
+    "replace a complete result of another configuration in the run folder (e.g. trained with other --epochs); "
+    "without it such a result is kept and the command refused"
+)
+BUSY_HELP = "measure even when the load average says the cores are shared (the report flags it)"
+
+
 def _add_list(sub, style: dict, preset: dict) -> None:
     p = sub.add_parser("list", help="experiments, parameters and (budget) estimated times", **style)
     p.add_argument("--preset", **preset)
@@ -74,10 +85,7 @@ def _add_train(sub, style: dict, preset: dict) -> None:
     p = sub.add_parser("train", help="train one experiment (resumes from its checkpoints)", **style)
     p.add_argument("experiment", metavar="EXPERIMENT")
     p.add_argument("--preset", **preset)
-    p.add_argument(
-        "--data",
-        help="CIFAR-10 folder, 'synthetic' or 'synthetic:N_TRAIN:N_TEST' (default: the preset's, else $ATTNLIB_DATA)",
-    )
+    p.add_argument("--data", help=DATA_HELP)
     p.add_argument("--results-dir", default="results")
     p.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--seed", type=int, default=0)
@@ -89,12 +97,7 @@ def _add_train(sub, style: dict, preset: dict) -> None:
         "faster than 2 contending ones; run two trainings side by side instead.",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="replace a complete result of another configuration in the run folder (e.g. trained with "
-        "other --epochs); without it such a result is kept and the command refused",
-    )
+    p.add_argument("--force", action="store_true", help=REPLACE_HELP)
 
 
 def _add_queue(sub, style: dict, preset: dict) -> None:
@@ -119,12 +122,10 @@ def _add_queue(sub, style: dict, preset: dict) -> None:
     )
     p.add_argument("--dry-run", action="store_true", help="list what it would train; start nothing")
     p.add_argument("--lanes", type=int, help="runs side by side (default: one per core, at most one per job)")
-    p.add_argument("--data", help="as for train")
+    p.add_argument("--data", help=DATA_HELP)
     p.add_argument("--results-dir", default="results")
     p.add_argument("--log-dir", help="one log file per job (default: RESULTS_DIR/logs/PRESET)")
-    p.add_argument(
-        "--force", action="store_true", help="as for train: replace results of another configuration"
-    )
+    p.add_argument("--force", action="store_true", help=REPLACE_HELP)
 
 
 def _add_probe(sub, style: dict, preset: dict) -> None:
@@ -174,11 +175,7 @@ def _add_time(sub, style: dict, preset: dict) -> None:
     p.add_argument("--results-dir", default="results")
     p.add_argument("--out", help="default: RESULTS_DIR/timing/PRESET.json (--quick: PRESET-quick.json)")
     p.add_argument("--quick", action="store_true", help="a few passes per model: a test of the command")
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="measure even when the load average says the cores are shared (the file flags it)",
-    )
+    p.add_argument("--force", action="store_true", help=BUSY_HELP)
 
 
 def _add_bench(sub, style: dict, preset: dict) -> None:
@@ -209,11 +206,7 @@ def _add_bench(sub, style: dict, preset: dict) -> None:
     p.add_argument(
         "--threads", type=int, default=None, help="intra-op threads (default: torch's; --quick: 1)"
     )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="measure even when the load average says the cores are shared (the report flags it)",
-    )
+    p.add_argument("--force", action="store_true", help=BUSY_HELP)
     p.add_argument(
         "--peak-only",
         action="store_true",

@@ -165,12 +165,8 @@ def cmd_queue(args) -> int:
 
     runner = queue.Queue(todo, lanes, command, log_dir)
     outcomes = runner.run()
-    print(
-        "\n".join(
-            f"- {o.job.name}: {o.status}" + (f" ({o.seconds / 60:.0f} min)" if o.seconds else "")
-            for o in outcomes
-        )
-    )
+    for o in outcomes:
+        print(f"- {o.job.name}: {o.status}" + (f" ({o.seconds / 60:.0f} min)" if o.seconds else ""))
     if runner.interrupted:
         print(
             f"{PROG}: interrupted; the runs saved checkpoints: rerun the same command to go on",
@@ -179,7 +175,8 @@ def cmd_queue(args) -> int:
         return EXIT_INTERRUPTED
     failed = [o for o in outcomes if o.status.startswith("failed")]
     if failed:
-        print(f"{PROG}: {len(failed)} run(s) failed; their logs are in {log_dir}", file=sys.stderr)
+        runs = "1 run" if len(failed) == 1 else f"{len(failed)} runs"
+        print(f"{PROG}: {runs} failed; their logs are in {log_dir}", file=sys.stderr)
         return EXIT_MISSING
     return 0
 

@@ -160,13 +160,11 @@ def git_state() -> dict:
     """{"commit": sha or None, "dirty": bool or None} of the repository holding attnlib (one `git status`:
     the commit from its branch header, a change from any other line)."""
     command = ["git", "status", "--porcelain=v2", "--branch", "--untracked-files=no"]
-    try:
+    try:  # not a git checkout, no git, a failing git (CalledProcessError): unknown
         status = subprocess.run(
-            command, cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
+            command, cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10, check=True
         )
     except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-    if status.returncode != 0:
         return {"commit": None, "dirty": None}
     lines = status.stdout.splitlines()
     oid = next((line.split()[2] for line in lines if line.startswith("# branch.oid ")), "(initial)")
