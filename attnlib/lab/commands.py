@@ -148,7 +148,8 @@ def cmd_queue(args) -> int:
     todo, done = queue.pending(jobs, args.preset, args.results_dir, data=args.data)
     print(f"{args.preset}: {len(jobs)} runs, {len(done)} complete, {len(todo)} to train or resume")
     if args.dry_run:  # what would run, in order; nothing starts
-        print("".join(f"- {job.name}\n" for job in todo), end="")
+        for job in todo:
+            print(f"- {job.name}")
     if args.dry_run or not todo:
         return 0
     lanes = args.lanes or queue.default_lanes(len(todo))
