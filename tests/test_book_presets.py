@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 import attnbook
-from attnbook import display
+from attnbook import display, maps
 from attnlib.analysis import claims
 
 
@@ -29,9 +29,9 @@ def test_long_preset_is_checked_like_preset(tmp_path):
 def test_the_longer_runs_shown_are_those_of_long_preset(trained):
     """`trained` holds vit and vit_ha at smoke only: named as the long preset, they are found; at `long`,
     nothing is (no preset is read that the parameter does not name)."""
-    at_long = display.measured_runs(["vit", "vit_ha"], _params(trained))
+    at_long = maps.measured_runs(["vit", "vit_ha"], _params(trained))
     assert set(at_long.values()) == {None}
-    at_smoke = display.measured_runs(["vit", "vit_ha"], _params(trained, long_preset="smoke"))
+    at_smoke = maps.measured_runs(["vit", "vit_ha"], _params(trained, long_preset="smoke"))
     assert {run.preset for run in at_smoke.values()} == {"smoke"}
     assert {run.experiment for run in at_smoke.values()} == {"vit", "vit_ha"}
 

@@ -14,7 +14,8 @@ this package only words and shows it:
     phrases     number formats, the marks of missing results, verdict words, the ledger's claims in full
     tables      the tables chapters show (results as the papers' tables, literature, HA over seeds, ledger)
     reference   the appendix's reference tables (protocols, model configurations, protocol differences, quirks)
-    display     glue, figures, tables, notes and attention maps in a cell's output
+    display     glue, figures, tables, fold-outs and notes in a cell's output
+    maps        the figures of a saved run's attention: maps, quadratic centres, measures per epoch
     benchmarks  the saved speed benchmarks as the appendix reads them
     sphinx      the Sphinx extension of the book build (``_config.yml``: ``attnbook.sphinx``)
     viz         the figures (numpy in, matplotlib ``Figure`` out)
@@ -61,22 +62,15 @@ from .display import (
     glue_str,
     glue_text,
     glue_verdicts,
-    measured_runs,
     note,
     note_below_target,
     note_missing,
     png,
     show,
-    show_attention,
     show_bench,
-    show_centre_paths,
-    show_centres,
     show_folded,
     show_folded_table,
     show_ledger,
-    show_measure_curves,
-    show_measured_attention,
-    show_measured_centres,
     show_models,
     show_protocols,
     show_sources,
@@ -100,6 +94,15 @@ from .ledger import (
     long_plan,
     long_run_numbers,
     training_time,
+)
+from .maps import (
+    measured_runs,
+    show_attention,
+    show_centre_paths,
+    show_centres,
+    show_measure_curves,
+    show_measured_attention,
+    show_measured_centres,
 )
 from .params import (
     HEADS,

@@ -1,0 +1,330 @@
+"""The figures of a saved run's attention: its maps (token grids or SAN windows), a quadratic model's centres
+and their paths, and the per-layer measures of the 60-epoch runs against the epoch. Each is a numbered figure
+(``display.show``) or, for a run not saved, a placeholder and a note (``display.note``); both are looked up
+on ``attnbook.display`` when called, so a test that replaces them there sees every figure and note.
+"""
+
+from __future__ import annotations
+
+from attnbook import display
+from attnbook.ledger import measure_endpoints
+from attnbook.params import Params
+from attnbook.phrases import _times, title, word_list
+from attnlib.measures import NEAR_UNIFORM, attention_peaks
+
+
+def show_attention(
+    run,
+    experiment: str,
+    params: Params,
+    query: int = 0,
+    name: str | None = None,
+    status: dict | None = None,
+    named: bool = False,
+    shown_as: str | None = None,
+    where: str = "",
+) -> None:
+    """The saved attention maps of one run as two numbered figures, ``{name}-one`` (a fixed query pixel,
+    first saved test image) and ``{name}-mean`` (the same query pixel, averaged over the saved test images);
+    ``name`` defaults to ``fig-<experiment>`` (``-q<query>`` added for another query); ``named``: the
+    captions name the preset and the epochs (for a run of another preset than the chapter's). A missing run still
+    gets both figure numbers, with a placeholder saying it is not saved at this preset, so references resolve
+    (``status``, the ``Runs.status`` of ``load_all``, says whether its saved result is damaged or stale);
+    the placeholder is one figure labelled both ways (a figure is never shown twice). ``shown_as``: the label
+    these maps were already shown under (another chapter's ``show_attention(..., name=shown_as)``, at query 0):
+    at query 0 a sentence refers back to them (``where``: "chapter 2") instead of drawing them again.
+
+    Token models (paper models, ViT): layers × heads grids over the key grid (``_token_maps``). SAN: each
+    layer's K×K window around the query pixel, and the weights averaged over pixels and images per weight
+    group (``_san_maps``).
+    """
+    from attnbook import viz
+
+    label = name or f"fig-{experiment}" + (f"-q{query}" if query else "")
+    model = title(experiment)
+    if shown_as is not None and not query:
+        display.note(
+            f"The attention maps of {model} at this query pixel are {{numref}}`{shown_as}-one` (one test image) "
+            f"and {{numref}}`{shown_as}-mean` (mean over test images){' in ' + where if where else ''}; "
+            "they are not repeated here."
+        )
+        return
+    if run is None:
+        display.note_missing(f"Attention maps of {model}", params.preset, [experiment], status)
+        display.show(
+            viz.placeholder(f"{model}: not saved at preset {params.preset}"),
+            f"{label}-one",
+            not_saved(model, params.preset, "maps (one test image and the mean over test images)"),
+            also=(f"{label}-mean",),
+        )
+        return
+    model += _at(params.preset, run, named)
+    draw = _token_maps if "rows" in run.attention else _san_maps
+    draw(run, query, label, model)
+
+
+def _head_figures(att, query: int, image: int | None, word: str, first: list, rest: list) -> list:
+    """[heads ``first`` and the mean of all heads, heads ``rest`` (or an empty list)] of one test image
+    (``image`` None: the mean over the saved images), each as a PNG on one colour scale."""
+    from attnbook import viz
+
+    def heads(which, average):
+        return display.png(
+            viz.token_attention(att, query=query, image=image, layer_label=word, heads=which, average=average)
+        )
+
+    return [heads(first, True), rest and heads(rest, False)]
+
+
+def _token_maps(run, query: int, label: str, model: str) -> None:
+    """A token model's maps (``show_attention``): heads 1-4 and the mean of all heads in ``{label}-one`` (one
+    test image) and ``{label}-mean`` (the mean over the saved images; one figure labelled both ways where the
+    maps do not depend on the image), each with the other heads in a numbered figure folded under it; then a
+    note of each layer's max peak."""
+    from attnbook import viz
+
+    att, images = run.attention, run.config.get("attention_mean_images", "the saved")
+    hierarchical = run.config.get("model", {}).get("hierarchical", False)
+    unit = "application of the shared block" if hierarchical else "layer"
+    grid = tuple(int(g) for g in att["grid"])
+    pixel = divmod(int(att["queries"][query]), grid[1])
+    first, rest = viz.head_split(att["rows"].shape[2])  # every head once: a figure and its fold-out
+    word = unit.split(" ")[0]
+    drawn = {
+        part: _head_figures(att, query, image, word, first, rest)
+        for image, part in ((0, "one"), (None, "mean"))
+    }
+    same = drawn["one"][0].data == drawn["mean"][0].data  # no content term: the same maps for every image
+    parts = (
+        [("one", "the same for every test image (no content term)")]
+        if same
+        else [("one", "one test image"), ("mean", f"mean over {images} test images")]
+    )
+    shown = f"heads 1–{len(first)}" if len(first) > 1 else "head 1"
+    others = f"heads {rest[0] + 1}–{rest[-1] + 1}" if len(rest) > 1 else f"head {rest[0] + 1}" if rest else ""
+    colour = (
+        f"Colour: each map's multiple of uniform attention 1/{grid[0] * grid[1]}, on one log scale for the "
+        "figure (white: uniform; red above, blue below)"
+    )
+    for part, what in parts:
+        more = f"{label}-{part}-more"
+        layout = f"Rows: {unit}s; columns: {shown} and the mean of all heads" + (
+            f" ({others}: {{numref}}`{more}`, folded under it)" if rest else ""
+        )
+        display.show(
+            drawn[part][0],
+            f"{label}-{part}",
+            f"{model}: attention of query pixel {pixel} (outlined), {what}. {layout}. {colour}.",
+            also=(f"{label}-mean",) if same else (),
+        )
+        if rest:
+            display.show(
+                drawn[part][1],
+                more,
+                f"{model}: {others} of {{numref}}`{label}-{part}`, on its colour scale.",
+                also=(f"{label}-mean-more",) if same else (),
+                folded=f"The other heads of this figure: {others}",
+            )
+    peaks = attention_peaks(run)
+    listed = ", ".join(f"{_times(p)}×" for p in peaks)
+    flat = " (near-uniform in every layer)" if peaks.max() < NEAR_UNIFORM else ""
+    display.note(
+        f"Max peak per {unit} ({{ref}}`definitions <def-measures>`; over heads, the saved query pixels and "
+        f"{len(att['rows'])} test images): {listed}{flat}."
+    )
+
+
+def _san_maps(run, query: int, label: str, model: str) -> None:
+    """A SAN's maps (``show_attention``): ``{label}-one``, each layer's aggregation weights over the K×K window
+    of one query pixel in one test image; ``{label}-mean``, the weights averaged over pixels and images per
+    weight group."""
+    from attnbook import viz
+    from attnlib.snapshots import QUERY_FRACTIONS
+
+    images = run.config.get("attention_mean_images", "the saved")
+    unit = "application" if run.config.get("model", {}).get("hierarchical", False) else "layer"
+    weights, means = viz.san_layers(run.attention)
+    fraction = QUERY_FRACTIONS[query]
+    names = [f"{unit} {i + 1}" for i in range(len(weights))]
+    display.show(
+        viz.window_maps([w[0] for w in weights], fraction, layer_names=names),
+        f"{label}-one",
+        f"{model}: aggregation weights of the query pixel at {fraction} of the image over its K×K window "
+        f"(centre outlined), one test image, one panel per {unit}, averaged over weight groups.",
+    )
+    display.show(
+        viz.window_means(means, layer_names=names),
+        f"{label}-mean",
+        f"{model}: aggregation weights averaged over pixels and {images} test images, one row per weight "
+        f"group (the mean of all groups last), one column per {unit}.",
+    )
+
+
+def show_centres(name: str, run, label: str, preset: str, status: dict | None = None, named=False) -> None:
+    """Figure ``label``: the final attention centres of a quadratic model, one panel per layer, or a
+    placeholder and a note when ``run`` (at ``preset``; ``named``: the caption names the preset and the
+    epochs, for a figure of another preset than the chapter's) is not saved."""
+    from attnbook import viz
+
+    if _centres_missing(name, run, label, preset, "Attention centres", status):
+        return
+    display.show(
+        viz.quadratic_centres(
+            run.centers["centers"][-1], run.centers["inverse_covariance"][-1], **_input_pixels(run)
+        ),
+        label,
+        f"{title(name)}{_at(preset, run, named)}: attention centres $\\Delta^{{(h)}}$ after training, one panel per "
+        "layer, in input pixels: dots the heads' centres (numbered), ellipses one standard deviation of each "
+        "head's Gaussian, the square the query pixel.",
+    )
+
+
+def _input_pixels(run) -> dict:
+    """The keywords that draw a run's centres in input pixels (``viz.quadratic_centres``): a token of its
+    attention grid spans 32 / grid-width of them (``rules.key_pixels``: 4 on the budget's 8 × 8 grid)."""
+    from attnlib.analysis.rules import key_pixels
+
+    return {"pixel_size": key_pixels(run), "unit": "px"}
+
+
+def show_centre_paths(
+    name: str, run, label: str, preset: str, status: dict | None = None, named=False
+) -> None:
+    """Figure ``label``: a quadratic model's centres during training, from initial to final, one panel per
+    layer, or a placeholder and a note when ``run`` is not saved."""
+    from attnbook import viz
+
+    if _centres_missing(name, run, label, preset, "Evolution of the centres", status):
+        return
+    display.show(
+        viz.centre_trajectories(run.centers["centers"], x_values=run.centers["epoch"], **_input_pixels(run)),
+        label,
+        f"{title(name)}{_at(preset, run, named)}: attention centres during training, one panel per layer, in "
+        "input pixels, from the initial centre of each head (hollow) to its final one (filled).",
+    )
+
+
+def not_saved(model: str, preset: str, what: str = "maps") -> str:
+    """The caption of a placeholder figure: the run is not saved at ``preset`` (a statement, not a mark)."""
+    return f"The run of {model} at the {preset} preset is not saved yet; its {what} appear here once it is."
+
+
+def _at(preset: str, run, named: bool) -> str:
+    """ " (long preset, 60 epochs)" when ``named``, else "" (captions of a run of another preset)."""
+    return f" ({preset} preset, {len(run.history)} epochs)" if named else ""
+
+
+def _centres_missing(name, run, label, preset, what, status) -> bool:
+    from attnbook import viz
+
+    if run is not None and run.centers is not None:
+        return False
+    display.note_missing(f"{what} of {title(name)}", preset, [name], status)
+    display.show(
+        viz.placeholder(f"{title(name)}: not saved at preset {preset}"),
+        label,
+        not_saved(title(name), preset, what.lower().replace("evolution of the", "paths of the")),
+    )
+    return True
+
+
+def measured_runs(experiments, params: Params):
+    """``Runs`` of ``experiments`` at the chapter's ``long_preset`` (seed 0, the chapter's data and results
+    folder; never trains): the runs whose histories hold the per-layer attention measures of every epoch."""
+    import dataclasses
+
+    from attnbook.runs import load_all
+
+    return load_all(
+        experiments, dataclasses.replace(params, preset=params.long_preset, seed=0, train_missing=False)
+    )
+
+
+def show_measured_attention(experiments, params: Params, query: int = 0) -> list[str]:
+    """The attention maps of the saved runs of ``experiments`` at the chapter's ``long_preset`` (those that
+    have maps), each as ``show_attention`` draws them, labelled ``fig-<experiment>-long`` and captioned with
+    the preset; nothing when the chapter's own preset is its ``long_preset`` (its figures are those runs).
+    Returns the experiments drawn."""
+    import dataclasses
+
+    if params.preset == params.long_preset:
+        return []
+    runs = measured_runs(experiments, params)
+    longer = dataclasses.replace(params, preset=params.long_preset, seed=0)
+    drawn = [e for e, run in runs.items() if run is not None and run.attention]  # ResNet18 saves none
+    for e in drawn:
+        show_attention(runs[e], e, longer, query, name=f"fig-{e}-long", named=True)
+    return drawn
+
+
+def show_measured_centres(experiments, params: Params) -> dict:
+    """The final centres and the paths of the saved runs at the chapter's ``long_preset`` of the quadratic
+    ``experiments`` (``show_centres`` / ``show_centre_paths``, labelled ``fig-centres-<experiment>-long`` and
+    ``fig-paths-<experiment>-long``, captioned with the preset); nothing when the chapter's own preset is its
+    ``long_preset``. Returns {experiment: run} of the runs drawn (the chapter quotes their numbers)."""
+    longer = params.long_preset
+    if params.preset == longer:
+        return {}
+    runs = {e: r for e, r in measured_runs(experiments, params).items() if r is not None}
+    for e, run in runs.items():
+        show_centres(e, run, f"fig-centres-{e}-long", longer, named=True)
+        show_centre_paths(e, run, f"fig-paths-{e}-long", longer, named=True)
+    return runs
+
+
+def show_measure_curves(figures: dict, params: Params) -> int:
+    """The per-layer attention measures of saved runs at the chapter's ``long_preset`` against the epoch, one
+    numbered figure per entry of ``figures`` (``{figure name: (experiments, caption's first sentence)}``;
+    ``viz.measures_vs_epochs``,
+    one column per run found, in the order given; a model and its HA variant side by side). Without any
+    such run: one note saying so and naming the command that trains them, and no figure (nor for a figure
+    none of whose runs is saved). Returns the number of figures drawn."""
+    from attnbook import viz
+    from attnlib.measures import centre_displacement, logged_centres
+
+    every = list(dict.fromkeys(e for experiments, _ in figures.values() for e in experiments))
+    runs = measured_runs(every, params)
+    found = [e for e in every if runs[e] is not None and viz.layer_series(runs[e].history, "distance")]
+    command = f"`python -m attnlib train NAME --preset {params.long_preset} --data ...`"
+    if not found:
+        display.note(
+            f"**No `{params.long_preset}` result is saved yet**, so the figures of how each layer's attention "
+            f"measures evolve during training are not drawn. The runs that log them every epoch are trained "
+            f"with {command}, for NAME in {', '.join(f'`{e}`' for e in every)}."
+        )
+        return 0
+    drawn = 0
+    for name, (experiments, what) in figures.items():
+        shown = [e for e in experiments if e in found]
+        if not shown:
+            continue
+        displacements = {}
+        for e in shown:
+            if (centres := logged_centres(runs[e])) is not None:
+                displacements[title(e)] = centre_displacement(centres).numpy()
+        figure = viz.measures_vs_epochs(
+            {title(e): runs[e].history for e in shown},
+            displacements=displacements,
+            pixel_size=_input_pixels(runs[shown[0]])["pixel_size"] if displacements else None,
+        )
+        images = runs[shown[0]].config.get("probe_images")
+        absent = [e for e in experiments if e not in shown]
+        display.show(
+            figure,
+            name,
+            f"{what} The measures of {{ref}}`the definitions <def-measures>` for each layer of the 60-epoch runs "
+            f"(seed 0) after every epoch, on {images or 'the'} fixed test images; one line per layer (per "
+            "application of the shared block for HA), dark to light with depth.",
+        )
+        if absent:
+            display.note(
+                f"Not drawn, as no 60-epoch run of them is saved: {word_list([title(e) for e in absent])}."
+            )
+        display.show_folded_table(
+            measure_endpoints({title(e): runs[e].history for e in shown}),
+            "The figure's numbers: each layer's mean peak and attended distance after the first and after the "
+            "last epoch",
+            by="model",
+        )
+        drawn += 1
+    return drawn
