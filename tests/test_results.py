@@ -462,12 +462,12 @@ def test_bad_run_arguments_through_the_api_write_nothing(tmp_path):
 def test_cpu_time_is_wall_time_times_threads(trained):
     """A run's CPU time (the budget accounting's unit) is its training wall time times its CPU threads:
     from provenance.threads, else from the device name runs saved before that field carry; none on a GPU."""
-    from attnlib.results.tables import _cpu_seconds, collect, cpu_threads
+    from attnlib.results.tables import _cpu_seconds, collect
 
-    assert cpu_threads({"threads": 2, "device": "AMD EPYC (1 threads)"}) == 2
-    assert cpu_threads({"device": "AMD EPYC (1 threads)"}) == 1
-    assert cpu_threads({"device": "Intel(R) Xeon(R) Processor (16 threads)", "threads": None}) == 16
-    assert cpu_threads({"device": "NVIDIA H200", "threads": None}) is None
+    assert _cpu_seconds({"train_seconds": 10.0, "threads": 2, "device": "AMD EPYC (1 threads)"}) == 20.0
+    assert _cpu_seconds({"train_seconds": 10.0, "device": "AMD EPYC (1 threads)"}) == 10.0
+    assert _cpu_seconds({"train_seconds": 1.0, "device": "Xeon (16 threads)", "threads": None}) == 16
+    assert _cpu_seconds({"train_seconds": 10.0, "device": "NVIDIA H200", "threads": None}) is None
     assert _cpu_seconds({"train_seconds": 10.0, "device": "X (2 threads)", "world_size": 2}) == 40.0
     assert _cpu_seconds({"train_seconds": 10.0, "device": "NVIDIA H200", "world_size": 1}) is None
     row = collect(trained, "smoke", ["vit"]).iloc[0]

@@ -78,21 +78,15 @@ def frame(runs: dict):
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def cpu_threads(provenance: dict) -> int | None:
-    """The CPU threads a run trained with: its provenance's ``threads``, else the count in its device name
-    ("AMD EPYC (1 threads)", as runs saved before ``threads`` was recorded say); None for a GPU run, or
-    where neither says. Reads validated metrics (``attnlib.results.load.inspect_run`` checks ``threads``)."""
-    if provenance.get("threads") is not None:
-        return provenance["threads"]
-    found = re.search(r"\((\d+) threads\)$", str(provenance.get("device", "")))
-    return int(found[1]) if found else None
-
-
 def _cpu_seconds(provenance: dict) -> float | None:
-    """CPU time of a run's training: its wall time times its CPU threads, times its processes under
-    torchrun (None for a GPU run)."""
-    threads, seconds = cpu_threads(provenance), provenance.get("train_seconds")
-    processes = provenance.get("world_size") or 1
+    """CPU time of a run's training: its wall time times its CPU threads (provenance's ``threads``, else the
+    count in its device name, "AMD EPYC (1 threads)", as runs saved before ``threads`` was recorded say),
+    times its processes under torchrun; None for a GPU run, or where neither says. Reads validated metrics
+    (``attnlib.results.validate`` checks ``threads``)."""
+    threads = provenance.get("threads")
+    if threads is None and (found := re.search(r"\((\d+) threads?\)$", str(provenance.get("device", "")))):
+        threads = int(found[1])
+    seconds, processes = provenance.get("train_seconds"), provenance.get("world_size") or 1
     return None if threads is None or seconds is None else seconds * threads * processes
 
 
