@@ -183,6 +183,7 @@ book.show(
 # ```
 
 # %% [markdown]
+# (intro-claims)=
 # ## Claims on trial
 #
 # Each claim of the two papers that this book can test, with the number that tests it, our value and a

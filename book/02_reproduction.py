@@ -488,7 +488,9 @@ ledger = book.claims_ledger(
 )
 book.glue_verdicts(ledger, "repro")
 book.show_ledger(
-    ledger, caption=f"Claims of Cordonnier et al. tested by this chapter's models at preset {params.preset}."
+    ledger,
+    caption=f"Claims of Cordonnier et al. tested by this chapter's models at preset {params.preset}.",
+    printed_under="intro-claims",
 )
 
 # %% [markdown]

@@ -350,7 +350,11 @@ ledger = book.claims_ledger(
 )
 book.glue_verdicts(ledger, "ha")
 book.glue_numbers("ha_cost", book.ha_cost_numbers(evidence))  # HA / model, the range over the pairs
-book.show_ledger(ledger, caption=f"Claims of the [Re] report about Hierarchical Attention at preset {params.preset}.")
+book.show_ledger(
+    ledger,
+    caption=f"Claims of the [Re] report about Hierarchical Attention at preset {params.preset}.",
+    printed_under="intro-claims",
+)
 
 # %% [markdown]
 # {ref}`appendix-maps` draws the same maps for the normal model and for every other attention model of

@@ -108,3 +108,26 @@ def test_every_page_header_offers_the_results_download():
     bare = {"header_buttons": [], "pathto": pathto}  # a page without the menu (search, index)
     sphinx._results_button(None, "search", "search.html", bare, None)
     assert [b["url"] for b in bare["header_buttons"]] == [f"../{sphinx.RESULTS_ZIP}"]
+
+
+def test_a_chapters_claims_in_full_are_printed_once(monkeypatch):
+    """A chapter's ledger names the introduction's (``printed_under``): its claims in full fold-out is marked
+    ``print-repeat`` (left out on paper) and a ``print-only`` sentence refers to the introduction's ledger,
+    whose label exists; the introduction's own fold-out is not marked."""
+    import IPython.display
+
+    from attnbook import display
+    from attnlib.analysis import claims
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(getattr(obj, "data", obj)))
+    frame = claims.ledger(claims.Evidence("budget"))
+    display.show_ledger(frame, caption="All claims.")
+    display.show_ledger(frame.iloc[:2], caption="Two claims.", printed_under="intro-claims")
+    own, repeated = shown[1], shown[3]  # each call: the table, then the fold-out's Markdown
+    assert own.startswith(":::{dropdown} The claims in full") and "print-" not in own
+    assert repeated.count(":::{dropdown}") == 1 and "\n:class-container: print-repeat\n" in repeated
+    assert ":::{container} print-only\n" in repeated and "{ref}`intro-claims`" in repeated
+    assert "# (intro-claims)=\n# ## " in (ROOT / "book" / "00_intro.py").read_text()
+    css = (ROOT / "book" / "_static" / "attnlib.css").read_text()
+    assert ".print-repeat" in css and ".print-only" in css

@@ -72,3 +72,34 @@ def test_chromium_prints_a_page_offline(tmp_path):
     assert [p.title for p in printed] == ["A", "B"]
     assert printed[0].pages > 2 and printed[1].pages == 1, [p.pages for p in printed]
     assert all(bookpdf.page_count(p.pdf) == p.pages for p in printed)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bookcheck.find_chromium() is None, reason="Chromium not installed")
+def test_print_shows_every_folded_result_once(tmp_path):
+    """Printed with the book's style sheet, closed fold-outs show their results (a MyST dropdown, a cell
+    output tagged hide-output); a folded code cell's source, and a fold-out that repeats another page's
+    (``print-repeat``, its ``print-only`` pointer shown instead), do not. A reader printing the page gets the
+    same as ``make pdf``."""
+    from pathlib import Path
+
+    css = (Path(__file__).resolve().parents[1] / "book" / "_static" / "attnlib.css").as_uri()
+    page = f"""<html><head><title>A — Book</title><link rel="stylesheet" href="{css}"></head><body><article>
+    <p>Running text.</p>
+    <details class="sd-sphinx-override sd-dropdown sd-card sd-mb-3"><summary>The other heads</summary>
+      <div class="sd-card-body">Heads five to nine.</div></details>
+    <details class="admonition hide above-input"><summary>Show code cell source</summary>
+      <pre>secret_code = 1</pre></details>
+    <details class="admonition hide below-input"><summary>Show code cell output</summary>
+      <div class="cell_output">Table of sizes.</div></details>
+    <details class="sd-dropdown print-repeat"><summary>The claims in full</summary>
+      <div>Repeated claims.</div></details>
+    <div class="print-only docutils container"><p>Printed with the ledger.</p></div>
+    </article></body></html>"""
+    (tmp_path / "01_a.html").write_text(page)
+    (printed,) = bookpdf.print_pages([tmp_path / "01_a.html"], "A4", bookcheck.find_chromium())
+    text = " ".join(" ".join(p.extract_text() for p in PdfReader(io.BytesIO(printed.pdf)).pages).split())
+    for shown in ("Running text.", "Heads five to nine.", "Table of sizes.", "Printed with the ledger."):
+        assert shown in text, (shown, text)
+    for left_out in ("secret_code", "Repeated claims.", "Show code cell"):
+        assert left_out not in text, (left_out, text)

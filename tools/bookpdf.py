@@ -3,9 +3,9 @@
 ``python tools/bookpdf.py [_build/html] [-o _build/attnlib.pdf] [--paper A4|Letter]`` (``make pdf``) opens
 every chapter page of the built book in headless Chromium with the network off (Debian's ``chromium``,
 found as ``make check-book`` finds it: never Playwright's or pyppeteer's download), waits for MathJax,
-prints the page with the theme's print style sheet (no sidebars; closed fold-outs and hidden code stay
-closed, as a reader printing the page gets it), and joins the chapters, in the order of the book, into one
-PDF with pypdf. It prints the number of printed pages of each chapter and the totals that issue 31 sets
+prints the page with the theme's print style sheet and the book's (no sidebars; every fold-out of results
+open, as a reader printing the page gets it: ``book/_static/attnlib.css``; the code cells' source left out),
+and joins the chapters, in the order of the book, into one PDF with pypdf. It prints the number of printed pages of each chapter and the totals that issue 31 sets
 bounds for: chapters 0-4 (the introduction to chapter 4) and the appendix (chapter 5).
 """
 
@@ -23,24 +23,42 @@ import bookcheck
 #: Paper sizes Chromium prints (Playwright's names) and the margins of every printed page.
 PAPERS = ("A4", "Letter")
 MARGIN = "15mm"
-#: The paper's print style, laid over the theme's print style sheet: a 10 pt text (the theme prints at 12 pt),
-#: headings to scale, no "Contents" box at the top of each chapter (the PDF's outline lists the chapters),
-#: figures no taller than half a page, tables and code a size smaller, no page break forced before a figure.
+#: The paper's print style, laid over the theme's print style sheet and the book's own (``book/_static/attnlib.css``
+#: opens every fold-out on paper): a 10 pt text (the theme prints at 12 pt) at line height 1.3, headings to
+#: scale, no "Contents" box at the top of each chapter (the PDF's outline lists the chapters), figures no
+#: taller than 80 mm, an attention grid and the grid of its other heads (folded under it on screen) side by
+#: side, each half the column wide, the text of fold-outs, tables and code a size smaller, tables and notes
+#: free to break between rows and lines (the theme keeps each whole: a long one left most of a page blank) and
+#: a table's first column free to wrap (but in the compact result tables), no page break forced before a figure.
+#: A cell output holding an attention grid and its other heads (``attnbook.maps``: figure ``...-more``).
+GRID_PAIR = '.cell_output:has(> details figure[id$="-more"])'
 PRINT_CSS = """
 @media print {
   html { font-size: 13.33px !important; }
-  body { line-height: 1.4 !important; }
+  body { line-height: 1.3 !important; }
   h1 { font-size: 2.0rem !important; margin-top: 0 !important; }
   h2 { font-size: 1.45rem !important; margin-top: 1.2rem !important; }
   h3 { font-size: 1.15rem !important; }
   #jb-print-toc { display: none !important; }
-  figure img, .cell_output img { max-width: 100% !important; max-height: 130mm !important; width: auto !important;
+  figure img, .cell_output img { max-width: 100% !important; max-height: 80mm !important; width: auto !important;
                                  height: auto !important; object-fit: contain; }
   figure { margin: 0.6rem auto !important; break-inside: avoid; }
   table, pre, .highlight { font-size: 0.85rem !important; }
+  details.sd-dropdown .sd-card-body { font-size: 0.8rem !important; }
+  details.sd-dropdown { break-inside: auto !important; }
+  details.sd-dropdown > summary, caption { break-after: avoid !important; }
+  .bd-main .bd-content table, .admonition, div.admonition { break-inside: auto !important; }
+  tr, caption { break-inside: avoid !important; }
+  .cell_output table:not(.results) td:first-child { white-space: normal !important; }
+  GRID_PAIR { display: flex !important; flex-wrap: wrap; align-items: flex-start; justify-content: space-between; }
+  GRID_PAIR > * { flex: 0 0 100%; }
+  GRID_PAIR > figure:has(+ details figure[id$="-more"]),
+  GRID_PAIR > figure + details:has(figure[id$="-more"]) { flex: 0 0 49%; margin: 0 !important; border: none !important; }
+  details.sd-dropdown:has(figure) > summary { display: none !important; }
+  details.sd-dropdown:has(figure) > .sd-card-body { padding: 0 !important; }
   p, li { orphans: 3; widows: 3; }
 }
-"""
+""".replace("GRID_PAIR", GRID_PAIR)
 #: Pages of the build that are no chapter: Sphinx's index and search pages.
 NOT_CHAPTERS = ("genindex.html", "search.html")
 #: The totals printed, by chapter file name prefix: chapters 0-4, and the appendix.
