@@ -25,7 +25,7 @@ from attnlib import experiments
 from attnlib.checks import check, is_synthetic
 from attnlib.env import RECORD_HOST_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
-from attnlib.results.config import expected_config, portable_path, run_config, run_dir
+from attnlib.results.config import portable_path, run_config, run_dir
 from attnlib.results.load import (
     RESULT_FILES,
     DamagedResult,
@@ -417,7 +417,7 @@ def run_or_load(
     call = inspect.signature(train_run).bind(experiment, preset, **kwargs)
     call.apply_defaults()
     run = {k: call.arguments[k] for k in ("seed", "data", "epochs")}
-    expected_config(experiment, preset, **run)  # validates, before the device
+    run_config(experiment, preset, **run)  # validates, before the device
     resolve_device(call.arguments["device"])
     saved = read(experiment, preset, results_dir=call.arguments["results_dir"], **run)
     if saved.complete:
