@@ -114,7 +114,8 @@ def _token_maps(run, query: int, label: str, model: str) -> None:
         display.show(
             drawn[part][0],
             f"{label}-{part}",
-            f"{model}: attention of query pixel {pixel} (outlined), {what}. {layout}. {colour}.",
+            f"{model}: attention of query token {pixel} of the {grid[0]} × {grid[1]} grid (outlined), {what}. "
+            f"{layout}. {colour}.",
             also=(f"{label}-mean",) if same else (),
         )
         if rest:

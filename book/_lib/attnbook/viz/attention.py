@@ -47,7 +47,7 @@ def attention_grid(
     height, width = (int(g) for g in grid)
     maps = r.reshape(r.shape[0], r.shape[1], height, width)
     xlabel = (
-        f"key position on the {height}×{width} grid (query pixel {tuple(int(q) for q in query)} outlined)"
+        f"key position on the {height}×{width} grid (query token {tuple(int(q) for q in query)} outlined)"
     )
     return _panels(
         maps,
