@@ -341,8 +341,11 @@ def test_hand_edited_metrics_through_the_cli(trained, tmp_path, cli):
 
 def test_results_dir_under_a_regular_file(tmp_path, cli, monkeypatch):
     """--results-dir below a regular file: one line naming the file and the reason, exit 5, checked before
-    the data is loaded (no data cache written) and nothing written."""
-    monkeypatch.setenv("ATTNLIB_CACHE", str(tmp_path / "cache"))
+    the data is loaded and nothing written."""
+    import attnlib.lab.run as run
+
+    loads = []
+    monkeypatch.setattr(run, "_load_data", lambda spec: loads.append(spec))
     data = image_folder(tmp_path / "cifar")
     (tmp_path / "notes").write_text("a file")
     results = tmp_path / "notes" / "results"
@@ -351,7 +354,7 @@ def test_results_dir_under_a_regular_file(tmp_path, cli, monkeypatch):
     )
     assert code == 5 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith(f"python -m attnlib: error: {tmp_path / 'notes'}: is a file, not a folder")
-    assert not (tmp_path / "cache").exists()
+    assert loads == []
 
 
 def _cli_in_namespace(mount_namespace, mount: str, argv: list[str]):

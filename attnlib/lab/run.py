@@ -27,7 +27,6 @@ from attnlib.env import RECORD_HOST_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 from attnlib.results.config import portable_path, run_config, run_dir
 from attnlib.results.load import (
-    RESULT_FILES,
     DamagedResult,
     MissingResult,
     RunResult,
@@ -35,8 +34,8 @@ from attnlib.results.load import (
     load_run,
     read,
 )
-from attnlib.results.store import MAX_JSON_BYTES, _unsafe, check_no_links, read_regular, sha256
-from attnlib.results.validate import PROBE_FILE
+from attnlib.results.store import MAX_JSON_BYTES, check_no_links, read_regular, sha256, unsafe
+from attnlib.results.validate import PROBE_FILE, RESULT_FILES
 from attnlib.snapshots import (
     attention_probe,
     attention_summary,
@@ -80,7 +79,7 @@ class RunLock:
             ) from None
         except OSError as err:
             if err.errno == errno.ELOOP:  # a linked run.lock is refused (UnsafeFolder, as every write)
-                raise _unsafe(self.path, "is a symbolic link") from None
+                raise unsafe(self.path, "is a symbolic link") from None
             raise
         if self._previous:
             log.warning(

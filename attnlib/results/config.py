@@ -106,6 +106,3 @@ def config_difference(saved: dict, expected: dict | None) -> str:
             if f"model.{d.split(':')[0]}" not in listed
         ]
     return f" ({'; '.join(diffs[:4])}{'; ...' if len(diffs) > 4 else ''})" if diffs else ""
-
-
-expected_config = run_config  # the name attnlib.lab.run imports (it validates a run's arguments with it)

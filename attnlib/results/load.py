@@ -51,7 +51,6 @@ from attnlib.errors import ConfigError
 from attnlib.results.config import RESOLVED, config_difference, run_config, run_dir
 from attnlib.results.store import read_json
 from attnlib.results.validate import PROBE_FILE, files_problem, history_problem, metrics_problem
-from attnlib.results.validate import RESULT_FILES as RESULT_FILES  # the lab's name for it
 
 
 class MissingResult(LookupError):

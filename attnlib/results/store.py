@@ -19,7 +19,7 @@ class UnsafeFolder(OSError):
     An OSError (errno ELOOP), so the command line reports it in one line (exit 5)."""
 
 
-def _unsafe(path: Path, what: str) -> UnsafeFolder:
+def unsafe(path: Path, what: str) -> UnsafeFolder:
     reason = f"{what}; refused: a results folder holds plain files and folders only"
     return UnsafeFolder(errno.ELOOP, reason, str(path))
 
@@ -34,7 +34,7 @@ def check_no_links(folder: str | Path, root: str | Path | None = None) -> None:
         chain += [p for p in folder.parents if Path(root) in p.parents]
     for p in chain:
         if p.is_symlink():
-            raise _unsafe(p, "is a symbolic link")
+            raise unsafe(p, "is a symbolic link")
     for sub in (folder, folder / "checkpoints"):
         try:
             entries = list(os.scandir(sub))
@@ -42,7 +42,7 @@ def check_no_links(folder: str | Path, root: str | Path | None = None) -> None:
             continue
         for entry in entries:
             if entry.is_symlink():
-                raise _unsafe(Path(entry.path), "is a symbolic link")
+                raise unsafe(Path(entry.path), "is a symbolic link")
 
 
 def open_nofollow(path: str | Path, flags: int, mode: int = 0o644) -> int:
@@ -51,7 +51,7 @@ def open_nofollow(path: str | Path, flags: int, mode: int = 0o644) -> int:
         return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise _unsafe(Path(path), "is a symbolic link") from None
+            raise unsafe(Path(path), "is a symbolic link") from None
         raise
 
 
@@ -69,7 +69,7 @@ def read_regular(path: str | Path, limit: int = MAX_RESULT_BYTES) -> bytes:
     with open(open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
-            raise _unsafe(Path(path), "is not a regular file")
+            raise unsafe(Path(path), "is not a regular file")
         data = b"" if st.st_size > limit else f.read(limit + 1)  # one byte more: a file that grew while read
         if st.st_size > limit or len(data) > limit:
             raise OSError(errno.EFBIG, f"is larger than {limit} bytes, more than any result file", str(path))
