@@ -75,5 +75,8 @@ def test_quadratic_centres_spread_twice_the_papers_relative_to_the_image(rows):
 
     from attnlib.attention.encodings import QuadraticEncoding
 
-    assert inspect.signature(QuadraticEncoding).parameters["center_std"].default == 2.0  # tokens
-    assert "N(0, 2²)" in d.ours and "8 × 8" in d.ours and "16 × 16" in d.theirs
+    std = inspect.signature(QuadraticEncoding).parameters["center_std"].default  # key positions
+    assert std == 2.0
+    # one key position spans `downsample` input pixels: sigma in input px = std x downsample
+    assert f"σ = {std * budget:g} input px" in d.ours and "8 × 8" in d.ours
+    assert f"σ = {std * paper:g} input px" in d.theirs and "16 × 16" in d.theirs
