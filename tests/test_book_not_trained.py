@@ -1,6 +1,6 @@
 """Chapters 2 and 4 on a results folder with nothing complete in it (empty, missing, a timing file of `{}`,
 a result whose provenance has the wrong types): they run to the end and say "not yet trained" / damaged,
-never a KeyError. The pieces first (attnlib.tables.below_target, attnlib.timing.load), then the chapters
+never a KeyError. The pieces first (attnbook.below_target, attnlib.results.timing.load), then the chapters
 themselves, from their jupytext sources, through papermill (slow)."""
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import pytest
 
 import attnbook as book
 from attnbook import display
+from attnbook.tables import below_target
 from attnlib.results import timing
 from attnlib.results.config import run_dir
 from attnlib.results.load import inspect_run
-from attnlib.results.tables import attention_rows, below_target, collect, table3
+from attnlib.results.tables import attention_rows, collect, table3
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,6 +11,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnlib import experiments
 from attnlib.analysis.rules import (
     HA_PAIRS,
     INCONCLUSIVE,
@@ -20,6 +21,7 @@ from attnlib.analysis.rules import (
     Evidence,
     display,
 )
+from attnlib.results.tables import table1_names
 from attnlib.results.timing import device_words, threads_words
 
 SAVES = 0.98  # HA / model below this: HA saves (memory, time); measurement noise aside
@@ -169,3 +171,43 @@ def ha_inference_time(ev: Evidence):
     if all(v == REPRODUCED for v in verdicts):
         return text, REPRODUCED
     return text, NOT_REPRODUCED if NOT_REPRODUCED in verdicts else INCONCLUSIVE
+
+
+#: Table 1's cost columns as `table1_cost` gives them.
+COST_COLUMNS = ("experiment", "model", "params", "flops", "printed_params", "printed_flops", "derived_params")
+
+
+def table1_cost(names=None, preset: str = "paper"):
+    """Table 1 of Cordonnier et al. at `preset` (default the paper's settings): per model of `names` (default
+    `table1_names`) its trainable parameters and the FLOPs of one forward pass on one 32×32 image, counted
+    live (`attnlib.models.cost.model_cost`: torch.utils.flop_counter, 2 per multiply-add), beside the paper's
+    printed figures where the research notes hold one (`printed_params`, `printed_flops`: "not found" where
+    none was read; never an estimate) and the parameters derived from the official code (`derived_params`,
+    not printed anywhere; None where not derived). Reads no saved run."""
+    import pandas as pd
+
+    from attnlib.analysis import literature
+    from attnlib.models.cost import model_cost
+
+    def printed(name: str, quantity: str):
+        found = [r for r in literature.references(name, literature.PAPER, quantity) if r.kind == "printed"]
+        return found[0].value if found else "not found"
+
+    def derived(name: str):
+        found = [r for r in literature.references(name, literature.PAPER, "params") if r.kind == "derived"]
+        return int(found[0].value) if found else None
+
+    rows = []
+    for name in names or table1_names():
+        cost = model_cost(name, preset)
+        rows.append(
+            {
+                "experiment": name,
+                "model": experiments.get(name).title,
+                **cost,
+                "printed_params": printed(name, "params"),
+                "printed_flops": printed(name, "flops"),
+                "derived_params": derived(name),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(COST_COLUMNS))

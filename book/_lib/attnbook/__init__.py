@@ -53,7 +53,6 @@ from attnlib.analysis.literature import (
 from attnlib.env import TRAIN_MISSING_ENV
 from attnlib.measures import NEAR_UNIFORM, attention_peaks
 from attnlib.results.load import Runs
-from attnlib.results.tables import below_target
 from attnlib.results.tables import frame as results_frame
 
 from .benchmarks import bench_machine_markdown, bench_reports, peak_shared, profile_layout, throughput_tables
@@ -154,6 +153,7 @@ from .tables import (
     KIND_MEANING,
     NOT_FOUND_CELL,
     architecture_table,
+    below_target,
     best_attention,
     cost_table,
     glance_points,

@@ -21,8 +21,7 @@ from attnbook.phrases import (
     word_list,
 )
 from attnbook.reference import model_tables, protocol_tables
-from attnbook.tables import sources_markdown
-from attnlib.results.tables import below_target
+from attnbook.tables import below_target, sources_markdown
 
 
 def glue_text(name: str, value, spec: str = "{:.1%}", missing: str = "—") -> None:

@@ -21,8 +21,9 @@ from attnbook.phrases import (
     is_missing,
     title,
 )
+from attnlib import experiments
 from attnlib.analysis.literature import PAPER, RE, REFERENCES, reference_value, references, short
-from attnlib.results.tables import complete
+from attnlib.results.tables import attention_rows, complete
 
 #: The mark of each kind of literature figure in a table cell (explained by ``literature_caption``).
 KIND_MARKS = {"printed": "", "claimed": "*", "run-log": "†", "derived": "‡"}
@@ -365,7 +366,7 @@ def cost_table(names, preset: str = "paper"):
     the research notes hold none) and the parameters derived from the official code (‡, not printed)."""
     import pandas as pd
 
-    from attnlib.results.tables import table1_cost
+    from attnlib.analysis.costs import table1_cost
 
     def printed(value) -> str:
         return value if isinstance(value, str) else f"{value:,.0f}"
@@ -383,3 +384,13 @@ def cost_table(names, preset: str = "paper"):
             ],
         }
     )
+
+
+def below_target(table, preset: str) -> list[tuple[str, float]]:
+    """(experiment, accuracy) of every saved attention model of `table` under the budget target (empty off
+    budget)."""
+    if preset != "budget" or "accuracy" not in table:
+        return []
+    low = attention_rows(table)
+    low = low[low["accuracy"] < experiments.BUDGET_TARGET]
+    return list(zip(low["experiment"], low["accuracy"], strict=True))
