@@ -21,6 +21,7 @@ import threading
 from attnlib import experiments
 from attnlib.checks import distributed_env
 from attnlib.errors import ConfigError
+from attnlib.lab.train_cost import ROUNDS
 
 PROG = "python -m attnlib"
 EXIT_MISSING, EXIT_USAGE, EXIT_LOCKED, EXIT_DIVERGED, EXIT_FILES, EXIT_INTERRUPTED = 1, 2, 3, 4, 5, 130
@@ -56,11 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
         _add_tables,
         _add_time,
         _add_san_bench,
+        _add_train_cost,
     ):
         add(sub, style, preset)
-    from attnlib.lab import train_cost  # HA's training time and memory (issue 29); imports no torch here
-
-    train_cost.add_parser(sub, style, preset)
     return parser
 
 
@@ -226,6 +225,21 @@ def _add_san_bench(sub, style: dict, preset: dict) -> None:
     p.add_argument("--min-run-time", type=float, default=0.2, help="seconds of timed blocks per measurement")
     p.add_argument("--dtype", default="float32", help="float32 | float16 | bfloat16")
     p.add_argument("--backends", nargs="+", default=None, help="torch and/or triton (default: both on a GPU)")
+
+
+def _add_train_cost(sub, style: dict, preset: dict) -> None:
+    """`python -m attnlib train-cost`: the subcommand's options."""
+    p = sub.add_parser(
+        "train-cost",
+        help="time and peak memory of one training step of each HA pair, side by side (HA / model)",
+        **style,
+    )
+    p.add_argument("--preset", **{**preset, "default": "budget"})
+    p.add_argument("--pairs", nargs="+", metavar="MODEL", help="the HA pairs' models (default: every pair)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads (default 1)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--rounds", type=int, default=ROUNDS, help=f"timed rounds per pair (default {ROUNDS})")
+    p.add_argument("--results-dir", default="results")
 
 
 def _quiet_interrupt(signum, frame):

@@ -345,9 +345,22 @@ def cmd_san_bench(args) -> int:
 
 
 def cmd_train_cost(args) -> int:
+    """Measure, write the report atomically, print one line per pair."""
+    from attnlib.checks import check_positive_int
     from attnlib.lab import train_cost
+    from attnlib.util import write_json
 
-    return train_cost.command(args)
+    check_positive_int("rounds", args.rounds)
+    report = train_cost.measure(
+        args.preset, args.pairs, threads=args.threads, device=args.device, rounds=args.rounds
+    )
+    path = write_json(train_cost.report_path(args.results_dir, args.preset), report)
+    for name, r in report["ratios"].items():
+        m = report["models"][name]
+        print(f"{name}: step {m['step_s'] * 1e3:.1f} ms, peak {m['peak_mib']:.1f} MiB; HA / model: time "
+              f"{r['time']:.2f}x, memory {r['memory']:.2f}x")  # fmt: skip
+    print(f"written {path}")
+    return 0
 
 
 def run(args) -> int:

@@ -115,34 +115,3 @@ def measure(preset: str = "budget", pairs=None, *, threads: int = 1, device: str
         models=models,
         ratios=ratios,
     )
-
-
-def add_parser(sub, style: dict, preset: dict) -> None:
-    """`python -m attnlib train-cost`: the subcommand's options."""
-    p = sub.add_parser(
-        "train-cost",
-        help="time and peak memory of one training step of each HA pair, side by side (HA / model)",
-        **style,
-    )
-    p.add_argument("--preset", **{**preset, "default": "budget"})
-    p.add_argument("--pairs", nargs="+", metavar="MODEL", help="the HA pairs' models (default: every pair)")
-    p.add_argument("--threads", type=int, default=1, help="CPU threads (default 1)")
-    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    p.add_argument("--rounds", type=int, default=ROUNDS, help=f"timed rounds per pair (default {ROUNDS})")
-    p.add_argument("--results-dir", default="results")
-
-
-def command(args) -> int:
-    """Measure, write the report atomically, print one line per pair."""
-    from attnlib.checks import check_positive_int
-    from attnlib.util import write_json
-
-    check_positive_int("rounds", args.rounds)
-    report = measure(args.preset, args.pairs, threads=args.threads, device=args.device, rounds=args.rounds)
-    path = write_json(report_path(args.results_dir, args.preset), report)
-    for name, r in report["ratios"].items():
-        m = report["models"][name]
-        print(f"{name}: step {m['step_s'] * 1e3:.1f} ms, peak {m['peak_mib']:.1f} MiB; HA / model: time "
-              f"{r['time']:.2f}x, memory {r['memory']:.2f}x")  # fmt: skip
-    print(f"written {path}")
-    return 0
