@@ -20,6 +20,7 @@ from pathlib import Path
 
 from attnlib import experiments
 from attnlib.analysis import controls, costs
+from attnlib.analysis.ha_rules import _ha_fifth, _ha_gain, _ha_last_not_sparse, _ha_local_then_far
 from attnlib.analysis.literature import PAPER, RE
 from attnlib.analysis.rules import (
     COMPARABLE_SIZE,
@@ -45,10 +46,6 @@ from attnlib.analysis.rules import (
     _centres_leave_init,
     _close_to_resnet,
     _content_depends_on_image,
-    _ha_fifth,
-    _ha_gain,
-    _ha_last_not_sparse,
-    _ha_local_then_far,
     _learned_fixed_shifts,
     _quadratic_local_then_far,
     _theorem,
