@@ -54,7 +54,6 @@ from attnlib.attention import MultiHeadSelfAttention2d
 from attnlib.attention.reference import PlainAttention
 from attnlib.checks import check_choice, check_positive_int
 from attnlib.lab.kernels import measure_peaks, peak_sizes
-from attnlib.lab.machine import core_sharing  # noqa: F401 -- the book's benchmark reader uses it from here
 from attnlib.lab.measure import MEMORY_METHOD, MIN_RUN_TIME, compare, quiet_profiler, session
 from attnlib.train.device import autocast
 from attnlib.train.loop import train_step

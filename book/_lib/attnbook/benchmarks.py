@@ -46,8 +46,8 @@ def bench_reports(params: Params) -> dict:
 
 def peak_shared(report: dict) -> bool | None:
     """Whether a benchmark's matmul peak was measured on shared cores: its own flag, or for a report older
-    than that flag, ``attnlib.lab.bench.core_sharing`` of the load average it recorded at the start."""
-    from attnlib.lab.bench import core_sharing
+    than that flag, ``attnlib.lab.machine.core_sharing`` of the load average it recorded at the start."""
+    from attnlib.lab.machine import core_sharing
 
     if "peak_shared" in report.get("load", {}):
         return report["load"]["peak_shared"]
