@@ -101,4 +101,4 @@ def test_san_bench_times_every_stage_and_op(cli):
 
 def test_kernels_checks_its_device():
     with pytest.raises(ConfigError, match="device"):
-        kernels.peak(device="tpu")
+        kernels.run(device="tpu")

@@ -11,8 +11,8 @@ before and after the cases, with the load average around each). On a CPU whose l
 are shared with other work the benchmark refuses to start (``--force`` measures anyway; the report's
 ``load`` flags it): a peak measured on a shared core is too low and inflates every utilisation.
 ``--profile`` adds one profiled step per row: profiler self time per op category (GEMM, copies, dropout
-RNG, softmax, ...), i.e. where the time goes. ``--peak-only`` measures the matmul peak alone
-(`attnlib.lab.kernels`, which also times the SAN operations: ``python -m attnlib san-bench``).
+RNG, softmax, ...), i.e. where the time goes. ``--peak-only`` measures the matmul peak alone, by the same
+protocol (``run(shapes=())``: no model).
 
 The *plain* formulation (``plain_copy``: ``attnlib.attention.reference.PlainAttention`` layers) is the same
 math written the obvious way, as the official code and the [Re] reproduction write it: explicit score
@@ -53,8 +53,8 @@ from torch import Tensor, nn
 from attnlib.attention import MultiHeadSelfAttention2d
 from attnlib.attention.reference import PlainAttention
 from attnlib.checks import check_choice, check_positive_int
-from attnlib.lab.kernels import measure_peaks, peak_sizes
-from attnlib.lab.measure import MEMORY_METHOD, MIN_RUN_TIME, compare, quiet_profiler, session
+from attnlib.lab.machine import core_sharing, load_average, usable_cores
+from attnlib.lab.measure import MEMORY_METHOD, MIN_RUN_TIME, block_times, compare, quiet_profiler, session
 from attnlib.train.device import autocast
 from attnlib.train.loop import train_step
 
@@ -78,7 +78,7 @@ def plain_copy(model: nn.Module) -> nn.Module:
 # ------------------------------------------------------------------------------------------ cases
 MODELS = ("learned_content_9h", "quadratic_iso_9h")  # experiment names (attnlib.experiments)
 SHAPES = ("paper", "budget")
-DTYPES = ("fp32", "bf16")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}  # bf16: autocast, and its matmul peak
 IMPLS = ("attnlib", "plain")
 _QUICK = dict(layers=1, hidden=16, mlp=16, heads=2, downsample=4)  # --quick: a smoke test of the bench
 
@@ -199,11 +199,39 @@ def profile_step(model: nn.Module, batch: int, device: torch.device, dtype: str)
     return dict(total_ms=total, category_share=share)
 
 
+# ------------------------------------------------------------------------------------------ matmul peak
+# a peak is what the hardware can do: the fastest block of calls counts (a block slowed by other work says
+# nothing about it); ``run(shapes=())`` measures it alone (``--peak-only``)
+def matmul_peak(
+    dtype: torch.dtype, device: torch.device, sizes: tuple[int, ...], min_run_time: float = MIN_RUN_TIME
+) -> dict:
+    """Best FLOP/s of n x n @ n x n matmuls over ``sizes``: {"gflops", "n", "by_size": {n: best GFLOP/s}},
+    each size's best the fastest of its timed blocks (``block_times``)."""
+    best = {"gflops": 0.0, "n": None, "by_size": {}}
+    for n in sizes:
+        a = torch.randn(n, n, device=device).to(dtype)
+        b = torch.randn(n, n, device=device).to(dtype)
+        gflops = 2 * n**3 / min(block_times(lambda a=a, b=b: a @ b, min_run_time)) / 1e9  # 2n³ FLOPs a call
+        best["by_size"][n] = gflops
+        if gflops > best["gflops"]:
+            best.update(gflops=gflops, n=n)
+    return best
+
+
+def measure_peaks(dtypes, device: torch.device, sizes: tuple[int, ...], min_run_time: float) -> dict:
+    """``matmul_peak`` of every dtype, with the load average before and after and ``core_sharing``."""
+    before = load_average()
+    peaks = {dt: matmul_peak(DTYPES[dt], device, sizes, min_run_time) for dt in dtypes}
+    after = load_average()
+    threads = torch.get_num_threads()
+    return dict(peaks=peaks, threads=threads, **core_sharing(threads, before, after, usable=usable_cores()))
+
+
 # ------------------------------------------------------------------------------------------ running
 def run(
     shapes: tuple[str, ...] = SHAPES,
     models: tuple[str, ...] = MODELS,
-    dtypes: tuple[str, ...] = DTYPES,
+    dtypes: tuple[str, ...] = tuple(DTYPES),
     impls: tuple[str, ...] = IMPLS,
     device: str = "auto",
     batch: int | None = None,
@@ -216,7 +244,8 @@ def run(
     threads: int | None = None,
     log: Callable[[str], None] = print,
 ) -> dict:
-    """The benchmark; returns the JSON-ready report (``rows`` holds one dict per measurement).
+    """The benchmark; returns the JSON-ready report (``rows`` holds one dict per measurement; none for
+    ``shapes=()``, the matmul peak alone: ``--peak-only``).
 
     ``threads``: intra-op threads during the run (None: torch's), restored afterwards. ``layers``: the
     layers timed at the paper shapes (None or 0: all of them). On the CPU it refuses to
@@ -233,7 +262,8 @@ def run(
     why = None if force or quick else "the matmul peak and the throughputs would be too low"
     with session(device, threads, refuse=why) as (dev, report, _):
         threads = report["machine"]["torch_threads"]
-        sizes, min_run_time = peak_sizes(dev, quick)
+        sizes = (256,) if quick else (4096, 8192) if dev.type == "cuda" else (512, 1024, 2048, 3072)
+        min_run_time = 0.01 if quick else MIN_RUN_TIME  # per matmul size, per timed block of the cases
         start = measure_peaks(dtypes, dev, sizes, min_run_time)
         log(
             "matmul peak: "

@@ -264,23 +264,15 @@ def cmd_time(args) -> int:
     return 0
 
 
-def bench(args) -> dict:
-    """``python -m attnlib bench``: the model benchmark (or ``--peak-only`` the matmul peak) written to
-    ``--out``, its table printed; the report. ConfigError / MachineBusy propagate."""
-    from attnlib.lab import bench, kernels
+def cmd_bench(args) -> int:
+    """``python -m attnlib bench``: the model benchmark (or ``--peak-only`` the matmul peak alone, no model)
+    written to ``--out``, its table printed. ConfigError / MachineBusy propagate."""
+    from attnlib.lab import bench
     from attnlib.util import write_json
 
-    if args.peak_only:
-        report = kernels.peak(
-            tuple(args.dtypes), args.device, threads=args.threads or 1, quick=args.quick, force=args.force
-        )
-        out = write_json(
-            args.out or Path("results") / "bench" / "peak" / f"{report['machine']['device']}.json", report
-        )
-        print(kernels.peak_line(report) + f"; written {out}")
-        return report
+    shapes = () if args.peak_only else args.shapes or (["paper"] if args.quick else bench.SHAPES)
     report = bench.run(
-        shapes=tuple(args.shapes or (["paper"] if args.quick else bench.SHAPES)),  # --quick: both are tiny
+        shapes=tuple(shapes),  # --quick: paper alone (both are tiny)
         models=tuple(args.models),
         dtypes=tuple(args.dtypes),
         impls=tuple(args.impls),
@@ -291,12 +283,12 @@ def bench(args) -> dict:
         inference=not args.no_inference,
         quick=args.quick,
         profile=args.profile,
-        threads=args.threads or (1 if args.quick else None),
+        threads=args.threads or (1 if args.quick or args.peak_only else None),
         force=args.force,
     )
-    out = write_json(args.out or Path("results") / "bench" / f"{report['machine']['device']}.json", report)
-    _print_bench(report, out)
-    return report
+    folder = Path("results") / "bench" / ("peak" if args.peak_only else "")
+    _print_bench(report, write_json(args.out or folder / f"{report['machine']['device']}.json", report))
+    return 0
 
 
 def _print_bench(report: dict, out: Path) -> None:
@@ -308,7 +300,8 @@ def _print_bench(report: dict, out: Path) -> None:
     with pd.option_context(
         "display.width", 250, "display.max_columns", 30, "display.float_format", "{:.3g}".format
     ):
-        print(bench.table(report).to_string(index=False))
+        if report["rows"]:  # none for --peak-only
+            print(bench.table(report).to_string(index=False))
         shares = bench.profile_table(report)
         if shares is not None:
             print("where the time goes (share of the profiled step's op self time):")
@@ -320,11 +313,6 @@ def _print_bench(report: dict, out: Path) -> None:
           + f"; load {m['load_average_start']} -> {m['load_average_end']}"
           + (" (cores shared with other work: the figures are too low)" if report["load"]["shared"] else "")
           + f"; written {out}")  # fmt: skip
-
-
-def cmd_bench(args) -> int:
-    bench(args)
-    return 0
 
 
 def cmd_san_bench(args) -> int:

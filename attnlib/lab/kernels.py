@@ -1,12 +1,5 @@
-"""Kernels alone: the machine's matmul peak, and the SAN operations' backends at the shapes of each SAN stage.
-
-``python -m attnlib bench --peak-only`` measures the peak (the denominator of the model benchmark's
-utilisation, `attnlib.lab.bench`); ``python -m attnlib san-bench`` the SAN operations. Both time through
-`attnlib.lab.measure` (``torch.utils.benchmark``).
-
-Matmul peak: square n x n @ n x n matmuls over several sizes, the fastest block of calls of each counting
-(a peak is what the hardware can do: a block slowed by other work says nothing about it), with the load
-average before and after and ``core_sharing``.
+"""Kernels alone: the SAN operations' backends at the shapes of each SAN stage (``python -m attnlib san-bench``),
+timed through `attnlib.lab.measure` (``torch.utils.benchmark``).
 
 SAN shapes follow ``SANConfig()`` (the [Re] configuration): at stage s (resolution 32 / 2^s) aggregation reads
 the SA features (B, width/4, H, W) with weights (B, width/32, K·K, H, W), subtraction2 the relation features
@@ -22,82 +15,8 @@ import torch
 
 from attnlib.checks import check_choice
 from attnlib.errors import ConfigError
-from attnlib.lab.machine import core_sharing, load_average, usable_cores
-from attnlib.lab.measure import MIN_RUN_TIME, block_times, compare, session
-from attnlib.results.timing import machine_words
+from attnlib.lab.measure import MIN_RUN_TIME, compare
 from attnlib.train.device import resolve_device
-
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-
-
-# ------------------------------------------------------------------------------------------ matmul peak
-def matmul_peak(
-    dtype: torch.dtype, device: torch.device, sizes: tuple[int, ...], min_run_time: float = MIN_RUN_TIME
-) -> dict:
-    """Best FLOP/s of n x n @ n x n matmuls over ``sizes``: {"gflops", "n", "by_size": {n: best GFLOP/s}},
-    each size's best the fastest of its timed blocks (``block_times``)."""
-    best = {"gflops": 0.0, "n": None, "by_size": {}}
-    for n in sizes:
-        a = torch.randn(n, n, device=device).to(dtype)
-        b = torch.randn(n, n, device=device).to(dtype)
-        gflops = 2 * n**3 / min(block_times(lambda a=a, b=b: a @ b, min_run_time)) / 1e9  # 2n³ FLOPs a call
-        best["by_size"][n] = gflops
-        if gflops > best["gflops"]:
-            best.update(gflops=gflops, n=n)
-    return best
-
-
-def measure_peaks(dtypes, device: torch.device, sizes: tuple[int, ...], min_run_time: float) -> dict:
-    """``matmul_peak`` of every dtype, with the load average before and after and ``core_sharing``."""
-    before = load_average()
-    peaks = {dt: matmul_peak(DTYPES[dt], device, sizes, min_run_time) for dt in dtypes}
-    after = load_average()
-    threads = torch.get_num_threads()
-    return dict(peaks=peaks, threads=threads, **core_sharing(threads, before, after, usable=usable_cores()))
-
-
-def peak_sizes(device: torch.device, quick: bool) -> tuple[tuple[int, ...], float]:
-    """(matrix sizes, seconds of timed blocks per size) of the matmul peak."""
-    if quick:
-        return (256,), 0.01
-    return ((4096, 8192) if device.type == "cuda" else (512, 1024, 2048, 3072)), MIN_RUN_TIME
-
-
-def peak(
-    dtypes: tuple[str, ...] = tuple(DTYPES),
-    device: str = "auto",
-    *,
-    threads: int | None = 1,
-    quick: bool = False,
-    force: bool = False,
-) -> dict:
-    """The matmul peak alone (``--peak-only``), by the same protocol as the benchmark's: the report holds the
-    machine, ``matmul_peak`` {dtype: {"best", "n", "by_size"}} and ``load`` (``core_sharing``)."""
-    for value in dtypes:
-        check_choice("dtypes", value, tuple(DTYPES))
-    why = None if force or quick else "the matmul peak would be too low"
-    with session(device, threads, refuse=why) as (dev, report, _):
-        sizes, min_run_time = peak_sizes(dev, quick)
-        peaks = {dt: matmul_peak(DTYPES[dt], dev, sizes, min_run_time) for dt in dtypes}
-    threads = report["machine"]["torch_threads"]
-    report["settings"] = dict(quick=quick, threads=threads, sizes=list(sizes), min_run_time=min_run_time)
-    report["matmul_peak"] = {dt: dict(best=p["gflops"], **p) for dt, p in peaks.items()}
-    return report
-
-
-def peak_line(report: dict) -> str:
-    """One line: the machine, its instruction sets, the peaks and whether the cores were shared."""
-    m, load = report["machine"], report.get("load", {})
-    verdict = {
-        True: "cores shared with other work: too low",
-        False: "cores otherwise idle",
-        None: "load unknown",
-    }
-    return (
-        f"{machine_words(m, m['torch_threads'])}: matmul peak "
-        + ", ".join(f"{dt} {p['best']:.1f} GFLOP/s (n={p['n']})" for dt, p in report["matmul_peak"].items())
-        + f"; load {load.get('load_before')} -> {load.get('load_after')} ({verdict[load.get('shared')]})"
-    )
 
 
 # ------------------------------------------------------------------------------------------ SAN operations
