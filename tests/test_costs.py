@@ -8,7 +8,7 @@ import pytest
 
 from attnlib.analysis import claims, costs, stats
 from attnlib.analysis.rules import INCONCLUSIVE, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, Evidence
-from attnlib.results.timing import threads_words
+from attnlib.results.timing import threads_words, train_cost_path, train_cost_report
 
 
 def test_wall_ratio_is_the_ratio_of_seed_means_with_per_seed_ratios_of_common_seeds():
@@ -53,7 +53,7 @@ def _report(memory_ha: float) -> dict:
     return dict(
         preset="budget",
         protocol=dict(threads=1),
-        machine=dict(cpu="Test CPU", cpu_flags=["avx2"], torch="2"),
+        machine=dict(cpu="Test CPU", cpu_flags=["avx2"], torch="2", cpu_capability="AVX2"),
         git=dict(commit="abcdef0123"),
         models={"vit": entry, "vit_ha": {**entry, "peak_mib": memory_ha}},
         ratios={"vit_ha": dict(time=1.0, memory=memory_ha / 100.0)},
@@ -64,14 +64,17 @@ def _report(memory_ha: float) -> dict:
 def test_train_cost_row_reads_the_saved_report(tmp_path, memory_ha, verdict):
     ev = Evidence("budget")
     assert costs.ha_train_cost(ev)[1] == NOT_MEASURED
-    (tmp_path / "train_cost").mkdir()
-    (tmp_path / "train_cost" / "budget.json").write_text(json.dumps(_report(memory_ha)))
-    ev.train_cost = costs.train_cost_report(tmp_path, "budget")
+    path = train_cost_path(tmp_path, "budget")
+    assert path == tmp_path / "train_cost" / "budget.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(_report(memory_ha)))
+    ev.train_cost = train_cost_report(tmp_path, "budget")
     text, got = costs.ha_train_cost(ev)
-    assert got == verdict and f"memory {memory_ha / 100:.2f}×" in text and "Test CPU (avx2" in text
-    assert "torch 2), 1 thread, commit" in text  # one thread in words, never "1 thread(s)"
-    (tmp_path / "train_cost" / "budget.json").write_text("{")
-    assert costs.train_cost_report(tmp_path, "budget") is None
+    assert got == verdict and f"memory {memory_ha / 100:.2f}×" in text
+    # the machine in the words of Table 3's timing (one home: attnlib.results.timing.machine_words), then commit
+    assert "Test CPU (instruction sets: avx2; torch 2, CPU capability AVX2), 1 thread, commit abcdef0" in text
+    path.write_text("{")
+    assert train_cost_report(tmp_path, "budget") is None
 
 
 def test_the_ledger_has_the_cost_rows_with_their_scale():
@@ -122,7 +125,7 @@ def test_train_cost_command_writes_the_report_the_ledger_reads(tmp_path, capsys)
     argv = ["train-cost", "--preset", "smoke", "--pairs", "vit", "--rounds", "1"]
     argv += ["--results-dir", str(tmp_path)]
     assert main(argv) == 0
-    report = costs.train_cost_report(tmp_path, "smoke")
+    report = train_cost_report(tmp_path, "smoke")
     assert set(report["models"]) == {"vit", "vit_ha"} and set(report["ratios"]) == {"vit_ha"}
     assert {"cpu", "cpu_flags", "torch", "torch_threads"} <= set(report["machine"])
     assert "commit" in report["git"] and report["protocol"]["threads"] == 1

@@ -52,6 +52,7 @@ from attnlib.analysis.rules import (
     display,
 )
 from attnlib.results.load import read_seeds
+from attnlib.results.timing import train_cost_report
 
 #: The preset whose saved runs the ledger prefers to its own, per ledger preset: the runs trained for 60
 #: epochs, with per-layer measures logged every epoch, over the quick budget grid.
@@ -477,7 +478,7 @@ def gather(
             ev.params_paper[name] = _paper_params(name)
     ev.theorem_error = theorem_error()
     ev.train_cost, ev.timing = (
-        costs.train_cost_report(results_dir, preset),
+        train_cost_report(results_dir, preset),
         costs.table3_timing(results_dir, preset),
     )
     return ev

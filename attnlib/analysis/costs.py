@@ -1,7 +1,8 @@
 """HA's cost against its model (issue 29 §3): the training step's time and peak memory (``python -m attnlib
 train-cost``: ``results/train_cost/<preset>.json``, written by ``attnlib.lab.train_cost``) and the inference
 wall time each saved run measured (Table 3's protocol: 300 timed single-image passes after training), as the
-ledger's rows judge them. Reads only; a missing or malformed report is "not measured".
+ledger's rows judge them. Reads only (the saved reports through `attnlib.results.timing`); a missing or
+malformed report is "not measured".
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from attnlib.analysis.rules import (
     Evidence,
     display,
 )
+from attnlib.results import timing
 from attnlib.results.tables import table1_names
-from attnlib.results.timing import device_words, threads_words
 
 SAVES = 0.98  # HA / model below this: HA saves (memory, time); measurement noise aside
 
@@ -53,38 +54,13 @@ def pair_costs(ev: Evidence) -> dict[str, PairCost]:
     return out
 
 
-def train_cost_report(results_dir: str | Path, preset: str) -> dict | None:
-    """The saved train-cost report of `preset` (checked: models, ratios and machine of the expected types), or
-    None when there is none or it is unreadable."""
-    from attnlib.results.store import read_json
-
-    path = Path(results_dir) / "train_cost" / f"{preset}.json"
-    if not path.is_file():
-        return None
-    try:
-        report = read_json(path)
-    except (OSError, ValueError):
-        return None
-    fields = ("models", "ratios", "machine", "protocol")
-    if not isinstance(report, dict) or not all(isinstance(report.get(k), dict) for k in fields):
-        return None
-    for name, r in report["ratios"].items():
-        if not all(isinstance(r.get(k), int | float) for k in ("time", "memory")):
-            return None
-        if not all(isinstance(report["models"].get(n, {}).get("peak_mib"), int | float) for n in (name,)):
-            return None
-    return report
-
-
-def machine_words(report: dict) -> str:
-    m, p = report["machine"], report["protocol"]
-    flags = ", ".join(m.get("cpu_flags") or []) or "none of avx2 / avx512 / amx"
+def _measured_on(report: dict) -> str:
+    """The train-cost report's machine in words (`attnlib.results.timing.machine_words`), commit and load."""
     shared = (report.get("load") or {}).get("shared")
     load = " (cores shared with other work: rough)" if shared else ""
-    return (
-        f"{m.get('cpu')} ({flags}; torch {m.get('torch')}), {threads_words(p.get('threads'))}, commit "
-        f"{str((report.get('git') or {}).get('commit'))[:7]}{load}"
-    )
+    commit = str((report.get("git") or {}).get("commit"))[:7]
+    machine = timing.machine_words(report["machine"], report["protocol"].get("threads"))
+    return f"{machine}, commit {commit}{load}"
 
 
 def ha_train_cost(ev: Evidence):
@@ -106,7 +82,7 @@ def ha_train_cost(ev: Evidence):
     if not saves:
         return "not measured for the HA pairs", NOT_MEASURED
     batch = next(iter(report["models"].values()))["batch"]
-    text = "; ".join(parts) + f"; one step of batch {batch} each, {machine_words(report)}"
+    text = "; ".join(parts) + f"; one step of batch {batch} each, {_measured_on(report)}"
     return text, REPRODUCED if all(saves) else NOT_REPRODUCED
 
 
@@ -124,8 +100,6 @@ def table3_timing(results_dir: str | Path, preset: str) -> dict[str, dict]:
     """{HA model: its entry of Table 3's timing report (``python -m attnlib time``: HA / model over interleaved
     rounds in one process, ``ratio`` and ``round_ratio_p25`` / ``_p75``) and ``cpu``} for the pairs whose two
     models were timed with today's configuration; {} without a report."""
-    from attnlib.results import timing
-
     report = timing.load(results_dir, preset)
     current = timing.wall_times(report, preset)
     cpu = (report or {}).get("machine", {}).get("cpu")
@@ -157,7 +131,7 @@ def ha_inference_time(ev: Evidence):
             machines.add(f"{timed['cpu']} (Table 3)")
         if c.runs is not None:
             _, paired, devices = wall_ratio(ev.wall_times[base], ev.wall_times[base + "_ha"])
-            machines |= {device_words(d) for d in devices}
+            machines |= {timing.device_words(d) for d in devices}
             n = f"n = {len(ev.wall_times[base])}/{len(ev.wall_times[base + '_ha'])}"
             span = f", per seed {min(paired):.2f}–{max(paired):.2f}" if len(paired) > 1 else ""
             text += f"the runs' {c.runs:.2f}× ({n}{span})"

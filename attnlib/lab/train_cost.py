@@ -15,25 +15,22 @@ pair are measured side by side (`attnlib.lab.measure.compare`):
   activations, gradients, temporaries; the weights and the optimiser's momentum exist before it), after one
   warm-up step.
 
-``python -m attnlib train-cost --preset budget`` writes ``RESULTS_DIR/train_cost/PRESET.json`` (atomically) with
-the machine, instruction sets, threads, versions and commit; ``attnlib.analysis.costs`` reads it for the ledger.
+``python -m attnlib train-cost --preset budget`` writes ``RESULTS_DIR/train_cost/PRESET.json``
+(``attnlib.results.timing.train_cost_path``, atomically) with the machine, instruction sets, threads, versions and
+commit; ``attnlib.results.timing.train_cost_report`` reads it back for the ledger (``attnlib.analysis.costs``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from pathlib import Path
 
 from attnlib import experiments
 from attnlib.errors import ConfigError
+from attnlib.results.timing import train_cost_path as report_path  # noqa: F401  (lab.commands' name; issue 32: to go)
 
 ROUNDS = 3
 MIN_RUN_TIME = 0.5  # seconds of timed blocks per model and round
-
-
-def report_path(results_dir: str | Path, preset: str) -> Path:
-    return Path(results_dir) / "train_cost" / f"{preset}.json"
 
 
 def training_step(model, cfg, device) -> tuple[Callable[[], None], bool]:

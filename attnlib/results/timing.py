@@ -1,8 +1,10 @@
 """Saved timing reports read back (issue 32): ``results/timing/<preset>.json``, written by ``python -m attnlib time``
 (`attnlib.lab.timing`), as Table 3 and the chapters read them: the report checked (`load`), the wall times
 still of today's configuration (`wall_times`), one row per model (`table`) and the machine it was measured on
-in one sentence (`machine_line`). Copied from the lab's timing module so that reading a report imports no
-benchmark harness and no trainer.
+in one sentence (`machine_line`); and ``results/train_cost/<preset>.json``, written by ``python -m attnlib
+train-cost`` (`attnlib.lab.train_cost`), as the ledger reads it (`train_cost_report`). Where each report lives
+(`timing_path`, `train_cost_path`) and a report's machine in words (`machine_words`) have their one home here, so
+that reading a report imports no benchmark harness and no trainer.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ from attnlib.results.validate import timing_problem
 def timing_path(results_dir: str | Path, preset: str, quick: bool = False) -> Path:
     """Where ``python -m attnlib time`` writes (a --quick run never replaces a measurement)."""
     return Path(results_dir) / "timing" / f"{preset}{'-quick' if quick else ''}.json"
+
+
+def train_cost_path(results_dir: str | Path, preset: str) -> Path:
+    """Where ``python -m attnlib train-cost`` writes."""
+    return Path(results_dir) / "train_cost" / f"{preset}.json"
 
 
 def _jsonable(model_config: dict) -> dict:
@@ -41,6 +48,27 @@ def load(results_dir: str | Path, preset: str) -> dict | None:
     if wrong:
         logging.getLogger("attnlib").warning("%s is damaged (%s); its wall times are not used", path, wrong)
         return None
+    return report
+
+
+def train_cost_report(results_dir: str | Path, preset: str) -> dict | None:
+    """The saved train-cost report of `preset` (checked: models, ratios and machine of the expected types), or
+    None when there is none or it is unreadable."""
+    path = train_cost_path(results_dir, preset)
+    if not path.is_file():
+        return None
+    try:
+        report = read_json(path)
+    except (OSError, ValueError):
+        return None
+    fields = ("models", "ratios", "machine", "protocol")
+    if not isinstance(report, dict) or not all(isinstance(report.get(k), dict) for k in fields):
+        return None
+    for name, r in report["ratios"].items():
+        if not all(isinstance(r.get(k), int | float) for k in ("time", "memory")):
+            return None
+        if not isinstance(report["models"].get(name, {}).get("peak_mib"), int | float):
+            return None
     return report
 
 
