@@ -23,8 +23,22 @@ MIN_SEEDS, MORE_SEEDS = 3, 5
 LEVEL = 0.95  # confidence level of the interval
 
 
+class _TTest:
+    """t and p of a t-test as scipy gives them (``_test``: its result, None when it could not be computed; then
+    t and p are None too). Shared by `Welch` and `Paired`."""
+
+    @property
+    def t(self) -> float | None:
+        return None if self._test is None else float(self._test.statistic)
+
+    @property
+    def p(self) -> float | None:
+        """Two-sided p-value of the hypothesis "equal means" (Welch) or "mean difference 0" (paired)."""
+        return None if self._test is None else float(self._test.pvalue)
+
+
 @dataclass(frozen=True)
-class Welch:
+class Welch(_TTest):
     """variant − baseline in accuracy points, from the test accuracies (fractions) of several seeds each.
 
     Welch's t-test for two samples with unequal variances s_a², s_b² (sample variances, n − 1):
@@ -72,17 +86,8 @@ class Welch:
         return math.sqrt(sum(v / n for v, n in zip(self._variances(), self.n, strict=True)))
 
     @property
-    def t(self) -> float | None:
-        return None if self._test is None else float(self._test.statistic)
-
-    @property
     def df(self) -> float | None:
         return None if self._test is None else float(self._test.df)
-
-    @property
-    def p(self) -> float | None:
-        """Two-sided p-value of the hypothesis "equal means"."""
-        return None if self._test is None else float(self._test.pvalue)
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -176,7 +181,7 @@ def family_verdict(w: Welch, adjusted_p: float | None) -> str:
 
 
 @dataclass(frozen=True)
-class Paired:
+class Paired(_TTest):
     """variant − baseline in accuracy points over the seeds run on both sides (seed s of the model against
     seed s of its variant): the paired t-test, a robustness check of the Welch test where the seeds match.
 
@@ -207,14 +212,6 @@ class Paired:
     @property
     def se(self) -> float | None:
         return None if self._test is None else statistics.stdev(self.differences) / math.sqrt(self.n)
-
-    @property
-    def t(self) -> float | None:
-        return None if self._test is None else float(self._test.statistic)
-
-    @property
-    def p(self) -> float | None:
-        return None if self._test is None else float(self._test.pvalue)
 
 
 def paired(base: dict, variant: dict) -> Paired:
