@@ -254,12 +254,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
         args = build_parser().parse_args(argv)
-        try:
-            rank = distributed_env()[0]  # RANK / WORLD_SIZE as torchrun sets them, or none
-        except ConfigError as err:
-            print(f"{PROG}: error: {err}", file=sys.stderr)
-            return EXIT_USAGE
-        logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(message)s")
         from attnlib.lab import commands
         from attnlib.lab.machine import MachineBusy
         from attnlib.lab.run import ResultExists, RunLocked
@@ -280,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         (OSError, "error: ", EXIT_FILES),  # after ConfigError: DataNotFoundError is both
     ]
     try:
+        rank = distributed_env()[0]  # RANK / WORLD_SIZE as torchrun sets them, or none (ConfigError below)
+        logging.basicConfig(level=logging.INFO if rank == 0 else logging.WARNING, format="%(message)s")
         return commands.run(args)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -128,9 +128,8 @@ def cmd_probe(args) -> int:
 
 def cmd_queue(args) -> int:
     from attnlib.lab import queue
+    from attnlib.lab.machine import usable_cores
 
-    if args.lanes is not None:  # before anything runs (0 would read as "the default" below)
-        queue.check_threads("lanes", args.lanes)
     if args.asked:
         from attnlib.lab import plan
 
@@ -152,7 +151,8 @@ def cmd_queue(args) -> int:
             print(f"- {job.name}")
     if args.dry_run or not todo:
         return 0
-    lanes = args.lanes or queue.default_lanes(len(todo))
+    # default: one lane per core of this process's CPU set, at most one per job; Queue checks a given one
+    lanes = min(usable_cores(), len(todo)) if args.lanes is None else args.lanes
     log_dir = Path(args.log_dir or Path(args.results_dir) / "logs" / args.preset)
     if not args.log_dir:  # a linked results/logs (a link in a clone) would take the logs elsewhere: refused
         from attnlib.results.store import check_no_links

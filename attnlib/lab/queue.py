@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnlib.lab.cli import EXIT_LOCKED  # `train` refused: its folder is locked by another process
-from attnlib.lab.machine import check_threads, usable_cores
+from attnlib.lab.machine import check_threads
 from attnlib.results.store import check_no_links, open_nofollow
 
 
@@ -227,8 +227,3 @@ def die_with_parent() -> None:
         return
     if os.getppid() != int(parent):  # the queue died before the request: it will never come
         os.kill(os.getpid(), signal.SIGTERM)
-
-
-def default_lanes(jobs: int) -> int:
-    """One lane per core of this process's CPU set, at most one per job."""
-    return max(1, min(usable_cores(), jobs))

@@ -8,15 +8,13 @@ chapter allowed to train (its ``train_missing`` parameter, or ``$ATTNLIB_TRAIN_M
 from __future__ import annotations
 
 from attnbook.params import Params
-from attnlib.results.load import Runs
+from attnlib.results.load import Runs, read, read_runs
 
 
 def load_status(experiment: str, params: Params):
     """``(RunResult or None, status, detail)`` of the saved run of ``experiment`` at the chapter's preset and
     seed (``attnlib.results.load.read``; never trains): None with status "missing", "damaged" or "stale"
     (another configuration) when there is no usable result."""
-    from attnlib.results.load import read
-
     saved = read(
         experiment, params.preset, seed=params.seed or 0, results_dir=params.results_dir, data=params.data
     )
@@ -44,12 +42,11 @@ def train_missing(experiments, params: Params) -> list[str]:
 
 
 def load_all(experiments, params: Params) -> Runs:
-    """``Runs``: ``{name: RunResult or None}`` for several experiments, with their status (see ``load_status``)."""
-    runs = Runs()
-    for name in experiments:
-        run, status, detail = load_status(name, params)
-        runs[name], runs.status[name] = run, (status, detail)
-    return runs
+    """``Runs``: ``{name: RunResult or None}`` for several experiments, with their status (see ``load_status``):
+    ``attnlib.results.load.read_runs`` at the chapter's preset, seed, data and results folder."""
+    return read_runs(
+        experiments, params.preset, seed=params.seed or 0, results_dir=params.results_dir, data=params.data
+    )
 
 
 def seed_accuracies(experiment: str, params: Params, seeds=range(10)) -> list[float]:
