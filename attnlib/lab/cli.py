@@ -34,11 +34,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    presets = experiments.PRESETS
     variants = [n for n in experiments.names(variants=True) if experiments.get(n).variant_of]
     epilog = (
         f"experiments: {', '.join(experiments.names())}\nclaim variants (out of the tables): {', '.join(variants)}"
-        f"\npresets: {', '.join(presets)}"
+        f"\npresets: {', '.join(experiments.PRESETS)}"
     )
     style = dict(epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser = _Parser(
@@ -47,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         **style,
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    preset = dict(default="paper", metavar="{" + ",".join(presets) + "}")
+    # the commands of saved runs share --preset (default paper, or budget) and --results-dir, declared once
+    paper, budget = ({**style, "parents": [_saved_runs(preset)]} for preset in ("paper", "budget"))
     for add in (
         _add_list,
         _add_train,
@@ -59,8 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
         _add_san_bench,
         _add_train_cost,
     ):
-        add(sub, style, preset)
+        add(sub, paper, budget)
     return parser
+
+
+def _saved_runs(preset: str) -> argparse.ArgumentParser:
+    """The options of a command of saved runs: --preset (default ``preset``) and --results-dir."""
+    p = _Parser(add_help=False)
+    p.add_argument("--preset", default=preset, metavar="{" + ",".join(experiments.PRESETS) + "}")
+    p.add_argument("--results-dir", default="results", help="the folder of saved runs (default: results)")
+    return p
 
 
 # the help of the options several subcommands share, each written once
@@ -74,18 +82,14 @@ REPLACE_HELP = (
 BUSY_HELP = "measure even when the load average says the cores are shared (the report flags it)"
 
 
-def _add_list(sub, style: dict, preset: dict) -> None:
-    p = sub.add_parser("list", help="experiments, parameters and (budget) estimated times", **style)
-    p.add_argument("--preset", **preset)
-    p.add_argument("--results-dir", default="results", help="where saved runs are looked up (their times)")
+def _add_list(sub, paper: dict, budget: dict) -> None:
+    sub.add_parser("list", help="experiments, parameters and (budget) estimated times", **paper)
 
 
-def _add_train(sub, style: dict, preset: dict) -> None:
-    p = sub.add_parser("train", help="train one experiment (resumes from its checkpoints)", **style)
+def _add_train(sub, paper: dict, budget: dict) -> None:
+    p = sub.add_parser("train", help="train one experiment (resumes from its checkpoints)", **paper)
     p.add_argument("experiment", metavar="EXPERIMENT")
-    p.add_argument("--preset", **preset)
     p.add_argument("--data", help=DATA_HELP)
-    p.add_argument("--results-dir", default="results")
     p.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, help="override the preset's number of epochs")
@@ -99,13 +103,12 @@ def _add_train(sub, style: dict, preset: dict) -> None:
     p.add_argument("--force", action="store_true", help=REPLACE_HELP)
 
 
-def _add_queue(sub, style: dict, preset: dict) -> None:
+def _add_queue(sub, paper: dict, budget: dict) -> None:
     p = sub.add_parser(
         "queue",
         help="train several experiments and seeds as single-thread lanes side by side (resumable)",
-        **style,
+        **budget,
     )
-    p.add_argument("--preset", **{**preset, "default": "budget"})
     p.add_argument(
         "--experiments",
         nargs="+",
@@ -122,47 +125,39 @@ def _add_queue(sub, style: dict, preset: dict) -> None:
     p.add_argument("--dry-run", action="store_true", help="list what it would train; start nothing")
     p.add_argument("--lanes", type=int, help="runs side by side (default: one per core, at most one per job)")
     p.add_argument("--data", help=DATA_HELP)
-    p.add_argument("--results-dir", default="results")
     p.add_argument("--log-dir", help="one log file per job (default: RESULTS_DIR/logs/PRESET)")
     p.add_argument("--force", action="store_true", help=REPLACE_HELP)
 
 
-def _add_probe(sub, style: dict, preset: dict) -> None:
+def _add_probe(sub, paper: dict, budget: dict) -> None:
     p = sub.add_parser(
         "probe",
         help="add the standard attention probe (probe.npz: at initialisation and at the end) to a saved run "
         "whose checkpoints/last.pt is on disk",
-        **style,
+        **paper,
     )
     p.add_argument("experiment", metavar="EXPERIMENT")
-    p.add_argument("--preset", **preset)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--results-dir", default="results")
     p.add_argument("--data", help="the CIFAR-10 folder of a cifar10 run (default: $ATTNLIB_DATA)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N")
 
 
-def _add_tables(sub, style: dict, preset: dict) -> None:
-    p = sub.add_parser("table1", help="print Table 1 (Cordonnier et al.) from saved results", **style)
-    p.add_argument("--results-dir", default="results")
-    p.add_argument("--preset", **preset)
+def _add_tables(sub, paper: dict, budget: dict) -> None:
+    p = sub.add_parser("table1", help="print Table 1 (Cordonnier et al.) from saved results", **paper)
     p.add_argument("--seed", type=int, default=0)
-    p = sub.add_parser(
+    sub.add_parser(
         "table3",
         help="print Table 3 ([Re]: model vs HA; every saved seed, wall times of `time`) and the Welch tests",
-        **style,
+        **paper,
     )
-    p.add_argument("--results-dir", default="results")
-    p.add_argument("--preset", **preset)
 
 
-def _add_time(sub, style: dict, preset: dict) -> None:
+def _add_time(sub, paper: dict, budget: dict) -> None:
     p = sub.add_parser(
         "time",
         help="time every model (and its HA variant) together, one process, interleaved: Table 3's wall time",
-        **style,
+        **budget,
     )
-    p.add_argument("--preset", **{**preset, "default": "budget"})
     p.add_argument(
         "--experiments",
         nargs="+",
@@ -171,13 +166,12 @@ def _add_time(sub, style: dict, preset: dict) -> None:
     )
     p.add_argument("--threads", type=int, default=1, help="CPU threads for every model (default 1)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    p.add_argument("--results-dir", default="results")
     p.add_argument("--out", help="default: RESULTS_DIR/timing/PRESET.json (--quick: PRESET-quick.json)")
     p.add_argument("--quick", action="store_true", help="a few passes per model: a test of the command")
     p.add_argument("--force", action="store_true", help=BUSY_HELP)
 
 
-def _add_bench(sub, style: dict, preset: dict) -> None:
+def _add_bench(sub, paper: dict, budget: dict) -> None:
     from attnlib.lab.bench import DTYPES, IMPLS, MODELS, SHAPES
 
     p = sub.add_parser(
@@ -213,7 +207,7 @@ def _add_bench(sub, style: dict, preset: dict) -> None:
     )
 
 
-def _add_san_bench(sub, style: dict, preset: dict) -> None:
+def _add_san_bench(sub, paper: dict, budget: dict) -> None:
     p = sub.add_parser(
         "san-bench",
         help="time and peak memory of the SAN operations' backends at each SAN stage's shapes",
@@ -227,19 +221,16 @@ def _add_san_bench(sub, style: dict, preset: dict) -> None:
     p.add_argument("--backends", nargs="+", default=None, help="torch and/or triton (default: both on a GPU)")
 
 
-def _add_train_cost(sub, style: dict, preset: dict) -> None:
-    """`python -m attnlib train-cost`: the subcommand's options."""
+def _add_train_cost(sub, paper: dict, budget: dict) -> None:
     p = sub.add_parser(
         "train-cost",
         help="time and peak memory of one training step of each HA pair, side by side (HA / model)",
-        **style,
+        **budget,
     )
-    p.add_argument("--preset", **{**preset, "default": "budget"})
     p.add_argument("--pairs", nargs="+", metavar="MODEL", help="the HA pairs' models (default: every pair)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads (default 1)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     p.add_argument("--rounds", type=int, default=ROUNDS, help=f"timed rounds per pair (default {ROUNDS})")
-    p.add_argument("--results-dir", default="results")
 
 
 def _quiet_interrupt(signum, frame):
