@@ -309,7 +309,10 @@ def _case_rows(case: Case, dtypes, impls, dev, repeats, inference, profile, min_
 
 def _utilisation(report: dict, start: dict, end: dict) -> None:
     """The matmul peak (the better of ``start`` and ``end``), whether both were measured on shared cores, and
-    every row's utilisation against that peak."""
+    every row's utilisation against that peak; every row gets ``model_gflop_per_image`` (the plain
+    formulation's count: the FLOPs of the model as written, whatever an implementation saves) and
+    ``model_utilisation`` = model FLOPs x images/s / matmul peak, attnlib rows ``speedup_vs_plain``
+    (training) and ``infer_speedup_vs_plain``."""
     best = {dt: max(start["peaks"][dt]["gflops"], end["peaks"][dt]["gflops"]) for dt in start["peaks"]}
     report["matmul_peak"] = {
         dt: dict(start=start["peaks"][dt], end=end["peaks"][dt], best=best[dt]) for dt in best
@@ -318,18 +321,10 @@ def _utilisation(report: dict, start: dict, end: dict) -> None:
         when: {k: v for k, v in m.items() if k != "peaks"} for when, m in (("start", start), ("end", end))
     }
     report["load"]["peak_shared"] = bool(start["shared"] and end["shared"])
-    for row in report["rows"]:
-        row["peak_gflops"] = best[row["dtype"]]
-        row["utilisation"] = row["achieved_gflops"] / best[row["dtype"]]
-    _speedups(report["rows"])
-
-
-def _speedups(rows: list[dict]) -> None:
-    """attnlib rows get ``speedup_vs_plain`` (training) and ``infer_speedup_vs_plain``; every row gets
-    ``model_gflop_per_image`` (the plain formulation's count: the FLOPs of the model as written, whatever
-    an implementation saves) and ``model_utilisation`` = model FLOPs x images/s / matmul peak."""
-    plain = {(r["shapes"], r["model"], r["dtype"]): r for r in rows if r["impl"] == "plain"}
-    for r in rows:
+    plain = {(r["shapes"], r["model"], r["dtype"]): r for r in report["rows"] if r["impl"] == "plain"}
+    for r in report["rows"]:
+        r["peak_gflops"] = best[r["dtype"]]
+        r["utilisation"] = r["achieved_gflops"] / best[r["dtype"]]
         ref = plain.get((r["shapes"], r["model"], r["dtype"]))
         r["model_gflop_per_image"] = (ref or r)["gflop_per_image"]
         r["model_utilisation"] = r["model_gflop_per_image"] * r["images_per_s"] / r["peak_gflops"]

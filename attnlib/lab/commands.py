@@ -295,7 +295,7 @@ def _print_bench(report: dict, out: Path) -> None:
     import pandas as pd
 
     from attnlib.lab import bench
-    from attnlib.results.timing import threads_words
+    from attnlib.results.timing import machine_words
 
     with pd.option_context(
         "display.width", 250, "display.max_columns", 30, "display.float_format", "{:.3g}".format
@@ -307,8 +307,7 @@ def _print_bench(report: dict, out: Path) -> None:
             print("where the time goes (share of the profiled step's op self time):")
             print(shares.to_string(index=False))
     m = report["machine"]
-    print(f"{m['cpu']} ({', '.join(m['cpu_flags'])}), {m['usable_cores']} cores, torch {m['torch']} "
-          f"({threads_words(m['torch_threads'])}); matmul peak "
+    print(f"{machine_words(m, m['torch_threads'])}, {m['usable_cores']} usable cores; matmul peak "
           + ", ".join(f"{dt} {p['best']:.1f} GFLOP/s" for dt, p in report["matmul_peak"].items())
           + f"; load {m['load_average_start']} -> {m['load_average_end']}"
           + (" (cores shared with other work: the figures are too low)" if report["load"]["shared"] else "")

@@ -13,7 +13,7 @@ from functools import partial
 
 import torch
 
-from attnlib.checks import check_choice
+from attnlib.checks import check_choice, check_positive_int
 from attnlib.errors import ConfigError
 from attnlib.lab.measure import MIN_RUN_TIME, compare
 from attnlib.train.device import resolve_device
@@ -45,27 +45,21 @@ def _step(call, inputs, backend, upstream) -> None:
         t.grad = None
 
 
-def _san_options(device, dtype, backends) -> tuple[torch.device, torch.dtype, tuple[str, ...]]:
-    """The device, dtype and backends of ``run``, checked (ConfigError naming the parameter)."""
-    dev = resolve_device(device)
-    check_choice("dtype", dtype, ("float32", "float16", "bfloat16"))
-    backends = tuple(backends or (("torch", "triton") if dev.type == "cuda" else ("torch",)))
-    for backend in backends:
-        if backend not in ("torch", "triton"):
-            raise ConfigError("backends", backends, "'torch' and/or 'triton'")
-    return dev, getattr(torch, dtype), backends
-
-
 def run(batch=40, device="auto", min_run_time=MIN_RUN_TIME, dtype="float32", backends=None, cfg=None):
     """pd.DataFrame, one row per (stage, op), columns (metric, backend). backends: default both on a GPU, the
     reference alone on the CPU (naming 'triton' there needs TRITON_INTERPRET=1: a smoke test, not a timing)."""
     import pandas as pd
 
-    from attnlib.checks import check_positive_int
     from attnlib.san.model import SANConfig
 
     check_positive_int("batch", batch)
-    dev, dt, backends = _san_options(device, dtype, backends)
+    dev = resolve_device(device)
+    check_choice("dtype", dtype, ("float32", "float16", "bfloat16"))
+    dt = getattr(torch, dtype)
+    backends = tuple(backends or (("torch", "triton") if dev.type == "cuda" else ("torch",)))
+    for backend in backends:
+        if backend not in ("torch", "triton"):
+            raise ConfigError("backends", backends, "'torch' and/or 'triton'")
     rows = []
     for stage, op, shapes, call in stage_cases(cfg or SANConfig(), batch):
         g = torch.Generator(device=dev).manual_seed(0)

@@ -1,6 +1,6 @@
 """Planning the lab's CPU time: the per-core throughput of each model (THROUGHPUT, measured:
 protocol_history.yaml) and the estimates built on it (estimate_seconds, grid_seconds: `python -m attnlib list`,
-the appendix's compute table), the `long` runs the ledger needs most (LONG_PLAN, within LONG_CPU_HOURS) and
+the appendix's compute table), the `long` runs the ledger needs most (LONG_PLAN, within 30 CPU hours) and
 the seeds the HA comparisons still lack (seeds_asked: `make seeds`).
 """
 
@@ -26,7 +26,7 @@ RUN_OVERHEAD_S = 15.0  # per run: building the model, attention maps of 100 imag
 #: The `long` runs (60 epochs on CPUs) the ledger needs most (issue 16 §2), in the order to train them, with
 #: the claims of `attnlib.analysis.claims.CLAIMS` each informs (what the run buys: its maps, centres or
 #: accuracy at 60 epochs; a claim over seeds moves to `long` only with MIN_SEEDS seeds a side, so one seed
-#: adds its 60-epoch accuracy beside the budget interval); their CPU time is kept within LONG_CPU_HOURS (runs
+#: adds its 60-epoch accuracy beside the budget interval); their CPU time is kept within 30 CPU hours (runs
 #: resume from their checkpoints).
 LONG_PLAN = {  # the learned pair first: at budget the paper init stayed flat, the variant did not
     "learned_9h": ("learned_shifts", "quadratic_vs_learned", "near_resnet"),
@@ -60,7 +60,6 @@ LONG_PLAN = {  # the learned pair first: at budget the paper init stayed flat, t
         "ha_inference_time",
     ),
 }
-LONG_CPU_HOURS = 30.0
 
 
 def seeds_asked(results_dir, preset: str = "budget", data=None) -> list[tuple[str, int]]:
