@@ -12,6 +12,11 @@ from attnlib.errors import ConfigError
 from attnlib.lab.cli import EXIT_INTERRUPTED, EXIT_MISSING, PROG
 
 
+def _given(args, *names: str) -> dict:
+    """The parsed options ``names`` as keyword arguments: the library functions' parameters bear their names."""
+    return {name: getattr(args, name) for name in names}
+
+
 def _minutes(seconds: float | None) -> str:
     return "unmeasured" if seconds is None else f"{seconds / 60:.1f} min"
 
@@ -81,12 +86,8 @@ def cmd_train(args) -> int:
     result = run_or_load(  # a complete result with the same configuration is kept, not retrained
         args.experiment,
         args.preset,
-        data=args.data,
-        results_dir=args.results_dir,
-        device=args.device,
-        seed=args.seed,
+        **_given(args, "data", "results_dir", "device", "seed", "epochs"),
         train_missing=True,
-        epochs=args.epochs,
         progress=False if args.no_progress else None,
         replace=args.force,
     )
@@ -109,9 +110,7 @@ def cmd_probe(args) -> int:
     path = backfill_probe(
         args.experiment,
         args.preset,
-        seed=args.seed,
-        results_dir=args.results_dir,
-        data=args.data,
+        **_given(args, "seed", "results_dir", "data"),
         device=resolve_device(args.device),
     )
     with np.load(path) as z:
@@ -252,12 +251,7 @@ def cmd_time(args) -> int:
     report, path = timing.run(
         args.preset,
         args.experiments,
-        results_dir=args.results_dir,
-        out=args.out,
-        threads=args.threads,
-        device=args.device,
-        quick=args.quick,
-        force=args.force,
+        **_given(args, "results_dir", "out", "threads", "device", "quick", "force"),
     )
     print(table(report).to_string(index=False))
     print(f"\n{machine_line(report)}\n{report['seconds']:.1f} s of timing; written {path}")
@@ -273,18 +267,10 @@ def cmd_bench(args) -> int:
     shapes = () if args.peak_only else args.shapes or (["paper"] if args.quick else bench.SHAPES)
     report = bench.run(
         shapes=tuple(shapes),  # --quick: paper alone (both are tiny)
-        models=tuple(args.models),
-        dtypes=tuple(args.dtypes),
-        impls=tuple(args.impls),
-        device=args.device,
-        batch=args.batch,
-        layers=args.layers,
-        repeats=args.repeats,
         inference=not args.no_inference,
-        quick=args.quick,
-        profile=args.profile,
         threads=args.threads or (1 if args.quick or args.peak_only else None),
-        force=args.force,
+        profile=args.profile,
+        **_given(args, "models", "dtypes", "impls", "device", "batch", "layers", "repeats", "quick", "force"),
     )
     folder = Path("results") / "bench" / ("peak" if args.peak_only else "")
     _print_bench(report, write_json(args.out or folder / f"{report['machine']['device']}.json", report))
