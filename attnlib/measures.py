@@ -4,9 +4,12 @@ Every function takes one layer's token attention probabilities p of shape (B, h,
 N = H·W tokens in row-major order, p[b, h, q, :] a distribution over the keys of query q — and returns
 per-head values averaged over images and queries (or one value for the layer). Distances are in token units;
 multiply by the patch / down-sampling size for input pixels. `probe_heads` gives all of them for every layer
-and head of a model on fixed images (the standard probe, `attnlib.snapshots.attention_probe`), `probe` the
+and head of a model on fixed images (the standard probe, `attention_probe`), `probe` the
 same averaged over heads as the flat columns that a training history logs each epoch, and
-`uniform_reference` their values for uniform attention on the same grid.
+`uniform_reference` their values for uniform attention on the same grid. What a finished run saves of its
+model's maps is measured here too: `attention_summary` (attention.npz: the rows of fixed query pixels and
+the mean by relative offset, `offset_mean`) and `probe_file` (probe.npz: the standard probe at
+initialisation and at the end, beside uniform attention's values).
 
     mean distance   d̄_h   = E_{b,q} Σ_k p_{bhqk} ‖pos(k) − pos(q)‖          (0: attends to itself)
     peak            π_h   = E_{b,q} N · max_k p_{bhqk}                         (1: uniform attention)
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 
@@ -80,20 +84,28 @@ def image_dependence(p: torch.Tensor, mean: torch.Tensor | None = None) -> torch
     return 0.5 * (p - torch.as_tensor(mean).to(p)).abs().sum(-1).mean((0, 2))
 
 
+def offset_mean(p: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """Mean attention by relative offset δ = (dy, dx), in float64: p (..., N, N) with N = H·W -> (..., 2H−1,
+    2W−1), entry [dy + H − 1, dx + W − 1] = (1/N) Σ_q p(q → q + δ) (0 where the key is off the grid)."""
+    p = torch.as_tensor(p).double()
+    n = height * width
+    ys, xs = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
+    ys, xs = ys.reshape(-1), xs.reshape(-1)
+    dy, dx = ys[None, :] - ys[:, None] + height - 1, xs[None, :] - xs[:, None] + width - 1  # (N, N), ≥ 0
+    index = dy * (2 * width - 1) + dx  # of each (q, k) in the flattened (2H−1, 2W−1) offsets
+    rows = p.reshape(-1, n * n)  # (lead, N·N)
+    sums = torch.zeros(rows.shape[0], (2 * height - 1) * (2 * width - 1), dtype=p.dtype, device=p.device)
+    sums.index_add_(1, index.reshape(-1).to(p.device), rows)
+    return (sums / n).reshape(*p.shape[:-2], 2 * height - 1, 2 * width - 1)
+
+
 def offset_share(p: torch.Tensor) -> torch.Tensor:
     """(h,) a head's positional signature: max over relative offsets δ of E_{b,q} p_{bhq,q+δ}, the share of its
     attention mass at one fixed shift over every query and image (0 where q + δ is off the grid). 1 for a head
     that attends to one shift (for δ ≠ 0 the share of queries with q + δ on the grid), 1/N for uniform
     attention. p of shape (B, h, N, N) on a square grid (`token_grid`)."""
     p = _check(p)
-    height, width = token_grid(p.shape[-1])
-    ys, xs = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
-    ys, xs = ys.reshape(-1), xs.reshape(-1)
-    index = (ys[None, :] - ys[:, None] + height - 1) * (2 * width - 1) + (xs[None, :] - xs[:, None] + width - 1)
-    mean = p.mean(0).reshape(p.shape[1], -1)  # (h, N·N): over images
-    sums = torch.zeros(p.shape[1], (2 * height - 1) * (2 * width - 1), dtype=p.dtype, device=p.device)
-    sums.index_add_(1, index.reshape(-1).to(p.device), mean)
-    return sums.amax(-1) / p.shape[-1]
+    return offset_mean(p.mean(0), *token_grid(p.shape[-1])).flatten(-2).amax(-1)  # mean over images first
 
 
 def layer_similarity(p: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
@@ -185,6 +197,125 @@ def probe(model: torch.nn.Module, images: torch.Tensor, batch: int = 50) -> dict
     return out
 
 
+# -------------------------------------------------- what a finished run saves: attention.npz and probe.npz
+QUERY_FRACTIONS = ((0.5, 0.5), (0.25, 0.25), (0.25, 0.75), (0.75, 0.5))  # fixed query pixels (row, col)
+
+
+def _query_tokens(height: int, width: int) -> np.ndarray:
+    return np.array([int(fr * height) * width + int(fc * width) for fr, fc in QUERY_FRACTIONS])
+
+
+@torch.inference_mode()
+def attention_summary(
+    model: torch.nn.Module, images: torch.Tensor, n_show: int, device
+) -> dict[str, np.ndarray]:
+    """Attention maps of fixed test images, small enough for git (float16, well under 1 MB).
+
+    images: the first test images, normalised float (M, 3, 32, 32); maps of the first `n_show` are kept
+    per image, all M are averaged. Token maps (paper models, ViT; (B, heads, N, N) per layer, N = H·W):
+      queries (Q,) token index of the fixed query pixels (QUERY_FRACTIONS of the grid), grid (2,) = (H, W)
+      rows (n_show, L, heads, Q, N)   attention of each fixed query over all keys, per image
+      rows_mean (L, heads, Q, N)      the same averaged over the M images
+      offset_mean (L, heads, 2H−1, 2W−1)  attention by relative offset (`offset_mean`), averaged over
+                                          queries and images
+    Window maps (SAN; (B, G, K², H, W) per layer; layer i has its own grid):
+      layer{i}_weights (n_show, K², H, W)   aggregation weights averaged over the G groups
+      layer{i}_mean (G, K²)                 averaged over pixels and images
+    """
+    device = torch.device(device)
+    model = model.to(device).eval()
+    out: dict[str, np.ndarray] = {}
+    sums: dict[str, np.ndarray] = {}
+    m = images.shape[0]
+    for start in range(0, m, 8):
+        x = images[start : start + 8].to(device)
+        _, maps = model(x, return_attention=True)
+        for i, a in enumerate(maps):
+            a = a.float()
+            if a.dim() == 4:  # (B, heads, N, N)
+                h, w = token_grid(a.shape[-1])
+                qs = torch.as_tensor(_query_tokens(h, w), device=a.device)
+                rows = a[:, :, qs, :]  # (B, heads, Q, N)
+                off = offset_mean(a.mean(0).cpu(), h, w).numpy()  # (heads, 2H−1, 2W−1), this batch
+                _accumulate(sums, f"rows_{i}", rows.sum(0).cpu().numpy())
+                _accumulate(sums, f"offset_{i}", off * a.shape[0])
+                if start == 0:
+                    out[f"rows_{i}"] = rows[:n_show].cpu().numpy()
+                    out["grid"], out["queries"] = np.array([h, w]), qs.cpu().numpy()
+            else:  # (B, G, K², H, W)
+                if start == 0:
+                    out[f"layer{i:02d}_weights"] = a[:n_show].mean(1).cpu().numpy()
+                _accumulate(sums, f"layer{i:02d}_mean", a.mean((3, 4)).sum(0).cpu().numpy())
+    layers = sorted(int(k.split("_")[1]) for k in sums if k.startswith("rows_"))
+    if layers:
+        out["rows"] = np.stack([out.pop(f"rows_{i}") for i in layers], axis=1)
+        out["rows_mean"] = np.stack([sums[f"rows_{i}"] / m for i in layers])
+        out["offset_mean"] = np.stack([sums[f"offset_{i}"] / m for i in layers])
+    out.update({k: v / m for k, v in sums.items() if k.startswith("layer")})
+    return {k: (v.astype(np.float16) if v.dtype.kind == "f" else v) for k, v in out.items()}
+
+
+def _accumulate(sums: dict, key: str, value: np.ndarray) -> None:
+    sums[key] = sums[key] + value if key in sums else value.astype(np.float64)
+
+
+PROBE_MEASURES = ("distance", "peak", "image_dependence", "similarity")
+
+
+def attention_probe(model: torch.nn.Module, images: torch.Tensor, device) -> dict[str, np.ndarray] | None:
+    """The standard probe of `model` at one moment (`probe_heads` on `device`, every query of the fixed
+    `images`): {"distance", "peak", "image_dependence": (L, h), "similarity": (L,), "grid": (2,),
+    "scale": ()} as numpy float64 arrays, or None for a model without token attention maps.
+
+    Runs under `torch.random.fork_rng`: it consumes nothing of the global RNG streams (CPU, and the device's
+    on CUDA), so that a run probed at initialisation trains exactly as one that is not."""
+    device = torch.device(device)
+    model = model.to(device)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        m = probe_heads(model, images.to(device))
+    if m is None:
+        return None
+    return {k: v.detach().cpu().numpy() for k, v in m.items()}
+
+
+def probe_file(images: int, init: dict | None, end: dict | None) -> dict[str, np.ndarray]:
+    """The arrays of probe.npz, the standard attention probe that every run saves: the measures of its
+    token attention on the first `images` test images (every query), per layer (one entry per application
+    of attention, as the model returns its maps) and per head, at initialisation (`init`, before the first
+    step) and at the end (`end`), each an `attention_probe`, beside their values for uniform attention on
+    the same grid (`uniform_reference`, exact):
+
+      images ()                                  P, the number of test images (the first P)
+      token_layers ()                            L; 0 for a model without token maps: ResNet18, and SAN,
+                                                 whose window aggregation weights have no token probe
+      grid (2,), pixels_per_token ()             the token grid (H, W) and the input pixels per token
+      init_distance, end_distance (L, h)         mean attended distance d̄ in input pixels
+      init_peak, end_peak (L, h)                 peak π as a multiple of uniform (mean over queries of N·max p)
+      init_image_dependence, end_... (L, h)      image dependence ι (TV from the layer's mean map over P images)
+      init_similarity, end_similarity (L,)       σ with the previous layer (NaN for the first)
+      uniform_distance, uniform_peak, uniform_image_dependence, uniform_similarity ()
+    All floats float64. A probe missing at one moment (`init` None for a model with maps) is an error."""
+    out = {"images": np.asarray(images, dtype=np.int64)}
+    if end is None:
+        if init is not None:
+            raise ValueError("a probe at initialisation without one at the end")
+        return {**out, "token_layers": np.asarray(0, dtype=np.int64)}
+    if init is None:
+        raise ValueError("a probe at the end without one at initialisation")
+    grid, scale = np.asarray(end["grid"], np.int64), float(end["scale"])
+    out.update(
+        token_layers=np.asarray(end["distance"].shape[0], dtype=np.int64),
+        grid=grid,
+        pixels_per_token=np.asarray(scale, np.float64),
+    )
+    for when, m in (("init", init), ("end", end)):
+        out.update({f"{when}_{k}": np.asarray(m[k], np.float64) for k in PROBE_MEASURES})
+    uniform = uniform_reference(int(grid[0]), int(grid[1]), scale)
+    out.update({f"uniform_{k}": np.asarray(uniform[k], np.float64) for k in PROBE_MEASURES})
+    return out
+
+
+# ------------------------------------------------ what saved runs logged: quadratic centres, attention peaks
 def centre_displacement(centers: torch.Tensor) -> torch.Tensor:
     """Quadratic heads: mean distance of the centres Δ from their initial values, per epoch and layer.
 
@@ -200,8 +331,6 @@ def centre_spread(centers: torch.Tensor) -> torch.Tensor:
 def logged_centres(run) -> torch.Tensor | None:
     """The quadratic centres Δ a saved run logged, (E+1, L, h, 2) in float64 (row 0 = initialisation), or None
     for a run without a centres log (not quadratic, or nothing saved)."""
-    import numpy as np
-
     centers = None if run is None else run.centers
     if not centers or "centers" not in centers:
         return None
@@ -217,8 +346,6 @@ def attention_peaks(run):
     """Strongest attention probability of each layer of a saved run (over heads, the saved query pixels and
     the saved test images) as a multiple of uniform attention 1/N over its N keys: a numpy array (layers,),
     or None for a run without token attention maps (SAN, or nothing saved)."""
-    import numpy as np
-
     att = None if run is None else run.attention
     if not att or "rows" not in att:
         return None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attnlib.util import write_bytes, write_json  # noqa: F401 -- write_json: attnlib.lab.run imports it here
+from attnlib.util import write_bytes
 
 
 def check_writable(folder: str | Path) -> None:

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from attnlib import measures, snapshots
+from attnlib import measures
 from attnlib.analysis import claims, controls
 from attnlib.analysis.rules import INCONCLUSIVE, NOT_MEASURED, NOT_REPRODUCED, REPRODUCED, Evidence
 from attnlib.models import cost
@@ -115,7 +115,7 @@ def test_offset_share_of_a_pure_shift_and_of_uniform_attention():
     assert float(measures.offset_share(_shift_maps(shift=(0, 0)))) == pytest.approx(1)
     assert float(measures.offset_share(torch.full((2, 1, 16, 16), 1 / 16))) == pytest.approx(1 / 16)
     # the saved offset means (attention.npz) give the same share
-    saved = snapshots._offset_mean(shift.mean(0).numpy(), 4, 4)
+    saved = measures.offset_mean(shift.mean(0), 4, 4).numpy()
     assert saved.max() == pytest.approx(float(measures.offset_share(shift)))
 
 

@@ -36,6 +36,18 @@ def test_mean_distance_and_peak_equal_a_loop_over_pairs():
         measures.mean_distance(p[:, :, queries], [0, 5])
 
 
+def test_offset_mean_equals_a_loop_over_pairs():
+    height, width = 3, 5  # not square: rows and columns kept apart
+    g = torch.Generator().manual_seed(1)
+    p = torch.randn(2, 15, 15, generator=g, dtype=torch.float64).softmax(-1)  # (heads, N, N)
+    want = torch.zeros(2, 2 * height - 1, 2 * width - 1, dtype=torch.float64)
+    for q in range(height * width):
+        for k in range(height * width):
+            (qy, qx), (ky, kx) = divmod(q, width), divmod(k, width)
+            want[:, ky - qy + height - 1, kx - qx + width - 1] += p[:, q, k] / (height * width)
+    torch.testing.assert_close(measures.offset_mean(p, height, width), want, rtol=1e-12, atol=1e-15)
+
+
 def test_hand_computed_cases():
     n = 9
     self_attention = torch.eye(n, dtype=torch.float64).expand(2, 1, n, n)

@@ -13,17 +13,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlib import measures
-from attnlib.lab.run import backfill_probe, train_run
+from attnlib.lab.run import backfill_probe, first_test_images, initial_model, train_run
+from attnlib.measures import PROBE_MEASURES, attention_probe, probe_file
 from attnlib.results.config import run_config, run_dir
 from attnlib.results.load import inspect_run, load_run
 from attnlib.results.validate import PROBE_FILE
-from attnlib.snapshots import (
-    PROBE_MEASURES,
-    attention_probe,
-    first_test_images,
-    initial_model,
-    probe_file,
-)
 
 
 class KnownMaps(nn.Module):

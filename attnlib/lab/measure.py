@@ -5,8 +5,9 @@ blocks of calls long enough that the timer's own overhead is negligible, with th
 around each block, for at least ``min_run_time`` seconds. ``interleave`` times several steps in rounds, each
 step in turn and the first rotating from round to round, so that a change of machine load hits all of them
 alike; ``paired_ratio`` compares two of them round by round; ``compare`` is the benchmarks' A/B protocol on
-it. Only Table 3's single forward passes are timed one by one (`attnlib.snapshots.pass_times_ms`, the [Re]
-protocol), interleaved the same way (`attnlib.lab.timing`).
+it. Only Table 3's single forward passes are timed one by one (``pass_times_ms``, the [Re] protocol): in the
+inference wall time that every run saves (``inference_wall_time``) and, interleaved the same way, by
+`attnlib.lab.timing`.
 
 Peak memory: what a call allocates above what existed before it, from torch's own accounting: the CUDA
 caching allocator's statistics on a GPU, the profiler's allocation events on the CPU (the CPU allocator keeps
@@ -24,10 +25,12 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 
 from attnlib.lab.machine import check_threads, core_sharing, load_average, machine, refuse_if_shared
-from attnlib.train.device import resolve_device
+from attnlib.train.device import cpu_info, resolve_device
+from attnlib.util import timed_ms
 
 MIN_RUN_TIME = 0.2  # seconds per measurement (torch's default)
 MiB = 2**20
@@ -92,6 +95,44 @@ def compare(steps: dict[str, Callable], device: torch.device, rounds: int, min_r
         medians = [statistics.median(t) for t in rounds_s]
         out[name] = dict(step_s=statistics.median(medians), round_step_s=medians, peak_mib=memory[name])
     return out
+
+
+def device_name(device: torch.device | str) -> str:
+    """A human-readable device name: the GPU's name, or the CPU model (`attnlib.train.device.cpu_info`, the one
+    reader of /proc/cpuinfo) with the threads in use in words ("(1 thread)"; runs saved before wrote "(1
+    threads)", which `attnlib.results.timing.device_words` reads as words)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    threads = torch.get_num_threads()
+    return f"{cpu_info()[0]} ({threads} thread{'' if threads == 1 else 's'})"
+
+
+def pass_times_ms(model: torch.nn.Module, x: torch.Tensor, passes: int) -> list[float]:
+    """Milliseconds of each of ``passes`` forward passes of ``x``, synchronising after each: Table 3's timing
+    protocol ([Re] main.py), here and in `attnlib.lab.timing`."""
+    return [timed_ms(lambda: model(x), x.device) for _ in range(passes)]
+
+
+@torch.inference_mode()
+def inference_wall_time(
+    model: torch.nn.Module, device: torch.device | str, reps: int = 300, warmup: int = 10
+) -> dict:
+    """Table 3's protocol, as every run saves it: `warmup` untimed, then `reps` timed forward passes of one
+    1×3×32×32 image in fp32 (`pass_times_ms`). Returns mean and std in ms and the device's name."""
+    device = torch.device(device)
+    model = model.to(device).eval()
+    x = torch.randn(1, 3, 32, 32, device=device)
+    pass_times_ms(model, x, warmup)
+    t = np.asarray(pass_times_ms(model, x, reps))
+    return {
+        "wall_time_ms": float(t.mean()),
+        "wall_time_std_ms": float(t.std()),
+        "wall_time_reps": reps,
+        "wall_time_warmup": warmup,
+        "wall_time_dtype": "float32",
+        "wall_time_device": device_name(device),
+    }
 
 
 @contextmanager

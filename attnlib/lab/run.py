@@ -1,6 +1,8 @@
 """The write side of a run: `run_or_load` (load it, else train it), `train_run` (train or resume under the
-run's lock, then write the result folder with its provenance), `backfill_probe`. Moved verbatim from
-attnlib.runs (issue 32); reading a saved run is `attnlib.results.load`, which never imports this module.
+run's lock, then write the result folder with its provenance), `backfill_probe`, and what both probe: a run's
+fixed test images (`first_test_images`) and its model before the first step (`initial_model`). Reading a
+saved run is `attnlib.results.load`, which never imports this module; what a run saves of its model's
+attention is measured by `attnlib.measures`, its inference wall time by `attnlib.lab.measure`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from attnlib import experiments
 from attnlib.checks import check, is_synthetic
 from attnlib.env import RECORD_HOST_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
-from attnlib.results.config import portable_path, run_config, run_dir
+from attnlib.lab.measure import device_name, inference_wall_time
+from attnlib.measures import attention_probe, attention_summary, probe_file
+from attnlib.results.config import RESOLVED, portable_path, run_config, run_dir
 from attnlib.results.load import (
     DamagedResult,
     MissingResult,
@@ -36,18 +40,9 @@ from attnlib.results.load import (
 )
 from attnlib.results.store import MAX_JSON_BYTES, check_no_links, read_regular, sha256, unsafe
 from attnlib.results.validate import PROBE_FILE, RESULT_FILES
-from attnlib.snapshots import (
-    attention_probe,
-    attention_summary,
-    device_name,
-    first_test_images,
-    inference_wall_time,
-    initial_model,
-    probe_file,
-)
-from attnlib.store import check_writable, write_json, write_npz
+from attnlib.store import check_writable, write_npz
 from attnlib.train.device import use_bf16
-from attnlib.util import write_bytes
+from attnlib.util import write_bytes, write_json
 
 log = logging.getLogger("attnlib")
 
@@ -66,7 +61,6 @@ class RunLock:
     def __init__(self, folder: str | Path):
         self.path = Path(folder) / "run.lock"
         self._lock = filelock.FileLock(self.path, timeout=0, thread_local=False, on_acquired=self._claim)
-        self._previous = ""
 
     def acquire(self) -> RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -74,34 +68,25 @@ class RunLock:
             self._lock.acquire()
         except filelock.Timeout:
             raise RunLocked(
-                f"{self.path.parent} is being trained by another process ({self._owner()}); wait for it to finish "
-                "or stop it (a killed run's lock is taken over automatically)"
+                f"{self.path.parent} is being trained by another process ({_owner(self.path)}); wait for it to "
+                "finish or stop it (a killed run's lock is taken over automatically)"
             ) from None
         except OSError as err:
             if err.errno == errno.ELOOP:  # a linked run.lock is refused (UnsafeFolder, as every write)
                 raise unsafe(self.path, "is a symbolic link") from None
             raise
-        if self._previous:
-            log.warning(
-                "taking over the lock of a run that no longer runs (%s) in %s",
-                self._previous,
-                self.path.parent,
-            )
         return self
 
     def _claim(self, fd: int) -> None:
-        """Under the lock: note the previous owner's record (a killed run's), then write ours."""
-        self._previous = _owner_of(os.pread(fd, MAX_JSON_BYTES, 0))
+        """Under the lock: name the previous owner a record is left of (a killed run's), then write ours."""
+        if previous := _owner_of(os.pread(fd, MAX_JSON_BYTES, 0)):
+            log.warning(
+                "taking over the lock of a run that no longer runs (%s) in %s", previous, self.path.parent
+            )
         os.ftruncate(fd, 0)
         record = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
         os.pwrite(fd, json.dumps(record).encode(), 0)
         os.fsync(fd)
-
-    def _owner(self) -> str:
-        try:
-            return _owner_of(read_regular(self.path, MAX_JSON_BYTES)) or "unknown owner"
-        except OSError:
-            return "unknown owner"
 
     def release(self) -> None:
         if self._lock.is_locked:
@@ -113,6 +98,14 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _owner(path: Path) -> str:
+    """Who holds the lock at `path`: its record (`_owner_of`), or 'unknown owner' when it cannot be read."""
+    try:
+        return _owner_of(read_regular(path, MAX_JSON_BYTES)) or "unknown owner"
+    except OSError:
+        return "unknown owner"
 
 
 def _owner_of(data: bytes) -> str:
@@ -207,6 +200,26 @@ def backfill_probe(
         metrics["files"] = {**metrics["files"], PROBE_FILE: sha256(path / PROBE_FILE)}
         write_json(path / "metrics.json", metrics)
     return path / PROBE_FILE
+
+
+def first_test_images(dataset, n: int, device="cpu") -> torch.Tensor:
+    """The first `n` (at least 1) test images of `dataset`, normalised, on `device`: the fixed images of the
+    saved attention maps, the standard probe and the per-epoch measures."""
+    from attnlib.data import Batches
+
+    images, _ = next(Batches(dataset.test, max(1, n), train=False, device=device).epoch(0))
+    return images
+
+
+def initial_model(config: dict) -> torch.nn.Module:
+    """The model of a saved run as its training built it before the first step: the global RNG seeded with
+    the run's seed, then the network of its config.json (every resolved field where recorded), as
+    `train_run` does (`torch.manual_seed(seed)`, then `make`). The global RNG is left as it was."""
+    from attnlib.models import make
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.get("seed", 0))
+        return make(config["family"], **config.get(RESOLVED, config["model"]))
 
 
 def _load_data(spec):

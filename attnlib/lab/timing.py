@@ -14,7 +14,7 @@ round), with the quartiles of those per-round ratios as its spread; a model and 
 one after the other in every round, within a fraction of a second, so a change of load between rounds
 cancels out.
 
-Timed pass by pass (`attnlib.snapshots.pass_times_ms`, as every run times itself), not in blocks as the
+Timed pass by pass (`attnlib.lab.measure.pass_times_ms`, as every run times itself), not in blocks as the
 benchmarks are: the protocol is the [Re] report's (a fixed count of single passes, their median and
 quartiles); the rounds are `attnlib.lab.measure.interleave`'s and the ratios its ``paired_ratio``.
 
@@ -34,9 +34,8 @@ from attnlib import experiments
 from attnlib.checks import check_positive_int
 from attnlib.errors import ConfigError
 from attnlib.lab.machine import running_others as _running_others  # a name of its own: tests patch it
-from attnlib.lab.measure import interleave, paired_ratio, quartiles, session
+from attnlib.lab.measure import interleave, paired_ratio, pass_times_ms, quartiles, session
 from attnlib.results.timing import _jsonable, threads_words, timing_path
-from attnlib.snapshots import pass_times_ms
 
 WARMUP, REPS, ROUNDS = 10, 300, 30  # [Re] protocol (warm-up and timed passes); rounds of interleaving
 QUICK = dict(warmup=2, reps=10, rounds=2)  # --quick: a smoke test of the command, not a measurement

@@ -10,7 +10,7 @@ from attnbook import display
 from attnbook.ledger import measure_endpoints
 from attnbook.params import Params
 from attnbook.phrases import _times, title, word_list
-from attnlib.measures import NEAR_UNIFORM, attention_peaks
+from attnlib.measures import NEAR_UNIFORM, QUERY_FRACTIONS, attention_peaks
 
 
 def show_attention(
@@ -140,7 +140,6 @@ def _san_maps(run, query: int, label: str, model: str) -> None:
     of one query pixel in one test image; ``{label}-mean``, the weights averaged over pixels and images per
     weight group."""
     from attnbook import viz
-    from attnlib.snapshots import QUERY_FRACTIONS
 
     images = run.config.get("attention_mean_images", "the saved")
     unit = "application" if run.config.get("model", {}).get("hierarchical", False) else "layer"

@@ -184,7 +184,7 @@ def token_attention(
     heads: Sequence[int] | None = None,
     average: bool = True,
 ) -> Figure:
-    """``attention_grid`` from a saved ``attention.npz`` (``attnlib.snapshots.attention_summary``).
+    """``attention_grid`` from a saved ``attention.npz`` (``attnlib.measures.attention_summary``).
 
     query: index into the saved fixed query pixels; image: index of a saved test image, or None for the
     average over all the averaged test images (``rows_mean``). ``heads`` and ``average`` as in

@@ -1,5 +1,6 @@
-"""What a run saves of its model (attnlib.snapshots): attention maps of fixed test images, small enough for
-git, and the single-image inference wall time."""
+"""What a run saves of its model: attention maps of fixed test images, small enough for git
+(attnlib.measures.attention_summary), and the single-image inference wall time
+(attnlib.lab.measure.inference_wall_time)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from attnlib.lab.measure import inference_wall_time
+from attnlib.measures import attention_summary
 from attnlib.results.timing import threads_words
-from attnlib.snapshots import attention_summary, inference_wall_time
 from attnlib.store import write_npz
 
 
