@@ -77,6 +77,23 @@ def test_train_cost_row_reads_the_saved_report(tmp_path, memory_ha, verdict):
     assert train_cost_report(tmp_path, "budget") is None
 
 
+@pytest.mark.parametrize(
+    "damage,said",
+    [
+        (dict(protocol=[1]), "not an object with the objects models, ratios, machine, protocol"),
+        (dict(ratios={"vit_ha": 0.5}), "ratios.vit_ha: not an object with the numbers time and memory"),
+        (dict(ratios={"vit_ha": dict(time=1.0)}), "ratios.vit_ha: not an object with the numbers"),
+        (dict(models={"vit_ha": "100 MiB"}), "models.vit_ha.peak_mib: not a number"),
+    ],
+)
+def test_a_damaged_train_cost_report_is_not_measured_and_said_in_one_line(tmp_path, caplog, damage, said):
+    path = train_cost_path(tmp_path, "budget")
+    path.parent.mkdir()
+    path.write_text(json.dumps(_report(50.0) | damage))
+    assert train_cost_report(tmp_path, "budget") is None
+    assert said in caplog.text and "the ledger's training cost is not measured" in caplog.text
+
+
 def test_the_ledger_has_the_cost_rows_with_their_scale():
     ev = Evidence("budget")
     ev.train_cost = _report(50.0)

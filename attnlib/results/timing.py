@@ -33,43 +33,49 @@ def _jsonable(model_config: dict) -> dict:
     return json.loads(json.dumps(model_config, default=list))
 
 
-def load(results_dir: str | Path, preset: str) -> dict | None:
-    """The saved timing report of ``preset``, or None when there is none, or it is unreadable or damaged
-    (not what `attnlib.results.validate.timing_problem` asks: said in one line, and the wall times are then shown as
-    not measured)."""
-    path = timing_path(results_dir, preset)
+def _read(path: Path, problem, unused: str) -> dict | None:
+    """The saved report at ``path``, or None when there is none, or it is unreadable or damaged (``problem``
+    (report) names what is wrong: said in one line, with what is then ``unused``)."""
     if not path.exists() and not path.is_symlink():
         return None
     try:
         report = read_json(path)
-        wrong = timing_problem(report)
+        wrong = problem(report)
     except (OSError, ValueError) as err:
         wrong = f"unreadable ({type(err).__name__}: {err})"
     if wrong:
-        logging.getLogger("attnlib").warning("%s is damaged (%s); its wall times are not used", path, wrong)
+        logging.getLogger("attnlib").warning("%s is damaged (%s); %s", path, wrong, unused)
         return None
     return report
+
+
+def load(results_dir: str | Path, preset: str) -> dict | None:
+    """The saved timing report of ``preset``, or None when there is none, or it is unreadable or damaged
+    (not what `attnlib.results.validate.timing_problem` asks: said in one line, and the wall times are then shown as
+    not measured)."""
+    return _read(timing_path(results_dir, preset), timing_problem, "its wall times are not used")
+
+
+def _train_cost_problem(report) -> str:
+    """'' when a train-cost report holds what the ledger reads (models, ratios, machine and protocol objects; per
+    ratio, numbers time and memory and the HA model's peak_mib); else what is wrong."""
+    fields = ("models", "ratios", "machine", "protocol")
+    if not isinstance(report, dict) or not all(isinstance(report.get(k), dict) for k in fields):
+        return f"not an object with the objects {', '.join(fields)}"
+    for name, r in report["ratios"].items():
+        if not isinstance(r, dict) or not all(isinstance(r.get(k), int | float) for k in ("time", "memory")):
+            return f"ratios.{name}: not an object with the numbers time and memory"
+        model = report["models"].get(name)
+        if not isinstance(model, dict) or not isinstance(model.get("peak_mib"), int | float):
+            return f"models.{name}.peak_mib: not a number"
+    return ""
 
 
 def train_cost_report(results_dir: str | Path, preset: str) -> dict | None:
-    """The saved train-cost report of `preset` (checked: models, ratios and machine of the expected types), or
-    None when there is none or it is unreadable."""
+    """The saved train-cost report of `preset`, or None when there is none, or it is unreadable or damaged
+    (`_train_cost_problem`: said in one line, and the ledger's train-cost row is then not measured)."""
     path = train_cost_path(results_dir, preset)
-    if not path.is_file():
-        return None
-    try:
-        report = read_json(path)
-    except (OSError, ValueError):
-        return None
-    fields = ("models", "ratios", "machine", "protocol")
-    if not isinstance(report, dict) or not all(isinstance(report.get(k), dict) for k in fields):
-        return None
-    for name, r in report["ratios"].items():
-        if not all(isinstance(r.get(k), int | float) for k in ("time", "memory")):
-            return None
-        if not isinstance(report["models"].get(name, {}).get("peak_mib"), int | float):
-            return None
-    return report
+    return _read(path, _train_cost_problem, "the ledger's training cost is not measured")
 
 
 def wall_times(report: dict | None, preset: str) -> dict[str, dict]:
