@@ -35,10 +35,6 @@ def stage_cases(cfg, batch: int):
         yield stage, "subtraction", [(1, 2, size, size)], partial(ops.subtraction, **window)
 
 
-def _forward(call, inputs, backend) -> None:
-    call(*inputs, backend=backend)
-
-
 def _step(call, inputs, backend, upstream) -> None:
     call(*inputs, backend=backend).backward(upstream)
     for t in inputs:
@@ -68,7 +64,7 @@ def run(batch=40, device="auto", min_run_time=MIN_RUN_TIME, dtype="float32", bac
         steps = {}
         for backend in backends:
             upstream = torch.randn_like(call(*inputs, backend=backend))
-            steps["fwd", backend] = partial(_forward, call, inputs, backend)
+            steps["fwd", backend] = partial(call, *inputs, backend=backend)
             steps["fwd+bwd", backend] = partial(_step, call, inputs, backend, upstream)
         for (name, backend), m in compare(steps, dev, 1, min_run_time).items():
             row[(f"{name} ms", backend)] = m["step_s"] * 1e3
