@@ -53,7 +53,7 @@ class Preset:
     data: dataset spec when none is given (attnlib.data.load_dataset; None = $ATTNLIB_DATA, CIFAR-10).
     attention_images / attention_mean_images: test images whose attention maps are saved / averaged; the
         first attention_mean_images test images are also those of the standard probe (probe.npz,
-        `attnlib.snapshots.attention_probe`), which is an output and adds no setting to the fingerprint.
+        `attnlib.measures.attention_probe`), which is an output and adds no setting to the fingerprint.
     timing_reps / timing_warmup: single-image forward passes timed / discarded (Table 3's protocol).
     probe_images: test images on which every epoch logs the per-layer attention measures (0: none).
     reason: why these settings (shown by `python -m attnlib list`).

@@ -25,10 +25,10 @@ Layout of one run (seed 0; other seeds use `<preset>-seed<N>`):
                          tree changed before the result was written), and the sha256 of every other result
                          file; written last: it marks completion
         history.csv      one row per epoch
-        attention.npz    attention maps of fixed test images (`attnlib.snapshots.attention_summary`)
+        attention.npz    attention maps of fixed test images (`attnlib.measures.attention_summary`)
         probe.npz        the standard attention probe: per layer and head, distance, peak and image
                          dependence on the first test images, at initialisation and at the end, beside
-                         uniform attention (`attnlib.snapshots.probe_file`); results saved before it existed
+                         uniform attention (`attnlib.measures.probe_file`); results saved before it existed
                          (2026-12-02) lack it and stay complete (`backfill_probe` adds it from checkpoints)
         centers.npz      quadratic models: centres and Σ⁻¹ of every head after every epoch
         checkpoints/     last.pt / previous.pt (not in git), used to resume

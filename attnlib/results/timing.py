@@ -121,7 +121,7 @@ def threads_words(threads) -> str:
 
 def device_words(device: str) -> str:
     """A saved run's device name as a reader reads it: "(1 threads)" (how runs saved before 2026-12-02 named a
-    one-thread CPU; ``attnlib.snapshots.device_name`` now writes "(1 thread)") as "(1 thread)"; any other name
+    one-thread CPU; ``attnlib.lab.measure.device_name`` now writes "(1 thread)") as "(1 thread)"; any other name
     unchanged."""
     return re.sub(r"\((\d+) threads\)", lambda m: f"({threads_words(int(m[1]))})", str(device))
 

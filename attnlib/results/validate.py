@@ -31,7 +31,7 @@ from attnlib.checks import shown as _shown
 from attnlib.results.store import MAX_RESULT_BYTES, read_regular
 
 RESULT_FILES = ("config.json", "history.csv", "attention.npz")  # what every complete result holds
-PROBE_FILE = "probe.npz"  # the standard attention probe (attnlib.snapshots.probe_file)
+PROBE_FILE = "probe.npz"  # the standard attention probe (attnlib.measures.probe_file)
 OPTIONAL_FILES = ("centers.npz", PROBE_FILE)  # listed in "files" whenever present in the folder
 NOT_A_RESULT_FILE = ("metrics.json", "run.lock", "checkpoints")
 
