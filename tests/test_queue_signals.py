@@ -50,7 +50,8 @@ def _start_queue(tmp_path: Path) -> subprocess.Popen:
         [sys.executable, "-c", QUEUE, str(tmp_path), RUN], stdout=subprocess.PIPE, text=True
     )
     deadline = time.monotonic() + 120
-    while not (tmp_path / "started").exists():
+    started = tmp_path / "started"  # the run creates it, then writes its pid: wait for both
+    while not (started.exists() and started.read_text()):
         assert time.monotonic() < deadline and proc.poll() is None, "the run never started"
         time.sleep(0.1)
     return proc

@@ -174,12 +174,8 @@ def _add_time(sub, paper: dict, budget: dict) -> None:
 def _add_bench(sub, paper: dict, budget: dict) -> None:
     from attnlib.lab.bench import DTYPES, IMPLS, MODELS, SHAPES
 
-    p = sub.add_parser(
-        "bench",
-        help="throughput and utilisation of the paper's models, attnlib against the plain formulation",
-        description="Throughput and utilisation of the paper's models: attnlib against the plain formulation "
-        "(attnlib.lab.bench), side by side in one run.",
-    )
+    about = "throughput and utilisation of the paper's models: attnlib, the plain formulation side by side"
+    p = sub.add_parser("bench", help=about, description=f"{about} (attnlib.lab.bench)")
     p.add_argument("--quick", action="store_true", help="tiny models, one repeat: a few seconds")
     p.add_argument("--out", default=None, help="JSON report (default results/bench/<device>.json)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
@@ -208,12 +204,8 @@ def _add_bench(sub, paper: dict, budget: dict) -> None:
 
 
 def _add_san_bench(sub, paper: dict, budget: dict) -> None:
-    p = sub.add_parser(
-        "san-bench",
-        help="time and peak memory of the SAN operations' backends at each SAN stage's shapes",
-        description="Time and peak memory of the SAN operations' backends at the shapes of each SAN stage on "
-        "CIFAR-10 (attnlib.lab.kernels): both backends on a GPU, the reference alone on the CPU.",
-    )
+    about = "time and peak memory of the SAN operations' backends at each SAN stage's shapes on CIFAR-10"
+    p = sub.add_parser("san-bench", help=about, description=f"{about} (attnlib.lab.kernels)")
     p.add_argument("--batch", type=int, default=40, help="batch size (the [Re] SAN runs used 40)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--min-run-time", type=float, default=0.2, help="seconds of timed blocks per measurement")
