@@ -156,7 +156,7 @@ else:  # the build machine has no GPU: the kernels are checked by the tests, thr
 
 # %% [markdown]
 # The Triton kernels against the reference, values and gradients on a GPU, largest difference:
-# {glue:text}`san_triton_diff`. The benchmark (`python -m attnlib bench`) times both backends side by side
+# {glue:text}`san_triton_diff`. The kernel benchmark (`python -m attnlib san-bench`) times both backends side by side
 # at the shapes of every stage.
 #
 # ## ViT: global attention over patches

@@ -319,15 +319,14 @@ def cmd_san_bench(args) -> int:
 
 def cmd_train_cost(args) -> int:
     """Measure, write the report atomically, print one line per pair."""
-    from attnlib.checks import check_positive_int
     from attnlib.lab import train_cost
+    from attnlib.results.timing import train_cost_path
     from attnlib.util import write_json
 
-    check_positive_int("rounds", args.rounds)
     report = train_cost.measure(
         args.preset, args.pairs, threads=args.threads, device=args.device, rounds=args.rounds
     )
-    path = write_json(train_cost.report_path(args.results_dir, args.preset), report)
+    path = write_json(train_cost_path(args.results_dir, args.preset), report)
     for name, r in report["ratios"].items():
         m = report["models"][name]
         print(f"{name}: step {m['step_s'] * 1e3:.1f} ms, peak {m['peak_mib']:.1f} MiB; HA / model: time "

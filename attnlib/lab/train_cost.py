@@ -26,8 +26,8 @@ import math
 from collections.abc import Callable
 
 from attnlib import experiments
+from attnlib.checks import check_positive_int
 from attnlib.errors import ConfigError
-from attnlib.results.timing import train_cost_path as report_path  # noqa: F401  (lab.commands' name; issue 32: to go)
 
 ROUNDS = 3
 MIN_RUN_TIME = 0.5  # seconds of timed blocks per model and round
@@ -83,6 +83,7 @@ def measure(preset: str = "budget", pairs=None, *, threads: int = 1, device: str
     from attnlib.results.timing import threads_words
 
     experiments.check_preset(preset)
+    check_positive_int("rounds", rounds)
     pairs = list(pairs or HA_PAIRS)
     for base in pairs:
         if base not in HA_PAIRS:
