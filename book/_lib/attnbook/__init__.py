@@ -21,7 +21,7 @@ this package only words and shows it:
     viz         the figures (numpy in, matplotlib ``Figure`` out)
 
 Reading is not training: every run a chapter shows is read and checked by the results side
-(``attnlib.results.load.read``, through ``load`` / ``load_all``), never trained. A chapter that may train
+(``attnlib.results.load.read``, through ``load_status`` / ``load_all``), never trained. A chapter that may train
 says so in a cell of its own, ``if params.train_missing: book.train_missing(names, params)``, which trains
 what results/ lacks through the lab (``attnlib.lab.run``). Its parameter ``train_missing``: ``None`` (the
 default) means "train what results/ lacks" -- *except* during the book build, where the Sphinx extension
@@ -146,7 +146,7 @@ from .reference import (
     training_table,
     transposed,
 )
-from .runs import load, load_all, load_status, seed_accuracies, seed_map, train_missing
+from .runs import load_all, load_status, seed_accuracies, seed_map, train_missing
 from .sphinx import setup
 from .tables import (
     KIND_MARKS,
@@ -234,7 +234,6 @@ __all__ = [
     "literature_caption",
     "literature_table",
     "logged_gain",
-    "load",
     "load_all",
     "load_status",
     "model_table",

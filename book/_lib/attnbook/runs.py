@@ -21,11 +21,6 @@ def load_status(experiment: str, params: Params):
     return saved.run, saved.status, saved.detail
 
 
-def load(experiment: str, params: Params):
-    """The ``RunResult`` of ``load_status``, or None (missing, damaged or stale)."""
-    return load_status(experiment, params)[0]
-
-
 def train_missing(experiments, params: Params) -> list[str]:
     """Train, through the lab (``attnlib.lab.run.run_or_load`` with ``params.run_kwargs()``), each run of
     ``experiments`` at the chapter's preset and seed that results/ lacks, holds damaged or holds of another
