@@ -32,7 +32,9 @@ def test_the_source_roots_and_the_extension():
 
 def test_the_old_paths_are_gone():
     for old in ("attnlib.book", "attnlib.viz", "attnlib.bookcheck"):
-        done = subprocess.run([sys.executable, "-c", f"import {old}"], capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", f"import {old}"], capture_output=True, text=True, timeout=300
+        )
         assert done.returncode != 0 and "ModuleNotFoundError" in done.stderr, old
 
 

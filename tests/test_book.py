@@ -739,7 +739,10 @@ def test_damaged_and_stale_results_in_the_book(damaged, monkeypatch):
     monkeypatch.setattr(display, "note", lambda text, kind="note": notes.append(text))
     book.note_missing("Table 3", "smoke", names, runs.status)
     shown = [escaped(book.title(n)) for n in ("vit", "vit_ha", "resnet18")]
-    assert f"{shown[0]} (other configuration (not used)), {shown[1]} (damaged (not used)), {shown[2]}" in notes[0]
+    assert (
+        f"{shown[0]} (other configuration (not used)), {shown[1]} (damaged (not used)), {shown[2]}"
+        in notes[0]
+    )
     with pytest.raises(DamagedResult) as err:  # what book.load caught: status and detail for the table
         run_or_load("vit_ha", **params.run_kwargs())
     assert err.value.status == "damaged" and "metrics.json" in err.value.detail

@@ -70,7 +70,9 @@ def test_tables_and_folded_tables_show_the_payload_as_text(payload, monkeypatch)
     frame = collect(payload, "smoke", ["vit", "vit_ha"])
     display.show_table(frame[["experiment", "dataset", "wall_time_device"]], caption=PAYLOAD)
     html = shown[0].data  # the HTML shown
-    assert injected_markup(f"<article><section>{html}</section></article>") == [] and "&lt;b onmouseover" in html
+    assert (
+        injected_markup(f"<article><section>{html}</section></article>") == [] and "&lt;b onmouseover" in html
+    )
     assert injected_markup(_page(markdown_table(frame[["experiment", "dataset"]]))) == []
     # the one tag the library writes in headers, a soft line break, is kept; a results file's is not
     display.show_table(pd.DataFrame({"seed<wbr>s": ["<wbr><b onclick=x>"]}))

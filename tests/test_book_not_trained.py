@@ -61,7 +61,12 @@ def _run_chapter(chapter: str, results_dir: Path, out: Path):
     return papermill.execute_notebook(
         str(source),
         str(out),
-        parameters={"preset": "budget", "results_dir": str(results_dir), "train_missing": False, "device": "cpu"},
+        parameters={
+            "preset": "budget",
+            "results_dir": str(results_dir),
+            "train_missing": False,
+            "device": "cpu",
+        },
         kernel_name="python3",
         cwd=str(ROOT / "book"),
         progress_bar=False,

@@ -67,11 +67,16 @@ def test_data_defaults_to_the_librarys_one_default(tmp_path, monkeypatch):
     of the book's own (reading needs none: a fingerprint records "cifar10" for any copy)."""
     monkeypatch.delenv(attnbook.params.DATA_ENV, raising=False)
     assert attnbook.default_data() is None
-    assert attnbook.check_params(preset="budget", data=None, results_dir=tmp_path, train_missing=True).data is None
+    assert (
+        attnbook.check_params(preset="budget", data=None, results_dir=tmp_path, train_missing=True).data
+        is None
+    )
     folder = tmp_path / "cifar"
     folder.mkdir()
     monkeypatch.setenv(attnbook.params.DATA_ENV, str(folder))
-    assert attnbook.check_params(preset="budget", data=None, results_dir=tmp_path).data == str(folder.resolve())
+    assert attnbook.check_params(preset="budget", data=None, results_dir=tmp_path).data == str(
+        folder.resolve()
+    )
     assert attnbook.check_params(preset="smoke", data=None, results_dir=tmp_path).data is None  # its own
     monkeypatch.setenv(attnbook.params.DATA_ENV, str(tmp_path / "gone"))
     with pytest.raises(attnbook.ParameterError, match="does not exist: set ATTNLIB_DATA or pass data"):
@@ -95,7 +100,9 @@ def test_a_data_folder_is_checked_by_the_librarys_one_check(tmp_path):
     """attnlib.data.spec.check_data decides; the chapter says it in one line with the reason in brackets."""
     folder = tmp_path / "cifar"
     (folder / "train").mkdir(parents=True)
-    with pytest.raises(attnbook.ParameterError, match=r"^data: got '.*cifar'; allowed: .*\(no CIFAR-10 there"):
+    with pytest.raises(
+        attnbook.ParameterError, match=r"^data: got '.*cifar'; allowed: .*\(no CIFAR-10 there"
+    ):
         _params(tmp_path, data=str(folder))  # train/ without test/
     (folder / "test").mkdir()
     assert _params(tmp_path, data=str(folder)).data == str(folder.resolve())

@@ -74,7 +74,9 @@ def test_model_tables_keep_every_field(family):
             ]  # a field the model does not have: "—", never "nan"
         seen += names
     assert seen == list(full.index)
-    if family == "paper":  # fourteen models: the five quadratic ones and the six with content in two tables each
+    if (
+        family == "paper"
+    ):  # fourteen models: the five quadratic ones and the six with content in two tables each
         assert [g for g, _ in chunks] == [
             ["SA quadratic"],
             ["SA quadratic", "SA learned 2D"],

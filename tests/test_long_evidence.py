@@ -207,7 +207,9 @@ def test_chapter_figure_or_one_note(tiny_long, tmp_path, monkeypatch):
     run = train_run("vit_ha", "long", results_dir=tmp_path, progress=False)
     assert book.show_measure_curves(figures, params) == 1
     ((fig, name, caption),) = shown
-    assert name == "fig-a" and "not yet trained" not in caption.lower()  # a missing run: a note, not the caption
+    assert (
+        name == "fig-a" and "not yet trained" not in caption.lower()
+    )  # a missing run: a note, not the caption
     assert notes[-1] == "Not drawn, as no 60-epoch run of them is saved: ViT."
     assert [ax.get_title() for ax in fig.axes if ax.get_title()] == [book.title("vit_ha")]
     np.testing.assert_allclose(fig.axes[0].get_lines()[0].get_ydata(), run.history["distance_0"])
@@ -253,8 +255,10 @@ def test_ha_effects_split_keeps_every_column():
     assert book.ha_effects_split(missing)[0].iloc[0][("test accuracy (%)", "HA")] == "—"
     md = book.markdown_table(details).splitlines()
     assert (
-        md[0].replace("\\", "") == "| model | ν | p | paired by seed | seeds asked | [Re] log | same sign as [Re] |"
-        and md[2].replace("\\", "") == "| ViT | 3.1 | 0.140 | +1.0, p 0.200 (3 seeds) | 5 per side | +5.0 | yes |"
+        md[0].replace("\\", "")
+        == "| model | ν | p | paired by seed | seeds asked | [Re] log | same sign as [Re] |"
+        and md[2].replace("\\", "")
+        == "| ViT | 3.1 | 0.140 | +1.0, p 0.200 (3 seeds) | 5 per side | +5.0 | yes |"
     )
 
 
@@ -350,7 +354,11 @@ def test_appendix_draws_the_maps_of_each_saved_long_run(tiny_long, tmp_path, mon
     from attnbook import display
 
     shown = []
-    monkeypatch.setattr(display, "show", lambda fig, name=None, caption=None, also=(), folded=None: shown.append((name, caption)))
+    monkeypatch.setattr(
+        display,
+        "show",
+        lambda fig, name=None, caption=None, also=(), folded=None: shown.append((name, caption)),
+    )
     monkeypatch.setattr(display, "note", lambda text, kind="note": None)
     params = book.check_params(preset="smoke", results_dir=str(tmp_path), train_missing=False)
     names = ["learned_9h", "resnet18", "vit"]

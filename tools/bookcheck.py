@@ -355,15 +355,21 @@ def _check_page(browser, file: Path, root: Path, screenshots: Path | None, timeo
         for where in code_ids_in_text(source, experiment_ids()):
             report.problems.append(f"a code id in a sentence (write the display name): {where}")
         for where in missing_mark_in_text(source):
-            report.problems.append(f"'not yet trained' in a sentence (give the number, or say it in a table): {where}")
+            report.problems.append(
+                f"'not yet trained' in a sentence (give the number, or say it in a table): {where}"
+            )
         for printed in stderr_outputs(source):
             report.problems.append(f"a cell printed to stderr (a warning the reader sees): {printed}")
         for figure in unnumbered_figures(source):
-            report.problems.append(f"a figure without a number (a named {{glue:figure}} with a caption): {figure}")
+            report.problems.append(
+                f"a figure without a number (a named {{glue:figure}} with a caption): {figure}"
+            )
         for wide in found["wideMath"]:
             report.problems.append(f"formula wider than its box (split it: aligned): {wide}")
         for markup in sorted(set(found["injected"]) | set(injected_markup(source))):
-            report.problems.append(f"markup no chapter wrote (a results file's string shown as HTML?): {markup}")
+            report.problems.append(
+                f"markup no chapter wrote (a results file's string shown as HTML?): {markup}"
+            )
         for wide in found["wide"]:
             report.problems.append(f"figure wider than the page: {wide}")
         for wide in found["wideTables"]:
@@ -426,7 +432,10 @@ def main(argv: list[str] | None = None) -> int:
         reports = check_pages(files, screenshots=shots, chromium=chromium, root=html)
     except Exception as err:  # noqa: BLE001 -- ATTNLIB_CHROMIUM naming no browser: Playwright's launch error
         reason = " ".join(str(err).split())[:200]
-        print(f"check-book: could not drive {chromium} as Chromium ({type(err).__name__}: {reason}); {INSTALL_HINT}.", file=sys.stderr)
+        print(
+            f"check-book: could not drive {chromium} as Chromium ({type(err).__name__}: {reason}); {INSTALL_HINT}.",
+            file=sys.stderr,
+        )
         return 2
     for r in reports:
         maths = f"{r.maths} formulas, MathJax {r.mathjax}" if r.maths else "no formulas"

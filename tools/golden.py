@@ -171,7 +171,9 @@ def main(argv=None) -> int:
         print(f"wrote {SNAPSHOT.relative_to(ROOT)}")
         return 0
     if not SNAPSHOT.exists():
-        print(f"golden: no snapshot at {SNAPSHOT.relative_to(ROOT)}; write one with: python tools/golden.py write")
+        print(
+            f"golden: no snapshot at {SNAPSHOT.relative_to(ROOT)}; write one with: python tools/golden.py write"
+        )
         return 1
     diffs = differences(json.loads(SNAPSHOT.read_text("utf-8")), new, figures=args.figures)
     for line in diffs:

@@ -36,7 +36,15 @@ def bench_reports(params: Params) -> dict:
             if idle.is_file() and peak_shared(report):
                 _use_idle_peak(report, read_json(idle), idle)
             bench_machine_markdown(report)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, ZeroDivisionError) as err:
+        except (
+            OSError,
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+            IndexError,
+            ZeroDivisionError,
+        ) as err:
             reason = " ".join(f"{type(err).__name__}: {err}".split())[:200]
             logging.getLogger("attnlib").warning("%s is damaged (%s); not shown", f, reason)
             continue
@@ -124,9 +132,7 @@ def bench_machine_markdown(report: dict) -> str:
                 "idle core."
             )
         else:
-            text += (
-                f" Matmul peak ({listed}): best of several sizes and repetitions on otherwise idle cores."
-            )
+            text += f" Matmul peak ({listed}): best of several sizes and repetitions on otherwise idle cores."
     elif shared:
         text += "."
     bf16 = {"avx512_bf16", "amx_bf16"} & set(m.get("cpu_flags") or [])

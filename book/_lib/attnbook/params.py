@@ -188,7 +188,9 @@ def check_params(
         raise ParameterError("preset", preset, ", ".join(_presets()))
     if long_preset not in _presets():
         raise ParameterError("long_preset", long_preset, ", ".join(_presets()))
-    if seed is not _UNSET and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED):
+    if seed is not _UNSET and (
+        isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED
+    ):
         raise ParameterError("seed", seed, f"an integer in [0, {MAX_SEED}]")
     if train_missing is not None and not isinstance(train_missing, bool):
         raise ParameterError("train_missing", train_missing, "None (automatic), True, False")
