@@ -20,7 +20,7 @@ from attnlib.data.cifar10 import (
     DataNotFoundError,
     no_cifar10,
 )
-from attnlib.data.sources import _decode_imagefolder, _detect, _read_pickles, synthetic_cifar10
+from attnlib.data.sources import _detect, synthetic_cifar10
 from attnlib.data.spec import check_data
 from attnlib.env import DATA_ENV
 
@@ -61,10 +61,10 @@ def _load_folder(root: Path, parameter: str) -> CIFAR10Data:
             f"{root}{where} is not an existing folder; it should hold {LAYOUTS}. {DOWNLOAD_HINT}",
         )
     try:
-        src = _detect(root, parameter)
-        if src is not None:
-            log.info("reading %s", src.description)
-            return _read_pickles(src) if src.kind == "pickle" else _decode_imagefolder(src)
+        read = _detect(root, parameter)
+        if read is not None:
+            log.info("reading CIFAR-10 in %s", root)
+            return read()
     except OSError as err:  # a symlink loop, a file we may not read, an I/O error: one line naming it
         where = err.filename if err.filename is not None else root
         raise DataFormatError(

@@ -4,10 +4,11 @@ deterministic synthetic stand-in."""
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -52,40 +53,18 @@ def synthetic_cifar10(
     return CIFAR10Data(split(n_train), split(n_test), CLASSES, f"synthetic(seed={seed},n={n_train}+{n_test})")
 
 
-@dataclass
-class _Source:
-    """A folder source: its format, resolved folder, files (relative paths) and a provenance string."""
-
-    kind: str  # "pickle" or "imagefolder"
-    path: Path  # pickle: the cifar-10-batches-py folder
-    files: list[str]  # imagefolder: paths relative to `path`, "train/cat/0001.jpg"; pickle: empty
-    labels: list[int]  # imagefolder: class index of each file; pickle: empty
-    parameter: str  # the user-facing parameter that named this folder (for error messages)
-
-    @property
-    def description(self) -> str:
-        if self.kind == "pickle":
-            return f"torchvision-pickle:{self.path}"
-        formats = sorted({IMAGE_SUFFIXES[os.path.splitext(f)[1].lower()] for f in self.files})
-        return f"imagefolder-{'+'.join(formats)}:{self.path}"
-
-
-def _detect(root: Path, parameter: str) -> _Source | None:
-    """The layout found in ``root`` (torchvision's download first, then ImageFolder), or None."""
+def _detect(root: Path, parameter: str) -> Callable[[], CIFAR10Data] | None:
+    """The reader of the layout found in ``root`` (torchvision's download first, then ImageFolder), or None;
+    nothing but the listing of ``root`` is read before the reader is called."""
     if (root / PICKLE_DIR).is_dir():
-        return _Source("pickle", (root / PICKLE_DIR).resolve(), [], [], parameter)
+        return functools.partial(_read_pickles, (root / PICKLE_DIR).resolve(), parameter)
     splits = [s for s in ("train", "test") if (root / s).is_dir()]
     if not splits:
         return None
     if len(splits) == 1:
         other = "test" if splits == ["train"] else "train"
         raise DataFormatError(parameter, str(root), f"{root} has {splits[0]}/ but no {other}/ folder")
-    src = _Source("imagefolder", root.resolve(), [], [], parameter)
-    for split in ("train", "test"):
-        for rel, label in _scan_split(src.path, split, parameter):
-            src.files.append(rel)
-            src.labels.append(label)
-    return src
+    return functools.partial(_read_imagefolder, root.resolve(), parameter)
 
 
 def _scan_split(root: Path, split: str, parameter: str) -> list[tuple[str, int]]:
@@ -121,40 +100,41 @@ def _scan_split(root: Path, split: str, parameter: str) -> list[tuple[str, int]]
     return out
 
 
-def _read_pickles(src: _Source) -> CIFAR10Data:
-    """torchvision's download, read by torchvision.datasets.CIFAR10, which unpickles a file only once its md5
-    is the original's: a changed file (one that would run code when unpickled included) is refused unread,
-    named here with the first file that fails."""
+def _read_pickles(path: Path, parameter: str) -> CIFAR10Data:
+    """torchvision's download (the folder ``path``), read by torchvision.datasets.CIFAR10, which unpickles a
+    file only once its md5 is the original's: a changed file (one that would run code when unpickled
+    included) is refused unread, named here with the first file that fails."""
     from torchvision.datasets import CIFAR10
     from torchvision.datasets.utils import check_integrity
 
     files = [*CIFAR10.train_list, *CIFAR10.test_list, [CIFAR10.meta["filename"], CIFAR10.meta["md5"]]]
     for name, md5 in files:
-        path = src.path / name
-        if not check_integrity(str(path), md5):
-            what = "is not the original file (another md5)" if path.exists() else "is missing"
+        file = path / name
+        if not check_integrity(str(file), md5):
+            what = "is not the original file (another md5)" if file.exists() else "is missing"
             raise DataFormatError(
-                src.parameter, str(path), f"{path} {what}: only torchvision's CIFAR-10 files are read"
+                parameter, str(file), f"{file} {what}: only torchvision's CIFAR-10 files are read"
             )
     splits = []
     for train in (True, False):
-        ds = CIFAR10(str(src.path.parent), train=train)
+        ds = CIFAR10(str(path.parent), train=train)
         # torchvision's (N, 32, 32, 3) back to the files' (N, 3, 32, 32)
         images = torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
         splits.append(Split(images, torch.tensor(ds.targets, dtype=torch.int64)))
-    return CIFAR10Data(*splits, CLASSES, src.description)
+    return CIFAR10Data(*splits, CLASSES, f"torchvision-pickle:{path}")
 
 
-def _decode_imagefolder(src: _Source) -> CIFAR10Data:
-    paths = [src.path / f for f in src.files]
-    images = decode_images(paths, src.parameter)
-    labels = torch.tensor(src.labels, dtype=torch.int64)
-    is_train = torch.tensor([f.startswith("train/") for f in src.files])
-    train, test = Split(images[is_train], labels[is_train]), Split(images[~is_train], labels[~is_train])
-    return CIFAR10Data(train, test, CLASSES, src.description)
+def _read_imagefolder(root: Path, parameter: str) -> CIFAR10Data:
+    """The ImageFolder tree in ``root``: both splits' folders checked, then their images decoded."""
+    listed = [_scan_split(root, split, parameter) for split in ("train", "test")]
+    splits, formats = [], set()
+    for files, labels in (zip(*entries, strict=True) for entries in listed):
+        formats |= {IMAGE_SUFFIXES[os.path.splitext(f)[1].lower()] for f in files}
+        splits.append(Split(decode_images([root / f for f in files], parameter), torch.tensor(labels)))
+    return CIFAR10Data(*splits, CLASSES, f"imagefolder-{'+'.join(sorted(formats))}:{root}")
 
 
-def decode_images(paths: list[Path], parameter: str = "root", threads: int | None = None) -> torch.Tensor:
+def decode_images(paths: list[Path], parameter: str = "root") -> torch.Tensor:
     """Decode 32x32 PNG/JPEG files to uint8 (N, 3, 32, 32) RGB with torchvision.io's decoders (C++: they
     release the GIL) on a thread pool. An unreadable or undecodable file, or one of another size, raises
     DataFormatError naming it."""
@@ -186,7 +166,7 @@ def decode_images(paths: list[Path], parameter: str = "root", threads: int | Non
     # torchvision >= 0.29 warns on every call that image decoding is moving to TorchCodec
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*decoding and encoding capabilities of TorchVision.*")
-        with ThreadPoolExecutor(threads or min(8, os.cpu_count() or 1)) as pool:
+        with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
             images = list(pool.map(decode, paths))  # list() re-raises the first error
     return torch.stack(images) if images else torch.empty(0, 3, 32, 32, dtype=torch.uint8)
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from attnlib.checks import is_synthetic, synthetic_sizes
-from attnlib.data.cifar10 import LAYOUTS, PICKLE_DIR, DataNotFoundError, no_cifar10
+from attnlib.data.cifar10 import LAYOUTS, DataNotFoundError, no_cifar10
 from attnlib.data.sources import _detect
 from attnlib.errors import ConfigError
 
@@ -32,7 +32,6 @@ def check_data(spec, parameter: str = "data") -> str | None:
         raise DataNotFoundError(
             parameter, spec, f"got {str(spec)!r}, which is not an existing folder; allowed: {ALLOWED}"
         )
-    if not ((path / PICKLE_DIR).is_dir() or ((path / "train").is_dir() and (path / "test").is_dir())):
-        _detect(path, parameter)  # names a partial layout (train/ without test/) precisely
+    if _detect(path, parameter) is None:  # a partial layout (train/ without test/) is named precisely
         raise no_cifar10(path, parameter)
     return str(path.resolve())
