@@ -172,7 +172,6 @@ def fit(
             row = run.record(epoch, stats, train_seconds, test_batches, probe)
             run.log_row(row)
             run.save(epoch + 1, 0)
-            run.last_saved = time.monotonic()
             if stop.signum is not None:  # signal during evaluation: the epoch checkpoint is already saved
                 raise Interrupted(
                     f"{desc}: interrupted after epoch {epoch + 1}; checkpoint saved; rerun to resume"
@@ -275,11 +274,7 @@ class _Run:
         good checkpoint kept (every rank holds the same weights, so every rank raises)."""
         ckpt = self.ckpt
         if not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
-            where = f" ({ckpt.last})" if ckpt is not None and ckpt.last.exists() else ""
-            raise TrainingDiverged(
-                f"{self.desc}: the weights became non-finite in epoch {epoch + (1 if step else 0)}; the last "
-                f"good checkpoint is kept{where}. Try a lower lr."
-            )
+            raise self._diverged(f"the weights became non-finite in epoch {epoch + (1 if step else 0)}")
         mine = {"rng": _rng_state(), "partial": partial}
         if self.info.enabled:
             ranks = [None] * self.info.world_size
@@ -297,10 +292,17 @@ class _Run:
                     "history": self.history,
                     "train_seconds": self.train_seconds,
                     "quadratic": self.logged,
-                    "ranks": ranks,
-                    "world_size": self.info.world_size,
+                    "ranks": ranks,  # one entry per process: a resume by another number redoes the epoch
                 }
             )
+        self.last_saved = time.monotonic()
+
+    def _diverged(self, what: str) -> TrainingDiverged:
+        """The one divergence error: what became non-finite, and the last good checkpoint, which is kept."""
+        where = f" ({self.ckpt.last})" if self.ckpt is not None and self.ckpt.last.exists() else ""
+        return TrainingDiverged(
+            f"{self.desc}: {what}; the last good checkpoint is kept{where}. Try a lower lr."
+        )
 
     # ---- one epoch
     def train_epoch(self, epoch: int, stop, interval: float, seed: int):
@@ -361,38 +363,35 @@ class _Run:
             device=self.device,
         )
         _all_reduce(flags, self.info, dist.ReduceOp.MAX if self.info.enabled else None)
-        desc, ckpt = self.desc, self.ckpt
         if flags[0]:
             bar.close()
-            where = f" ({ckpt.last})" if ckpt is not None and ckpt.last.exists() else ""
-            raise TrainingDiverged(
-                f"{desc}: the training loss became {loss.item()} at epoch {epoch + 1}, step "
-                f"{step + 1}; the last good checkpoint is kept{where}. Try a lower lr."
+            raise self._diverged(
+                f"the training loss became {loss.item()} at epoch {epoch + 1}, step {step + 1}"
             )
         if flags[1] or flags[2]:  # a mid-epoch checkpoint holds the running sums and seconds so far
             partial = {"stats": stats.tolist(), "seconds": time.perf_counter() - self.epoch_start}
+            self.save(epoch, step + 1, partial)
         if flags[1]:
             bar.close()
-            self.save(epoch, step + 1, partial)
-            where = f" in {ckpt.last}" if ckpt is not None else ""
+            where = f" in {self.ckpt.last}" if self.ckpt is not None else ""
             raise Interrupted(
-                f"{desc}: interrupted at epoch {epoch + 1}, step {step + 1}; checkpoint saved{where}; "
+                f"{self.desc}: interrupted at epoch {epoch + 1}, step {step + 1}; checkpoint saved{where}; "
                 "rerun the same command to resume"
             )
-        if flags[2]:
-            self.save(epoch, step + 1, partial)
-            self.last_saved = time.monotonic()
 
     # ---- the epoch's row
+    def _test(self, test_batches, when: str) -> tuple[float, float]:
+        """(test loss, accuracy) of the weights (all ranks); a non-finite loss (an update made the weights
+        useless) is TrainingDiverged."""
+        test_loss, test_acc = evaluate(self.model, test_batches, self.device, self.bf16, self.info)
+        if not math.isfinite(test_loss):
+            raise self._diverged(f"the test loss became {test_loss} {when}")
+        return test_loss, test_acc
+
     def record(self, epoch: int, stats, train_seconds: float, test_batches, probe) -> dict:
         """Evaluate, append the epoch's history row (and the probe's columns, the logged model state)."""
         loss_sum, correct, count, norm_sum = stats
-        test_loss, test_acc = evaluate(self.model, test_batches, self.device, self.bf16, self.info)
-        if not math.isfinite(test_loss):  # the epoch's last update made the weights useless
-            raise TrainingDiverged(
-                f"{self.desc}: the test loss became {test_loss} after epoch {epoch + 1}; the last good "
-                "checkpoint is kept. Try a lower lr."
-            )
+        test_loss, test_acc = self._test(test_batches, f"after epoch {epoch + 1}")  # its last update too
         epoch_seconds = time.perf_counter() - self.epoch_start
         self.train_seconds += epoch_seconds
         row = {
@@ -417,9 +416,7 @@ class _Run:
     def reevaluate(self, test_batches) -> None:
         """The last history row's test loss and accuracy measured again on the restored weights (a run
         resumed from its final checkpoint: the result must not rest on what the checkpoint says)."""
-        test_loss, test_acc = evaluate(self.model, test_batches, self.device, self.bf16, self.info)
-        if not math.isfinite(test_loss):
-            raise TrainingDiverged(f"{self.desc}: the test loss of the final weights is {test_loss}")
+        test_loss, test_acc = self._test(test_batches, "on the final checkpoint's weights")
         last = self.history[-1]
         if (last.get("test_loss"), last.get("test_acc")) != (test_loss, test_acc) and self.info.is_main:
             log.warning(
