@@ -3,7 +3,6 @@ training loop (`attnlib.train`, which re-exports it), so that the registry needs
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from attnlib.checks import check, check_choice, check_positive_int
@@ -50,6 +49,3 @@ class TrainConfig:
             self.grad_clip,
             "None or a number > 0",
         )
-
-    def replace(self, **changes) -> TrainConfig:
-        return dataclasses.replace(self, **changes)

@@ -16,8 +16,7 @@ runs and measurements that set a protocol, the per-core throughput table) is dat
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from importlib import resources
 
@@ -80,7 +79,7 @@ class RunConfig(Preset):
     family: str
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
+        d = asdict(self)
         # settings added later are recorded only when set, so that older results keep their fingerprints
         if d["train"]["grad_clip"] is None:
             del d["train"]["grad_clip"]
@@ -277,10 +276,6 @@ def _budget_presets() -> dict[str, Preset]:  # the common choices are in NOTES["
     common = dict(epochs=4, batch_size=100, momentum=0.9, weight_decay=1e-4, schedule="cosine", warmup=0.05)
     no_dropout = dict(dropout=0.0, attn_dropout=0.0)
     san = dict(nesterov=True, label_smoothing=0.1, **common)
-
-    def why(protocol: str, text: str) -> str:  # the one-line reason followed by its dated history
-        return " ".join(filter(None, (text, history("budget", protocol))))
-
     attention = Preset(
         TrainConfig(lr=0.1, **common),
         model=dict(layers=4, hidden=64, mlp=128, downsample=4, **no_dropout),
@@ -290,22 +285,18 @@ def _budget_presets() -> dict[str, Preset]:  # the common choices are in NOTES["
         "learning); SGD as published (0.1, momentum 0.9, wd 1e-4, none on centres/spreads).",
     )
 
-    def like(protocol: str, text: str, train: dict) -> Preset:  # the paper models' preset, other training
-        return dataclasses.replace(
-            attention, train=attention.train.replace(**train), reason=why(protocol, text)
-        )
+    def like(text: str, train: dict) -> Preset:  # the paper models' preset, other training
+        return replace(attention, train=replace(attention.train, **train), reason=text)
 
-    return {
+    presets = {
         "attention": attention,
-        "learned": like("learned", "As the other paper models, but 8 epochs:", dict(epochs=8)),
+        "learned": like("As the other paper models, but 8 epochs:", dict(epochs=8)),
         "learned_16h": like(
-            "learned_16h",
             "As SA learned 2D, 9 heads (8 epochs), but lr 0.06 (not 0.1) and the gradient norm clipped to 1, as the "
             "learned models with content:",
             dict(epochs=8, lr=0.06, grad_clip=1.0),
         ),
         "learned_content": like(
-            "learned_content",
             "As the other paper models, but lr 0.06 (not 0.1), 12 epochs, 1 warm-up epoch and the gradient norm "
             "clipped to 1, for the learned models with content and their HA variants alike.",
             dict(lr=0.06, epochs=12, warmup=1 / 12, grad_clip=1.0),
@@ -318,11 +309,8 @@ def _budget_presets() -> dict[str, Preset]:  # the common choices are in NOTES["
         ),
         "san_pairwise": Preset(
             TrainConfig(lr=0.1, **san),
-            reason=why(
-                "san_pairwise",
-                "SAN stage widths 32-256 (not 64-1024), stem 32; batch 100 (not 40) for CPU efficiency with "
-                "the [Re] lr 0.1 kept (already high for its batch), Nesterov, label smoothing 0.1.",
-            ),
+            reason="SAN stage widths 32-256 (not 64-1024), stem 32; batch 100 (not 40) for CPU efficiency with "
+            "the [Re] lr 0.1 kept (already high for its batch), Nesterov, label smoothing 0.1.",
         ),
         "san_patchwise": Preset(
             TrainConfig(lr=0.01, **san),
@@ -332,13 +320,15 @@ def _budget_presets() -> dict[str, Preset]:  # the common choices are in NOTES["
         "vit": Preset(
             TrainConfig(lr=0.03, nesterov=True, **{**common, "epochs": 6}),
             model=dict(layers=4, hidden=64, mlp=128, patch=4, stem="none", **no_dropout),
-            reason=why(
-                "vit",
-                "ViT: 4 layers, hidden 64 / MLP 128, 4x4 patches (8x8 tokens), no ResNet stem (it alone "
-                "would cost more than the encoder at 32x32), no dropout; batch 100 with the [Re] lr 0.01 "
-                "scaled linearly from batch 32 (0.03), Nesterov; 6 epochs,",
-            ),
+            reason="ViT: 4 layers, hidden 64 / MLP 128, 4x4 patches (8x8 tokens), no ResNet stem (it alone "
+            "would cost more than the encoder at 32x32), no dropout; batch 100 with the [Re] lr 0.01 "
+            "scaled linearly from batch 32 (0.03), Nesterov; 6 epochs,",
         ),
+    }
+    # each reason followed by its protocol's dated history
+    return {
+        k: replace(p, reason=" ".join(filter(None, (p.reason, history("budget", k)))))
+        for k, p in presets.items()
     }
 
 
@@ -374,14 +364,15 @@ LONG_MAX_LR, LONG_CLIP = 0.05, 1.0
 def _long_presets() -> dict[str, Preset]:
     def longer(p: Preset) -> Preset:
         lr, clip = min(p.train.lr, LONG_MAX_LR), p.train.grad_clip or LONG_CLIP
-        train = p.train.replace(epochs=LONG_EPOCHS, lr=lr, grad_clip=clip)  # warm-up: the same share of steps
+        # warm-up: the same share of steps
+        train = replace(p.train, epochs=LONG_EPOCHS, lr=lr, grad_clip=clip)
         reason = (
             f"The budget protocol trained for a fixed {LONG_EPOCHS} epochs, cosine over all of them, with no early "
             f"stop and nothing decided on the test set {history('long', 'plateau')}; lr at most {LONG_MAX_LR} and "
             f"the gradient norm clipped to {LONG_CLIP:g} {history('long', 'clip')}; per-layer attention "
             f"measures of {LONG_PROBE_IMAGES} test images logged every epoch. Budget: {p.reason}"
         )
-        return dataclasses.replace(p, train=train, probe_images=LONG_PROBE_IMAGES, reason=reason)
+        return replace(p, train=train, probe_images=LONG_PROBE_IMAGES, reason=reason)
 
     return {k: longer(p) for k, p in _with_defaults(_budget_presets()).items()}
 
@@ -446,7 +437,7 @@ def preset_for(name: str, preset: str = "paper") -> Preset:
 def resolve(name: str, preset: str = "paper", *, epochs: int | None = None) -> RunConfig:
     """The full configuration of experiment `name` at `preset` (optionally with another epoch count)."""
     exp, p = get(name), preset_for(name, preset)
-    train = p.train if epochs is None else p.train.replace(epochs=epochs)
+    train = p.train if epochs is None else replace(p.train, epochs=epochs)
     model = {**exp.model, **p.model, **exp.overrides.get(MODELS_OF.get(preset, preset), {})}
     return RunConfig(
         **{**vars(p), "model": model, "train": train}, experiment=name, preset=preset, family=exp.family
@@ -465,6 +456,7 @@ def count_parameters(name: str, preset: str = "paper") -> int:
     """Trainable parameters of `name` at `preset` (built on the meta device: no memory, no init cost)."""
     import torch
 
+    from attnlib.models.cost import trainable_parameters
+
     with torch.device("meta"):  # every model of the registry builds there
-        model = build_model(name, preset)
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+        return trainable_parameters(build_model(name, preset))

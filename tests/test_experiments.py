@@ -249,7 +249,8 @@ def test_long_preset_is_the_budget_for_a_fixed_number_of_epochs_with_measures():
     for name in EXPERIMENTS:
         budget, long = resolve(name, "budget"), resolve(name, "long")
         assert long.model == budget.model  # the same networks
-        assert long.train == budget.train.replace(
+        assert long.train == dataclasses.replace(
+            budget.train,
             epochs=LONG_EPOCHS,
             lr=min(budget.train.lr, LONG_MAX_LR),
             grad_clip=budget.train.grad_clip or LONG_CLIP,

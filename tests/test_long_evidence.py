@@ -24,7 +24,8 @@ def tiny_long(monkeypatch):
     """`long` trains the smoke models for 2 epochs, logging the per-layer measures every epoch."""
     smoke = experiments.PRESET_TABLE["smoke"]
     tiny = {
-        k: dataclasses.replace(p, probe_images=16, train=p.train.replace(epochs=2)) for k, p in smoke.items()
+        k: dataclasses.replace(p, probe_images=16, train=dataclasses.replace(p.train, epochs=2))
+        for k, p in smoke.items()
     }
     monkeypatch.setitem(experiments.PRESET_TABLE, "long", tiny)
     monkeypatch.setitem(experiments.MODELS_OF, "long", "smoke")

@@ -482,7 +482,8 @@ def test_every_run_trains_all_its_epochs_whatever_the_test_set_says(tmp_path, mo
     test columns of the history are all that changes. A resume of the finished run trains nothing."""
     import attnlib.train.loop as loop
 
-    cfg = CFG.replace(epochs=12)  # long enough for the former plateau rule (10 epochs) to have fired
+    # long enough for the former plateau rule (10 epochs) to have fired
+    cfg = dataclasses.replace(CFG, epochs=12)
     outcomes = {}
     for name, accuracy in (
         ("flat", lambda e: 0.5),

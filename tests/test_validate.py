@@ -187,8 +187,9 @@ def test_every_saved_result_of_this_repository_passes(trained):
         folder = run_dir(trained, name, "smoke")
         metrics = json.loads((folder / "metrics.json").read_text())
         assert metrics_problem(metrics) == ""
-        assert files_problem(folder, metrics["files"]) == ""
-        assert history_problem(folder, metrics) == ""
+        blobs: dict[str, bytes] = {}
+        assert files_problem(folder, metrics["files"], blobs) == ""
+        assert history_problem(folder, metrics, blobs["history.csv"]) == ""
 
 
 # --------------------------------------------------------------------------- provenance: what it publishes

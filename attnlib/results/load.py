@@ -8,7 +8,7 @@
         .fingerprint (the registry's today) / .path
     read_runs(names, preset, *, seed=0, results_dir, data) -> Runs    ({name: RunResult or None} + .status)
     read_seeds(experiment, preset, *, results_dir, data, seeds=None) -> {seed: Saved}   (every saved seed)
-    inspect_run(path, fingerprint=None, *, expected=None) -> (status, detail);  load_run(path) -> RunResult
+    inspect_run(path, *, expected=None) -> (status, detail);  load_run(path) -> RunResult
 
 `read` raises only ConfigError (bad experiment, preset, seed or data spec); what is wrong with a folder is its
 status. It resolves the expected configuration (`attnlib.results.config.run_config`, under 1 ms), validates no
@@ -58,18 +58,15 @@ class MissingResult(LookupError):
 
     `status` is what `inspect_run` found ("missing", "damaged" or "stale") and `detail` says why."""
 
-    default_status = "missing"
-
-    def __init__(self, message: str, status: str | None = None, detail: str | None = None):
+    def __init__(self, message: str, status: str = "missing", detail: str | None = None):
         super().__init__(message)
-        self.status = status or self.default_status
+        self.status = status
         self.detail = message if detail is None else detail
 
 
 class DamagedResult(MissingResult):
-    """A result folder whose metrics.json (or a file it vouches for) is unreadable or inconsistent."""
-
-    default_status = "damaged"
+    """A result folder whose metrics.json (or a file it vouches for) is unreadable or inconsistent (raised
+    with status "damaged")."""
 
 
 @dataclass
@@ -151,15 +148,13 @@ class Runs(dict):
         self.status: dict[str, tuple[str, str]] = {}
 
 
-def inspect_run(
-    path: str | Path, fingerprint: str | None = None, *, expected: dict | None = None
-) -> tuple[str, str]:
-    """(status, detail): "complete", "missing", "damaged" or "stale" (a complete result of another
-    configuration: its fingerprint is not `fingerprint`, or not `expected["fingerprint"]`; with `expected`,
-    the full `run_config`, the detail names the settings that differ, and a result whose config.json
-    records another resolved model (`model_resolved`: a model default changed since) is stale too; one
-    saved before config.json recorded it cannot be checked so)."""
-    status, detail, _ = _read(Path(path), fingerprint, expected)
+def inspect_run(path: str | Path, *, expected: dict | None = None) -> tuple[str, str]:
+    """(status, detail): "complete", "missing", "damaged" or "stale" (with `expected`, the full `run_config`:
+    a complete result of another configuration, its fingerprint not `expected["fingerprint"]`, the detail
+    naming the settings that differ; a result whose config.json records another resolved model
+    (`model_resolved`: a model default changed since) is stale too; one saved before config.json recorded
+    it cannot be checked so)."""
+    status, detail, _ = _read(Path(path), None, expected)
     return status, detail
 
 
@@ -174,9 +169,12 @@ def load_run(path: str | Path, fingerprint: str | None = None) -> RunResult:
 
 
 def _read(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[str, str, RunResult | None]:
-    """(status, detail, the `RunResult` when complete) of `inspect_run`: each file read, checked and hashed
-    once, and the result parsed from the very bytes checked (a checksummed file that does not parse:
-    damaged, its checksum may have been forged with it)."""
+    """(status, detail, the `RunResult` when complete) of the folder `path`: each file read, checked and
+    hashed once, and the result parsed from the very bytes checked (a checksummed file that does not parse:
+    damaged, its checksum may have been forged with it). Stale when its fingerprint is not `fingerprint`
+    (or `expected["fingerprint"]`)."""
+    import pandas as pd
+
     if expected is not None:
         fingerprint = expected["fingerprint"]
     metrics_path = path / "metrics.json"
@@ -190,7 +188,7 @@ def _read(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[s
             return "damaged", f"{metrics_path}: {wrong}", None
         # "files": plain files of this folder covering the result, checksums; metrics = history's last row
         wrong = files_problem(path, metrics["files"], blobs) or history_problem(
-            path, metrics, blobs.get("history.csv")
+            path, metrics, blobs["history.csv"]
         )
         if wrong:
             return "damaged", wrong, None
@@ -204,20 +202,10 @@ def _read(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[s
         return "stale", detail, None
     # same fingerprint: has a model default changed? (a run saved before config.json recorded the resolved
     # model cannot be checked: it stays complete)
-    changed = "" if expected is None else config_difference(config, expected)
+    changed = config_difference(config, expected)
     if changed:
         detail = f"{path} holds a result for another configuration{changed[:-1]}"
         return "stale", detail + ": a model default changed since it was trained)", None
-    try:
-        return "complete", "", _parse(path, metrics, config, blobs)
-    except Exception as err:  # noqa: BLE001 -- whatever a forged file breaks in a reader: damaged
-        detail = f"{path} holds a result file that does not parse ({type(err).__name__}: {err})"
-        return "damaged", " ".join(detail.split()), None
-
-
-def _parse(path: Path, metrics: dict, config: dict, blobs: dict[str, bytes]) -> RunResult:
-    """The `RunResult` of a checked folder from the bytes `_read` read and checked."""
-    import pandas as pd
 
     def arrays(name: str) -> dict[str, np.ndarray] | None:
         if name not in blobs:
@@ -225,18 +213,22 @@ def _parse(path: Path, metrics: dict, config: dict, blobs: dict[str, bytes]) -> 
         with np.load(io.BytesIO(blobs[name])) as z:
             return dict(z)
 
-    history = pd.read_csv(io.BytesIO(blobs["history.csv"]))
-    return RunResult(
-        config["experiment"],
-        config["preset"],
-        path,
-        config,
-        metrics,
-        history,
-        arrays("attention.npz"),
-        arrays("centers.npz"),
-        probe=arrays(PROBE_FILE),
-    )
+    try:
+        run = RunResult(
+            config["experiment"],
+            config["preset"],
+            path,
+            config,
+            metrics,
+            pd.read_csv(io.BytesIO(blobs["history.csv"])),
+            arrays("attention.npz"),
+            arrays("centers.npz"),
+            probe=arrays(PROBE_FILE),
+        )
+    except Exception as err:  # noqa: BLE001 -- whatever a forged file breaks in a reader: damaged
+        detail = f"{path} holds a result file that does not parse ({type(err).__name__}: {err})"
+        return "damaged", " ".join(detail.split()), None
+    return "complete", "", run
 
 
 # ------------------------------------------------------------------------------------- reading saved runs

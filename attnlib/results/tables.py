@@ -15,22 +15,22 @@ from attnlib import experiments
 from attnlib.results.config import portable_path
 from attnlib.results.load import read, read_runs, read_seeds
 
-#: The columns of `frame`, the one results table.
+#: The columns of `frame`, the one results table; those after `detail` from a complete result's metrics.
 COLUMNS = (
     "experiment",
-    "model",
-    "pair",
-    "variant",
-    "status",
-    "detail",
-    "accuracy",
+    "model",  # its title
+    "pair",  # the normal model's title, for Table 3
+    "variant",  # normal / HA
+    "status",  # "complete", "missing", "damaged" or "stale"
+    "detail",  # what is wrong with a result that is not complete
+    "accuracy",  # test accuracy (fraction)
     "params",
     "wall_time_ms",
     "wall_time_std_ms",
     "wall_time_device",
-    "epochs",
-    "train_seconds",
-    "cpu_seconds",
+    "epochs",  # trained
+    "train_seconds",  # wall time of the training, evaluation included
+    "cpu_seconds",  # that times the CPU threads and processes it used; None for a GPU run
     "dataset",
     "test_images",
 )
@@ -38,13 +38,8 @@ COLUMNS = (
 
 def frame(runs: dict):
     """The results table: one row per experiment of `runs` ({name: RunResult or None}; a `Runs` carries the
-    status of each None), with `COLUMNS`: `experiment`, `model` (its title), `pair` (the normal model's
-    title, for Table 3), `variant` (normal / HA), `status` ("complete", "missing", "damaged" or "stale"),
-    `detail` (what is wrong with a result that is not complete), and from a complete result's metrics
-    `accuracy` (fraction), `params`, `wall_time_ms`, `wall_time_std_ms`, `wall_time_device`, `epochs` (trained),
-    `train_seconds` (wall time of the training, evaluation included), `cpu_seconds` (that times the CPU
-    threads and processes it used; None for a GPU run), `dataset`, `test_images`. Built from
-    fingerprint-checked results only: a damaged or stale result carries no numbers."""
+    status of each None), in `COLUMNS` (what each holds: there). Built from fingerprint-checked results only:
+    a damaged or stale result carries no numbers."""
     import pandas as pd
 
     statuses = getattr(runs, "status", {})
@@ -215,15 +210,16 @@ def with_seeds(table, results_dir: str | Path, preset: str, *, data=None):
     return table.merge(times, on="experiment")
 
 
+#: The columns `table3` shows.
 TABLE3_COLUMNS = (
-    "pair",
-    "variant",
+    "pair",  # the normal model's title
+    "variant",  # normal / HA
     "seeds",
-    "accuracy",
+    "accuracy",  # the mean over the seeds
     "accuracy_sd",
     "params",
-    "wall_time_ms",
-    "time_ratio",
+    "wall_time_ms",  # None: not measured
+    "time_ratio",  # HA / model, paired by round: `attnlib.lab.timing.ratios`
     "status",
     "experiment",
     "detail",
@@ -232,9 +228,7 @@ TABLE3_COLUMNS = (
 
 def table3(results_dir: str | Path = "results", preset: str = "paper", *, data=None):
     """Table 3 of the [Re] report: each model beside its HA variant (`table3_names`), as `with_seeds` of the
-    saved results' `frame`, in `TABLE3_COLUMNS`: pair (the normal model's title), variant (normal / HA),
-    seeds, accuracy (their mean), accuracy_sd, params, wall_time_ms (None: not measured), time_ratio
-    (HA / model, paired by round: `attnlib.lab.timing.ratios`), status, experiment, detail."""
+    saved results' `frame`, in `TABLE3_COLUMNS`."""
     names = table3_names()
     table = with_seeds(collect(results_dir, preset, names, 0, data=data), results_dir, preset, data=data)
     return table[list(TABLE3_COLUMNS)]

@@ -28,7 +28,7 @@ from attnlib.checks import MAX_SECONDS
 from attnlib.checks import in_range as _int
 from attnlib.checks import is_number as _number
 from attnlib.checks import shown as _shown
-from attnlib.results.store import MAX_RESULT_BYTES, read_regular
+from attnlib.results.store import read_regular
 
 RESULT_FILES = ("config.json", "history.csv", "attention.npz")  # what every complete result holds
 PROBE_FILE = "probe.npz"  # the standard attention probe (attnlib.measures.probe_file)
@@ -60,12 +60,9 @@ def _git(v) -> bool:
     )
 
 
-def _fraction(v) -> bool:
-    return _number(v, 0, 1)
-
-
-def _ms(v) -> bool:
-    return _number(v, 0, MAX_WALL_MS)
+def _between(low: float, high: float = math.inf) -> Callable[[object], bool]:
+    """A predicate: a finite number (not a bool) in [low, high] (`in_range` is that of integers)."""
+    return lambda v: _number(v, low, high)
 
 
 def _digests(v) -> bool:
@@ -75,15 +72,15 @@ def _digests(v) -> bool:
 # metrics.json is not covered by a checksum: every value a reader (tables, the book, the CLI) uses is checked,
 # type and range, so that a hand-edited or absurd value is damage. {key: (ok, allowed)}
 METRICS = {
-    "test_accuracy": (_fraction, "a number in [0, 1]"),
+    "test_accuracy": (_between(0, 1), "a number in [0, 1]"),
     "params": (_int(0, MAX_PARAMS), f"an integer in [0, {MAX_PARAMS:.0e}]"),
-    "wall_time_ms": (_ms, f"a number in [0, {MAX_WALL_MS:.0e}]"),
+    "wall_time_ms": (_between(0, MAX_WALL_MS), f"a number in [0, {MAX_WALL_MS:.0e}]"),
     "provenance": (lambda v: isinstance(v, dict), "an object"),
     "fingerprint": (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{1,64}", v), "hex"),
     "files": (_digests, "an object of file names and sha256 digests"),
-    "test_loss": (lambda v: _number(v, 0), "a number >= 0"),
-    "train_accuracy": (_fraction, "a number in [0, 1]"),
-    "wall_time_std_ms": (_optional(_ms), f"a number in [0, {MAX_WALL_MS:.0e}]"),
+    "test_loss": (_between(0), "a number >= 0"),
+    "train_accuracy": (_between(0, 1), "a number in [0, 1]"),
+    "wall_time_std_ms": (_optional(_between(0, MAX_WALL_MS)), f"a number in [0, {MAX_WALL_MS:.0e}]"),
     "wall_time_reps": (_int(1, 10**7), "an integer >= 1"),
     "wall_time_warmup": (_int(0, 10**7), "an integer >= 0"),
     "wall_time_dtype": (_string, "a string"),
@@ -98,7 +95,7 @@ PROVENANCE = {
     "seed": (_int(0, 2**32 - 1), "an integer in [0, 2**32)"),
     "epochs": (_int(1, MAX_EPOCHS), f"an integer in [1, {MAX_EPOCHS}]"),
     "epochs_trained": (_int(1, MAX_EPOCHS), f"an integer in [1, {MAX_EPOCHS}]"),
-    "best_test_accuracy": (_fraction, "a number in [0, 1]"),
+    "best_test_accuracy": (_between(0, 1), "a number in [0, 1]"),
     "dataset": (_string, "a string"),
     "data": (_string, "a string"),
     "train_images": (_int(1, MAX_IMAGES), f"an integer in [1, {MAX_IMAGES:.0e}]"),
@@ -112,7 +109,7 @@ PROVENANCE = {
     "git": (_git, 'an object {"commit": string or null, "dirty": bool or null}'),
     "git_at_write": (_git, 'an object {"commit": string or null, "dirty": bool or null}'),
     "hostname": (_optional(_string), "a string or null"),
-    "train_seconds": (lambda v: _number(v, 0, MAX_SECONDS), f"a number in [0, {MAX_SECONDS:.0e}]"),
+    "train_seconds": (_between(0, MAX_SECONDS), f"a number in [0, {MAX_SECONDS:.0e}]"),
     "resumed_from": (_optional(_string), "a string or null"),
     "finished": (_string, "a string"),
     "command": (_optional(_string), "a string or null"),
@@ -150,10 +147,10 @@ def _fields(d, fields: dict, required, where: str = "") -> str:
     return ""
 
 
-def files_problem(path: str | Path, files: dict, blobs: dict[str, bytes] | None = None) -> str:
-    """'' or what is wrong with metrics.json's "files" of the run folder `path` (see the module). `blobs`, when
-    given, receives the bytes of every file read and checked ({name: bytes}), so that a reader parses exactly
-    what was checked, without reading a file twice."""
+def files_problem(path: str | Path, files: dict, blobs: dict[str, bytes]) -> str:
+    """'' or what is wrong with metrics.json's "files" of the run folder `path` (see the module). `blobs`
+    receives the bytes of every file read and checked ({name: bytes}), so that a reader parses exactly what
+    was checked, without reading a file twice."""
     path = Path(path)
     for name in files:
         plain = name == Path(name).name and name not in ("", ".", "..") and "\x00" not in name
@@ -174,8 +171,7 @@ def files_problem(path: str | Path, files: dict, blobs: dict[str, bytes] | None 
         wrong = _content_problem(name, data)  # a checksum forged with the file
         if wrong:
             return f"{path / name} {wrong}"
-        if blobs is not None:
-            blobs[name] = data
+        blobs[name] = data
     return ""
 
 
@@ -206,12 +202,11 @@ def _content_problem(name: str, data: bytes) -> str:
     return ""
 
 
-def history_problem(path: str | Path, metrics: dict, data: bytes | None = None) -> str:
+def history_problem(path: str | Path, metrics: dict, data: bytes) -> str:
     """'' when metrics.json's test_accuracy (and test_loss, when given) equals the last row of history.csv
     (its checksum is checked first: `files_problem`) and provenance.epochs_trained its row count. `data`:
-    history.csv's bytes as `files_problem` read them (None: read the file)."""
+    history.csv's bytes as `files_problem` read them."""
     path = Path(path) / "history.csv"
-    data = read_regular(path, MAX_RESULT_BYTES) if data is None else data
     text = data.decode("utf-8", errors="replace")
     rows = list(csv.DictReader(io.StringIO(text)))
     if not rows:
@@ -263,19 +258,14 @@ _TIMED = {
     "family": (_string, "a string"),
     "model": (lambda v: isinstance(v, dict), "an object"),
     "params": (_int(0, MAX_PARAMS), "a parameter count"),
-    "median_ms": (lambda v: _number(v, 0, MAX_WALL_MS), "milliseconds"),
+    "median_ms": (_between(0, MAX_WALL_MS), "milliseconds"),
     # quartiles interpolated from a few passes may fall below 0: finite is what the tables need
-    **{
-        key: (lambda v: _number(v, -MAX_WALL_MS, MAX_WALL_MS), "milliseconds") for key in ("p25_ms", "p75_ms")
-    },
+    **{key: (_between(-MAX_WALL_MS, MAX_WALL_MS), "milliseconds") for key in ("p25_ms", "p75_ms")},
 }
 _RATIO = {
     "baseline": (_string, "a string"),
-    "ratio": (lambda v: _number(v, 0, 10**6), "a ratio"),
-    **{
-        key: (lambda v: _number(v, -(10**6), 10**6), "a ratio")
-        for key in ("round_ratio_p25", "round_ratio_p75")
-    },
+    "ratio": (_between(0, 10**6), "a ratio"),
+    **{key: (_between(-(10**6), 10**6), "a ratio") for key in ("round_ratio_p25", "round_ratio_p75")},
 }
 
 
