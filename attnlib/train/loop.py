@@ -33,7 +33,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlib.config import TrainConfig
-from attnlib.errors import ConfigError
 from attnlib.models import logged_state
 from attnlib.train.checkpoint import (
     Checkpoints,
@@ -69,11 +68,6 @@ class FitResult:
     quadratic: dict[str, torch.Tensor] | None
     train_seconds: float
     resumed: str | None  # description of the checkpoint resumed from, or None
-
-
-def _seed_epoch(seed: int, epoch: int, rank: int) -> None:
-    # dropout and any other global-RNG use depend only on (seed, epoch, rank)
-    torch.manual_seed((seed * 1_000_003 + epoch) * 1_009 + rank)
 
 
 def train_step(
@@ -195,8 +189,6 @@ class _Run:
         self.info = current_dist()
         self.bf16 = use_bf16(cfg.bf16, device)
         self.steps = len(train_batches)
-        if self.steps < 1:
-            raise ConfigError("batch_size", cfg.batch_size, "at most the number of training images")
         self.optimizer = make_optimizer(model, cfg)
         self.schedule = Schedule.from_config(cfg, self.steps)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.schedule)
@@ -312,8 +304,8 @@ class _Run:
         the seconds of training in the epoch, without its evaluation)."""
         cfg, info, device, steps = self.cfg, self.info, self.device, self.steps
         first_step = self.step if epoch == self.epoch else 0
-        if first_step == 0:
-            _seed_epoch(seed, epoch, info.rank)
+        if first_step == 0:  # dropout and any other global-RNG use depend only on (seed, epoch, rank)
+            torch.manual_seed((seed * 1_000_003 + epoch) * 1_009 + info.rank)
         self.ddp_model.train()
         stats = torch.zeros(4, dtype=torch.float64, device=device)  # loss sum, correct, count, norm sum
         prior_seconds = 0.0
