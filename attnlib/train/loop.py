@@ -5,10 +5,10 @@
 
 Reproducibility: data order depends only on `(seed, epoch)`, the global RNG (dropout) is re-seeded from
 `(seed, epoch, rank)` at the start of every epoch, and a checkpoint holds the model, the optimizer, the
-schedule position, the history and the RNG states. Checkpoints are written at the end of every epoch, in
-the middle of one every CHECKPOINT_SECONDS of training (so that a kill without a signal loses at most
-that), and after SIGINT/SIGTERM. A run resumed from any of them ends with the same history as an
-uninterrupted run.
+schedule position, the history, the RNG states and, mid-epoch, the epoch's running sums. Checkpoints are
+written at the end of every epoch, in the middle of one every `checkpoint_every` seconds of training
+(`checkpoint_interval`: default CHECKPOINT_SECONDS, so that a kill without a signal loses at most that), and
+after SIGINT/SIGTERM. A run resumed from any of them ends with the same history as an uninterrupted run.
 
 Distributed: under `torchrun` (env `WORLD_SIZE` > 1) `distributed_session` joins the process group (gloo on
 the CPU, nccl on CUDA) and `fit` wraps the model in DistributedDataParallel; each rank gets its shard of every
@@ -136,11 +136,7 @@ def fit(
 ) -> FitResult:
     """Train `model` (in place) for `cfg.epochs` epochs, resuming from `checkpoint_dir` when it holds a
     checkpoint with the same `fingerprint` and, for a model with a config dataclass `model.cfg`, the same
-    resolved model configuration (`Checkpoints`).
-
-    Checkpoints are written at the end of every epoch and, mid-epoch, once `checkpoint_every` seconds
-    (`checkpoint_interval`: default CHECKPOINT_SECONDS) have passed since the last one; a run resumed from
-    a mid-epoch checkpoint continues with the same data, RNG states and running sums.
+    resolved model configuration (`Checkpoints`; when and what it checkpoints: the module's docstring).
 
     train_batches / test_batches: objects with `.epoch(e)` -> iterator of (x (B, 3, 32, 32), y (B,)) on
     `device` and `len()`; under DDP each yields this rank's shard of every global batch.
