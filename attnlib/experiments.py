@@ -361,20 +361,18 @@ LONG_PROBE_IMAGES = 100  # test images whose per-layer attention measures are lo
 LONG_MAX_LR, LONG_CLIP = 0.05, 1.0
 
 
-def _long_presets() -> dict[str, Preset]:
-    def longer(p: Preset) -> Preset:
-        lr, clip = min(p.train.lr, LONG_MAX_LR), p.train.grad_clip or LONG_CLIP
-        # warm-up: the same share of steps
-        train = replace(p.train, epochs=LONG_EPOCHS, lr=lr, grad_clip=clip)
-        reason = (
-            f"The budget protocol trained for a fixed {LONG_EPOCHS} epochs, cosine over all of them, with no early "
-            f"stop and nothing decided on the test set {history('long', 'plateau')}; lr at most {LONG_MAX_LR} and "
-            f"the gradient norm clipped to {LONG_CLIP:g} {history('long', 'clip')}; per-layer attention "
-            f"measures of {LONG_PROBE_IMAGES} test images logged every epoch. Budget: {p.reason}"
-        )
-        return replace(p, train=train, probe_images=LONG_PROBE_IMAGES, reason=reason)
-
-    return {k: longer(p) for k, p in _with_defaults(_budget_presets()).items()}
+def _longer(p: Preset) -> Preset:
+    """The long preset of a protocol from its budget preset `p`."""
+    lr, clip = min(p.train.lr, LONG_MAX_LR), p.train.grad_clip or LONG_CLIP
+    # warm-up: the same share of steps
+    train = replace(p.train, epochs=LONG_EPOCHS, lr=lr, grad_clip=clip)
+    reason = (
+        f"The budget protocol trained for a fixed {LONG_EPOCHS} epochs, cosine over all of them, with no early "
+        f"stop and nothing decided on the test set {history('long', 'plateau')}; lr at most {LONG_MAX_LR} and "
+        f"the gradient norm clipped to {LONG_CLIP:g} {history('long', 'clip')}; per-layer attention "
+        f"measures of {LONG_PROBE_IMAGES} test images logged every epoch. Budget: {p.reason}"
+    )
+    return replace(p, train=train, probe_images=LONG_PROBE_IMAGES, reason=reason)
 
 
 BUDGET_TARGET = 0.40  # test accuracy every attention model must reach at the budget preset (issue 7)
@@ -409,8 +407,8 @@ PRESET_TABLE: dict[str, dict[str, Preset]] = {
     "paper": _with_defaults(_paper_presets()),
     "budget": _with_defaults(_budget_presets()),
     "smoke": _with_defaults(_smoke_presets()),
-    "long": _long_presets(),
 }
+PRESET_TABLE["long"] = {k: _longer(p) for k, p in PRESET_TABLE["budget"].items()}
 MODELS_OF = {"long": "budget"}  # a preset that trains another preset's models (and their overrides)
 
 

@@ -85,7 +85,7 @@ def config_difference(saved: dict, expected: dict | None) -> str:
             if isinstance(v, dict):
                 out.update(flat(v, f"{prefix}{k}."))
             elif k != "fingerprint":
-                out[f"{prefix}{k}"] = list(v) if isinstance(v, tuple) else v
+                out[f"{prefix}{k}"] = v  # JSON values on both sides: no tuples
         return out
 
     expected = json.loads(json.dumps(expected, default=list))
