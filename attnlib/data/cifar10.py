@@ -40,15 +40,17 @@ class DataNotFoundError(DataError, FileNotFoundError):
 
 
 def no_cifar10(root, parameter: str) -> DataNotFoundError:
-    """The error of a folder that holds none of CIFAR-10's layouts, naming where it looked."""
+    """The error of a folder that is missing or holds none of CIFAR-10's layouts, naming where it looked."""
     root = Path(root)
     where = f" (from {DATA_ENV})" if parameter == DATA_ENV else ""
-    return DataNotFoundError(
-        parameter,
-        str(root),
-        f"no CIFAR-10 in {root}{where}: looked for {root / PICKLE_DIR}/ and {root / 'train'}/ + "
-        f"{root / 'test'}/. Expected {LAYOUTS}. {DOWNLOAD_HINT}",
-    )
+    if not root.is_dir():
+        what = f"{root}{where} is not an existing folder; it should hold {LAYOUTS}."
+    else:
+        what = (
+            f"no CIFAR-10 in {root}{where}: looked for {root / PICKLE_DIR}/ and {root / 'train'}/ + "
+            f"{root / 'test'}/. Expected {LAYOUTS}."
+        )
+    return DataNotFoundError(parameter, str(root), f"{what} {DOWNLOAD_HINT}")
 
 
 class DataFormatError(DataError):

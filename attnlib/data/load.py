@@ -53,15 +53,8 @@ def load_dataset(spec) -> CIFAR10Data:
 
 
 def _load_folder(root: Path, parameter: str) -> CIFAR10Data:
-    if not root.is_dir():
-        where = f" (from {DATA_ENV})" if parameter == DATA_ENV else ""
-        raise DataNotFoundError(
-            parameter,
-            str(root),
-            f"{root}{where} is not an existing folder; it should hold {LAYOUTS}. {DOWNLOAD_HINT}",
-        )
     try:
-        read = _detect(root, parameter)
+        read = _detect(root, parameter)  # None where root is no folder or holds no layout
         if read is not None:
             log.info("reading CIFAR-10 in %s", root)
             return read()
