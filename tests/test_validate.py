@@ -118,6 +118,8 @@ def test_a_history_whose_last_test_loss_is_not_finite_is_damaged(copy):
             b'{"experiment": "vit", "preset": "smoke", "family": "vit", "fingerprint": "0", "model_resolved": 3}',
             "config.json holds model_resolved 3, not an object",
         ),
+        # a field over the csv module's size limit: csv.Error, which no reader caught before
+        ("history.csv", b'epoch,test_acc\n1,"' + b"x" * 200_000 + b'"\n', "history.csv is not a CSV table"),
     ],
 )
 def test_a_forged_result_file_is_damaged(copy, name, data, fragment):

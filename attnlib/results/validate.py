@@ -208,7 +208,10 @@ def history_problem(path: str | Path, metrics: dict, data: bytes) -> str:
     history.csv's bytes as `files_problem` read them."""
     path = Path(path) / "history.csv"
     text = data.decode("utf-8", errors="replace")
-    rows = list(csv.DictReader(io.StringIO(text)))
+    try:
+        rows = list(csv.DictReader(io.StringIO(text)))
+    except csv.Error as err:  # e.g. a field over the csv module's size limit: no history a run writes
+        return f"{path} is not a CSV table ({err})"
     if not rows:
         return f"{path} has no rows"
     last = rows[-1]
