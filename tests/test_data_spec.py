@@ -1,12 +1,11 @@
-"""attnlib.data.spec.check_data, the one check of a data spec (issue 32)."""
+"""attnlib.data.load.check_data, the one check of a data spec (issue 32)."""
 
 import os
 
 import pytest
 from helpers import image_folder
 
-from attnlib.data import DataFormatError, DataNotFoundError, load_dataset
-from attnlib.data.spec import check_data
+from attnlib.data import DataFormatError, DataNotFoundError, check_data, load_dataset
 from attnlib.errors import ConfigError
 
 

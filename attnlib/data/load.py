@@ -1,4 +1,6 @@
-"""The public loaders: CIFAR-10 from a folder (or $ATTNLIB_DATA), and a data spec (a folder or "synthetic").
+"""What data a spec names: `check_data`, the one check of a data spec wherever `data` is given (load_dataset,
+the command line, the book, a registry preset; cheap: nothing read but a folder's listing, so that it runs
+before anything is written), and the public loaders of CIFAR-10 from a folder (or $ATTNLIB_DATA) and of a spec.
 
 Every load reads the files: nothing is cached. Decoding the 60,000 JPEGs of the ImageFolder copy takes about
 20 s on one or two shared cores (torchvision's C++ decoders on a thread pool), under 1% of a budget run;
@@ -21,10 +23,35 @@ from attnlib.data.cifar10 import (
     no_cifar10,
 )
 from attnlib.data.sources import _detect, synthetic_cifar10
-from attnlib.data.spec import check_data
 from attnlib.env import DATA_ENV
+from attnlib.errors import ConfigError
 
 log = logging.getLogger("attnlib.data")
+
+ALLOWED = f"'synthetic', 'synthetic:N_TRAIN:N_TEST', or an existing folder holding {LAYOUTS}"
+
+
+def check_data(spec, parameter: str = "data") -> str | None:
+    """`spec` checked and made plain: None (CIFAR-10 from $ATTNLIB_DATA, checked when it is read) as it is; a
+    synthetic spec ("synthetic" or "synthetic:N_TRAIN:N_TEST", sizes in [1, MAX_SYNTHETIC]) as given; a
+    folder (str or path) holding one of CIFAR-10's layouts (cifar-10-batches-py/, or train/ and test/: not
+    read) as its resolved path. Anything else raises ConfigError naming `parameter`, a DataNotFoundError (also a
+    FileNotFoundError) for a folder that does not exist or holds no CIFAR-10."""
+    if spec is None:
+        return None
+    if is_synthetic(spec):
+        synthetic_sizes(spec, ALLOWED, parameter)
+        return spec
+    if not isinstance(spec, str | os.PathLike):
+        raise ConfigError(parameter, spec, ALLOWED)
+    path = Path(spec).expanduser()
+    if not path.is_dir():
+        raise DataNotFoundError(
+            parameter, spec, f"got {str(spec)!r}, which is not an existing folder; allowed: {ALLOWED}"
+        )
+    if _detect(path, parameter) is None:  # a partial layout (train/ without test/) is named precisely
+        raise no_cifar10(path, parameter)
+    return str(path.resolve())
 
 
 def load_cifar10(root=None) -> CIFAR10Data:
@@ -45,7 +72,7 @@ def load_cifar10(root=None) -> CIFAR10Data:
 
 def load_dataset(spec) -> CIFAR10Data:
     """``spec``: "synthetic", "synthetic:N_TRAIN:N_TEST", a CIFAR-10 folder, or None ($ATTNLIB_DATA)."""
-    if check_data(spec) is None:  # the one check of a spec (attnlib.data.spec)
+    if check_data(spec) is None:  # the one check of a spec (above)
         return load_cifar10(None)
     if is_synthetic(spec):
         return synthetic_cifar10(*synthetic_sizes(spec))

@@ -60,7 +60,7 @@ def default_experiments(preset: str) -> list[str]:
 def pending(jobs: Sequence[Job], preset: str, results_dir, data=None) -> tuple[list[Job], list[Job]]:
     """(to train, complete): the jobs without and with a complete result of their current configuration
     (ConfigError for bad experiments, seeds or data, before any job starts)."""
-    from attnlib.data.spec import check_data
+    from attnlib.data import check_data
     from attnlib.results.tables import collect
 
     check_data(data)

@@ -144,7 +144,7 @@ def _check_data(data, preset, train_missing: bool) -> str | None:
         return folder
     if not isinstance(data, str):
         raise ParameterError("data", data, allowed)
-    from attnlib.data.spec import check_data  # the one check of a data spec (sizes, folder, CIFAR-10 layout)
+    from attnlib.data import check_data  # the one check of a data spec (sizes, folder, CIFAR-10 layout)
 
     try:
         return check_data(data)
