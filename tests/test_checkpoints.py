@@ -144,11 +144,13 @@ def test_checkpoint_problem_accepts_what_fit_saves(tmp_path):
 
 
 def test_the_model_of_a_result_with_nan_weights_is_damaged(copy):
-    from attnlib.lab.run import run_or_load
+    from attnlib.lab.run import run_or_load, trained_model
     from attnlib.results.load import DamagedResult
 
     res = run_or_load("vit", "smoke", results_dir=copy, train_missing=False)
     last = res.path / "checkpoints" / "last.pt"
     edit(last, lambda s: next(v for v in s["model"].values() if v.is_floating_point()).fill_(float("nan")))
-    with pytest.raises(DamagedResult, match="its weights are not finite"):
-        res.model()
+    with pytest.raises(
+        DamagedResult, match=r"weight \S+ is not finite \(the run diverged before it was saved\)"
+    ):
+        trained_model(res)

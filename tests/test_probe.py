@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlib import measures
-from attnlib.lab.run import backfill_probe, first_test_images, initial_model, train_run
+from attnlib.lab.run import backfill_probe, first_test_images, initial_model, train_run, trained_model
 from attnlib.measures import PROBE_MEASURES, attention_probe, probe_file
 from attnlib.results.config import run_config, run_dir
 from attnlib.results.load import inspect_run, load_run
@@ -208,7 +208,7 @@ def test_every_run_saves_the_probe_at_init_and_at_the_end(smoke_run):
     init = attention_probe(initial_model(config), images, "cpu")  # the seed's model before the first step
     for k in PROBE_MEASURES:
         np.testing.assert_array_equal(p[f"init_{k}"], init[k])
-    end = attention_probe(run.model(), images, "cpu")
+    end = attention_probe(trained_model(run), images, "cpu")
     for k in PROBE_MEASURES:
         np.testing.assert_array_equal(p[f"end_{k}"], end[k])
     assert not np.array_equal(p["init_peak"], p["end_peak"])  # one epoch moved something

@@ -17,7 +17,7 @@ import pytest
 import torch
 from helpers import leftovers
 
-from attnlib.lab.run import ResultExists, RunLock, RunLocked, run_or_load, train_run
+from attnlib.lab.run import ResultExists, RunLock, RunLocked, run_or_load, train_run, trained_model
 from attnlib.results.config import run_config, run_dir
 from attnlib.results.load import DamagedResult, MissingResult, inspect_run, read_runs
 from attnlib.results.store import sha256
@@ -114,7 +114,9 @@ def test_result_folder_is_complete(trained):
         "attention.npz",
     }
     m = res.metrics
-    assert 0 <= m["test_accuracy"] <= 1 and m["params"] == sum(p.numel() for p in res.model().parameters())
+    assert 0 <= m["test_accuracy"] <= 1 and m["params"] == sum(
+        p.numel() for p in trained_model(res).parameters()
+    )
     assert m["wall_time_ms"] > 0 and m["wall_time_reps"] == 3 and m["wall_time_device"]
     prov = m["provenance"]
     for key in (
@@ -315,10 +317,22 @@ def test_hand_edited_metrics_are_damaged(copy, key, value, message):
         run_or_load("vit", "smoke", results_dir=copy, train_missing=False)
 
 
-@pytest.mark.parametrize("damage", ["truncated", "another configuration", "mid-training"])
-def test_model_of_a_damaged_checkpoint(copy, damage):
-    """RunResult.model() on a truncated last.pt (or one of another run): DamagedResult naming the file,
-    with the command that retrains it, not a raw error from the zip reader."""
+@pytest.mark.parametrize(
+    "damage,said",
+    [
+        ("truncated", "Error"),
+        ("another configuration", "(it belongs to another configuration)"),
+        ("mid-epoch", "(step is 2, not an integer in [0, "),
+        (
+            "an earlier epoch",
+            "(it is not the end of training (epoch 0, step 0; the run ended after epoch 1))",
+        ),
+    ],
+)
+def test_model_of_a_damaged_checkpoint(copy, damage, said):
+    """trained_model on a truncated last.pt (or one of another run, or not of the end of training):
+    DamagedResult naming the file and what is wrong, with the command that retrains it, not a raw error from
+    the zip reader."""
     res = run_or_load("vit", "smoke", results_dir=copy)
     last = res.path / "checkpoints" / "last.pt"
     if damage == "truncated":
@@ -327,26 +341,29 @@ def test_model_of_a_damaged_checkpoint(copy, damage):
         state = torch.load(last, weights_only=True)
         if damage == "another configuration":
             state["fingerprint"] = "0123456789abcdef"
-        else:
+        elif damage == "mid-epoch":
             state["step"] = 2
+        else:  # a checkpoint of epoch 0 (no history row yet), the run trained 1 epoch
+            state["epoch"], state["history"] = 0, []
         torch.save(state, last)
     with pytest.raises(DamagedResult) as err:
-        res.model()
+        trained_model(res)
     assert err.value.status == "damaged" and str(last) in str(err.value) and "\n" not in str(err.value)
+    assert f"{last} is damaged (" in str(err.value) and said in err.value.detail
     assert "retrain with: python -m attnlib train vit --preset smoke" in str(err.value)
 
 
 def test_model_is_built_from_the_resolved_fields_it_was_trained_with(copy):
-    """RunResult.model() builds the network from config.json's `model_resolved` (every field), not from
+    """trained_model builds the network from config.json's `model_resolved` (every field), not from
     the registry's overrides over today's defaults: with the overrides gone it still loads the trained
     weights; a recorded field the model no longer has is a stale result naming the field."""
     res = run_or_load("vit", "smoke", results_dir=copy)
-    expected = {k: v.clone() for k, v in res.model().state_dict().items()}
+    expected = {k: v.clone() for k, v in trained_model(res).state_dict().items()}
     res.config["model"] = {}  # as if the registry's overrides had changed: the record still rules
-    assert all(torch.equal(v, expected[k]) for k, v in res.model().state_dict().items())
+    assert all(torch.equal(v, expected[k]) for k, v in trained_model(res).state_dict().items())
     res.config["model_resolved"] = {**res.config["model_resolved"], "retired_field": 3}
     with pytest.raises(MissingResult) as err:
-        res.model()
+        trained_model(res)
     assert err.value.status == "stale" and "retired_field" in str(err.value)
 
 

@@ -30,8 +30,8 @@ def test_a_saved_run_reads_back_as_written(trained):
     assert (saved.status, saved.detail, saved.path) == ("complete", "", folder)
     metrics = json.loads((folder / "metrics.json").read_text())
     config = json.loads((folder / "config.json").read_text())
-    assert saved.metrics == metrics and saved.run.config == config
-    assert saved.test_accuracy == metrics["test_accuracy"]
+    assert saved.run.metrics == metrics and saved.run.config == config
+    assert saved.run.test_accuracy == metrics["test_accuracy"]
     assert saved.fingerprint == config["fingerprint"] == run_config("vit", "smoke")["fingerprint"]
     assert saved.run.history.equals(pd.read_csv(folder / "history.csv"))
     for name, arrays in (("attention.npz", saved.run.attention), ("probe.npz", saved.run.probe)):
@@ -46,7 +46,7 @@ def test_read_matches_the_labs_reader(trained):
     """`read` and `load_run` (the lab's reader of a folder it wrote, which reads every file twice) agree."""
     saved = load.read("vit_ha", "smoke", results_dir=trained)
     run = load.load_run(run_dir(trained, "vit_ha", "smoke"), saved.fingerprint)
-    assert saved.metrics == run.metrics and saved.run.history.equals(run.history)
+    assert saved.run.metrics == run.metrics and saved.run.history.equals(run.history)
     for k in run.attention:
         np.testing.assert_array_equal(saved.run.attention[k], run.attention[k])
 
@@ -98,7 +98,7 @@ def test_read_seeds_and_read_runs(copy):
     assert list(load.read_seeds("vit", "smoke", results_dir=copy, seeds=[0])) == [0]
     runs = load.read_runs(["vit", "resnet18"], "smoke", results_dir=copy)
     assert runs["resnet18"] is None and runs.status["resnet18"][0] == "missing"
-    assert runs["vit"].metrics == seeds[0].metrics and runs.status["vit"] == ("complete", "")
+    assert runs["vit"].metrics == seeds[0].run.metrics and runs.status["vit"] == ("complete", "")
 
 
 def test_results_and_analysis_import_no_trainer_data_loading_or_lab(trained):

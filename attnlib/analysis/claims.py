@@ -403,13 +403,10 @@ def _saved(results_dir, name: str, preset: str, seeds, data) -> tuple[object, li
     found = read_seeds(name, preset, results_dir=results_dir, data=data, seeds=seeds)
     complete = {seed: saved for seed, saved in found.items() if saved.complete}
     first = complete[0].run if 0 in complete else None
-    walls = {s: (m.get("wall_time_ms"), m.get("wall_time_device")) for s, m in _metrics(complete).items()}
+    metrics = {seed: saved.run.metrics for seed, saved in complete.items()}
+    walls = {s: (m.get("wall_time_ms"), m.get("wall_time_device")) for s, m in metrics.items()}
     walls = {s: w for s, w in walls.items() if isinstance(w[0], int | float) and w[0] > 0}
-    return first, [saved.test_accuracy for saved in complete.values()], walls
-
-
-def _metrics(complete: dict) -> dict[int, dict]:
-    return {seed: saved.metrics or {} for seed, saved in complete.items()}
+    return first, [m["test_accuracy"] for m in metrics.values()], walls
 
 
 # _paper_params' answers: {(name, ids of the registry objects behind it): (count, those objects)}

@@ -1,6 +1,7 @@
 """The write side of a run: `run_or_load` (load it, else train it), `train_run` (train or resume under the
 run's lock, then write the result folder with its provenance), `backfill_probe`, and what both probe: a run's
-fixed test images (`first_test_images`) and its model before the first step (`initial_model`). Reading a
+fixed test images (`first_test_images`), its model before the first step (`initial_model`) and after the
+last (`trained_model`: its checkpoint checked by the trainer's `checkpoint_problem`). Reading a
 saved run is `attnlib.results.load`, which never imports this module; what a run saves of its model's
 attention is measured by `attnlib.measures`, its inference wall time by `attnlib.lab.measure`.
 """
@@ -29,6 +30,7 @@ from attnlib.env import RECORD_HOST_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 from attnlib.lab.measure import device_name, inference_wall_time
 from attnlib.measures import attention_probe, attention_summary, probe_file
+from attnlib.models import make
 from attnlib.results.config import RESOLVED, portable_path, run_config, run_dir
 from attnlib.results.load import (
     DamagedResult,
@@ -41,6 +43,7 @@ from attnlib.results.load import (
 from attnlib.results.store import MAX_JSON_BYTES, check_no_links, read_regular, sha256, unsafe
 from attnlib.results.validate import PROBE_FILE, RESULT_FILES
 from attnlib.store import check_writable, write_npz
+from attnlib.train.checkpoint import checkpoint_problem
 from attnlib.train.device import use_bf16
 from attnlib.util import write_bytes, write_json
 
@@ -188,7 +191,7 @@ def backfill_probe(
         raise MissingResult(f"no complete result in {path} (no metrics.json)")
     with RunLock(path):
         run = load_run(path)
-        end_model = run.model(device)  # checks the checkpoint: this run's, at the end of training
+        end_model = trained_model(run, device)  # checks the checkpoint: this run's, at the end of training
         spec = run.config.get("data")
         dataset = _load_data(spec if is_synthetic(str(spec)) else data)
         images = first_test_images(dataset, run.config.get("attention_mean_images", 100))
@@ -215,11 +218,52 @@ def initial_model(config: dict) -> torch.nn.Module:
     """The model of a saved run as its training built it before the first step: the global RNG seeded with
     the run's seed, then the network of its config.json (every resolved field where recorded), as
     `train_run` does (`torch.manual_seed(seed)`, then `make`). The global RNG is left as it was."""
-    from attnlib.models import make
-
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.get("seed", 0))
         return make(config["family"], **config.get(RESOLVED, config["model"]))
+
+
+def trained_model(run: RunResult, device="cpu") -> torch.nn.Module:
+    """The trained model of a complete saved run: the network of its config.json (every resolved field where
+    recorded: a default changed since cannot rebuild another network) with the weights of
+    checkpoints/last.pt (kept after training; not in git), which must be this run's (its fingerprint), at the
+    end of training and sound (`attnlib.train.checkpoint_problem`: this model's weights, every one finite).
+    MissingResult when last.pt is absent or the network cannot be built today (status "stale"),
+    DamagedResult when last.pt is not such a checkpoint; each names the command that retrains the run."""
+    retrain = _train_command(run.experiment, run.preset, run.config.get("seed", 0))
+    weights = run.path / "checkpoints" / "last.pt"
+    if not weights.exists():
+        raise MissingResult(
+            f"{weights} is missing (checkpoints are not kept in git); retrain with: {retrain}"
+        )
+    try:  # runs saved before config.json recorded `model_resolved`: the registry's overrides
+        model = make(run.config["family"], **run.config.get(RESOLVED, run.config["model"]))
+    except ConfigError as err:  # a field the model no longer has
+        message = f"{run.path}: its network cannot be built today ({err}); retrain with: {retrain} --force"
+        raise MissingResult(message, "stale", str(err)) from None
+    epochs = len(run.history)  # one row per epoch trained
+    try:  # a truncated or corrupt zip, a foreign file
+        state = torch.load(weights, map_location=device, weights_only=True)
+        # steps per epoch as `Batches` counts them (a last partial batch dropped)
+        steps = run.metrics["provenance"]["train_images"] // run.config["train"]["batch_size"]
+        wrong = checkpoint_problem(state, model, epochs=epochs, steps=steps)
+    except Exception as err:  # noqa: BLE001 -- whatever the file breaks: damaged
+        wrong = f"{type(err).__name__}: {' '.join(str(err).split())}"
+    if not wrong and state.get("fingerprint") not in (None, run.config["fingerprint"]):
+        wrong = "it belongs to another configuration"
+    elif not wrong and state["epoch"] != epochs:
+        where = f"epoch {state['epoch']}, step {state['step']}; the run ended after epoch {epochs}"
+        wrong = f"it is not the end of training ({where})"
+    if wrong:
+        detail = f"{weights} is damaged ({wrong})"
+        raise DamagedResult(f"{detail}; retrain with: {retrain}", "damaged", detail)
+    model.load_state_dict(state["model"])
+    return model.to(device).eval()
+
+
+def _train_command(experiment: str, preset: str, seed: int) -> str:
+    """The command that trains a run (its seed named unless 0)."""
+    return f"python -m attnlib train {experiment} --preset {preset}" + (f" --seed {seed}" if seed else "")
 
 
 def _load_data(spec):
@@ -258,7 +302,6 @@ def train_run(
 
     from attnlib import train as trainer
     from attnlib.data import Batches
-    from attnlib.models import make
 
     rc = experiments.resolve(experiment, preset, epochs=epochs)
     spec = data if data is not None else rc.data
@@ -444,7 +487,7 @@ def run_or_load(
             raise ResultExists(detail)
         log.warning("%s; replacing it", detail)
     if not train_missing:
-        hint = f"train it with: python -m attnlib train {experiment} --preset {preset}"
+        hint = f"train it with: {_train_command(experiment, preset, call.arguments['seed'])}"
         cls = DamagedResult if status == "damaged" else MissingResult
         message = f"no complete result for {experiment} at preset {preset} in {path} ({detail}); {hint}"
         raise cls(message, status, detail)

@@ -1,19 +1,12 @@
 """Reading a saved run, never training it (issue 32): the loader of the results side. Imports no trainer
 (attnlib.train), no data loading (attnlib.data) and nothing of the lab (attnlib.lab).
 
-    read(experiment, preset, *, seed=0, results_dir="results", data=None) -> Saved
-        one run folder read and checked: Saved.status is "complete", "missing" (not trained), "damaged" or
-        "stale" (another configuration), Saved.detail what is wrong; Saved.run the RunResult (metrics,
-        history, attention, centers, probe, config) when complete; Saved.metrics / .test_accuracy /
-        .fingerprint (the registry's today) / .path
-    read_runs(names, preset, *, seed=0, results_dir, data) -> Runs    ({name: RunResult or None} + .status)
-    read_seeds(experiment, preset, *, results_dir, data, seeds=None) -> {seed: Saved}   (every saved seed)
-    inspect_run(path, *, expected=None) -> (status, detail);  load_run(path) -> RunResult
-
-`read` raises only ConfigError (bad experiment, preset, seed or data spec); what is wrong with a folder is its
-status. It resolves the expected configuration (`attnlib.results.config.run_config`, under 1 ms), validates no
-device, and reads and hashes each file once and parses the bytes it checked (about 8 ms a run: the ledger's
-83 saved runs in 0.7 s, so nothing is cached). The write side (`run_or_load`, `train_run`) is `attnlib.lab.run`.
+A run folder read is "complete", "missing" (not trained), "damaged" (unreadable, inconsistent or not matching
+its checksums: `attnlib.results.validate`) or "stale" (a complete result of another configuration), with one
+line saying what is wrong; `read` raises only ConfigError (bad experiment, preset, seed or data spec). Each
+file is read and hashed once and parsed from the bytes checked (about 8 ms a run: the ledger's 83 saved runs
+in 0.7 s, so nothing is cached). The write side (`run_or_load`, `train_run`, `trained_model`) is
+`attnlib.lab.run`.
 
 Layout of one run (seed 0; other seeds use `<preset>-seed<N>`):
 
@@ -31,7 +24,8 @@ Layout of one run (seed 0; other seeds use `<preset>-seed<N>`):
                          uniform attention (`attnlib.measures.probe_file`); results saved before it existed
                          (2026-12-02) lack it and stay complete (`backfill_probe` adds it from checkpoints)
         centers.npz      quadratic models: centres and Σ⁻¹ of every head after every epoch
-        checkpoints/     last.pt / previous.pt (not in git), used to resume
+        checkpoints/     last.pt / previous.pt (not in git), used to resume; last.pt kept after training: the
+                         trained weights (`attnlib.lab.run.trained_model`)
         run.lock         while a run is training (pid and host; `attnlib.lab.run.RunLock`)
 
 Every file is written atomically (`attnlib.store`), so a reader sees the old file or the new one, never a part.
@@ -45,10 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from attnlib.errors import ConfigError
-from attnlib.results.config import RESOLVED, config_difference, run_config, run_dir
+from attnlib.results.config import config_difference, run_config, run_dir
 from attnlib.results.store import read_json
 from attnlib.results.validate import PROBE_FILE, files_problem, history_problem, metrics_problem
 
@@ -89,52 +81,6 @@ class RunResult:
     @property
     def test_accuracy(self) -> float:
         return self.metrics["test_accuracy"]
-
-    def model(self, device="cpu") -> torch.nn.Module:
-        """The trained model, from checkpoints/last.pt (kept after training; not in git)."""
-        from attnlib.models import make
-
-        weights = self.path / "checkpoints" / "last.pt"
-        if not weights.exists():
-            raise MissingResult(
-                f"{weights} is missing (checkpoints are not kept in git); retrain with: {self._train_command()}"
-            )
-        try:  # every resolved field where config.json records them: a default changed since cannot
-            # rebuild another network (runs saved before `model_resolved` existed: the registry's overrides)
-            model = make(self.config["family"], **self.config.get(RESOLVED, self.config["model"]))
-        except ConfigError as err:  # a field the model no longer has
-            raise MissingResult(
-                f"{self.path}: its network cannot be built today ({err}); retrain with: "
-                f"{self._train_command()} --force",
-                "stale",
-                str(err),
-            ) from None
-        epochs = len(self.history)  # one row per epoch trained
-        try:
-            state = torch.load(weights, map_location=device, weights_only=True)
-            saved = state.get("fingerprint")
-            if saved is not None and saved != self.config.get("fingerprint"):
-                raise ValueError("it belongs to another configuration")
-            if (state.get("epoch"), state.get("step")) != (epochs, 0):
-                raise ValueError(
-                    f"it is not the end of training (epoch {state.get('epoch')}, step {state.get('step')}; "
-                    f"the run ended after epoch {epochs})"
-                )
-            model.load_state_dict(state["model"])
-            if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
-                raise ValueError("its weights are not finite")  # never a model of NaNs
-        except Exception as err:  # truncated or corrupt zip, foreign or partial checkpoint
-            detail = f"{weights} is damaged ({type(err).__name__}: {' '.join(str(err).split())})"
-            raise DamagedResult(
-                f"{detail}; retrain with: {self._train_command()}", "damaged", detail
-            ) from None
-        return model.to(device).eval()
-
-    def _train_command(self) -> str:
-        seed = self.config.get("seed", 0)
-        return f"python -m attnlib train {self.experiment} --preset {self.preset}" + (
-            f" --seed {seed}" if seed else ""
-        )
 
 
 class Runs(dict):
@@ -234,10 +180,9 @@ def _read(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[s
 # ------------------------------------------------------------------------------------- reading saved runs
 @dataclass(frozen=True)
 class Saved:
-    """What `read` found of one run: its `status` ("complete"; "missing": not trained; "damaged": unreadable,
-    inconsistent or not matching its checksums; "stale": a complete result of another configuration) and
-    `detail` (what is wrong, '' when complete), `run` (the `RunResult` when complete, else None), where it
-    is (`path`) and the `fingerprint` the registry gives that run today."""
+    """What `read` found of one run: its `status` (complete, missing, damaged or stale: see the module) and
+    `detail` (what is wrong, '' when complete), `run` (the `RunResult` when complete, else None: its metrics,
+    history, ...), where it is (`path`) and the `fingerprint` the registry gives that run today."""
 
     experiment: str
     preset: str
@@ -251,15 +196,6 @@ class Saved:
     @property
     def complete(self) -> bool:
         return self.status == "complete"
-
-    @property
-    def metrics(self) -> dict | None:
-        """metrics.json of a complete run (test_accuracy, params, wall times, files...), else None."""
-        return None if self.run is None else self.run.metrics
-
-    @property
-    def test_accuracy(self) -> float | None:
-        return None if self.run is None else self.run.metrics["test_accuracy"]
 
 
 def read(

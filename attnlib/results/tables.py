@@ -136,7 +136,7 @@ def seed_accuracies(
     found, problems = {}, []
     for seed, saved in read_seeds(experiment, preset, results_dir=results_dir, data=data).items():
         if saved.complete:
-            found[seed] = saved.test_accuracy
+            found[seed] = saved.run.test_accuracy
         elif saved.status != "missing" or seed > 0:
             problems.append(f"seed {seed}: {saved.status}" + (f" ({saved.detail})" if saved.detail else ""))
     return found, problems
@@ -197,7 +197,7 @@ def with_seeds(table, results_dir: str | Path, preset: str, *, data=None):
         if values:  # at least one usable seed; detail names the seed folders that are not used
             if table.at[i, "status"] != "complete":  # seed 0 is not, another seed is: its params
                 first = read(name, preset, seed=min(acc), results_dir=results_dir, data=data)
-                table.at[i, "status"], table.at[i, "params"] = "complete", first.metrics["params"]
+                table.at[i, "status"], table.at[i, "params"] = "complete", first.run.metrics["params"]
             table.at[i, "detail"] = "; ".join(problems)
         columns["accuracy"].append(float(np.mean(values)) if values else None)
         columns["seeds"].append(len(values))
