@@ -50,6 +50,7 @@ DAMAGES = {
         "momentum_buffer", torch.zeros(2)
     ),
     "a history row forged": lambda s: s["history"][-1].__setitem__("test_acc", 1.5),
+    "another format": lambda s: s.__setitem__("format", 2),
 }
 
 
@@ -140,7 +141,12 @@ def test_checkpoint_problem_accepts_what_fit_saves(tmp_path):
         "its optimizer state is not this optimizer's (ValueError: loaded state dict has a different number"
     )
     assert "not a checkpoint" in checkpoint_problem([1], model, epochs=3, steps=4)
+    assert checkpoint_problem({**state, "format": 0}, model, epochs=CFG.epochs, steps=4) == (
+        "its format is 0, not 1: another attnlib's"
+    )
     assert Checkpoints(tmp_path).load(check=lambda s: "bad")[0] is None
+    torch.save([1], tmp_path / "last.pt")  # no checkpoint at all: another run's file, never resumed
+    assert Checkpoints(tmp_path).load(check=lambda s: "") == (None, None)
 
 
 def test_the_model_of_a_result_with_nan_weights_is_damaged(copy):

@@ -22,7 +22,7 @@ from attnlib.util import atomic_write, temp_name
 
 log = logging.getLogger("attnlib")
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 1  # the layout `save` writes; bump it when it changes: checkpoint_problem refuses others
 # Besides the end of every epoch, `fit` checkpoints mid-epoch once this many seconds of training have passed
 # since the last checkpoint, so that a run killed without a signal (SIGKILL, a notebook kernel whose parent
 # died) loses at most that much. Not part of a run's configuration: it changes no result.
@@ -72,18 +72,15 @@ class Checkpoints:
         finally:
             link.unlink(missing_ok=True)
 
-    def load(self, check: Callable[[dict], str] | None = None) -> tuple[dict | None, str | None]:
-        """(state, description) of the newest usable checkpoint, or (None, None). ``check(state)`` says what
-        is wrong with a checkpoint of this configuration ('' if nothing: `checkpoint_problem` below);
-        one that fails is reported in one line and the older one tried, then a fresh start."""
+    def load(self, check: Callable[[dict], str]) -> tuple[dict | None, str | None]:
+        """(state, description) of the newest usable checkpoint, or (None, None) for a fresh start. ``check``
+        says what is wrong with a checkpoint of this configuration ('' if nothing: `checkpoint_problem` below,
+        the one check of its contents); one that fails is reported in one line and the older one tried."""
         for path in (self.last, self.previous):
             if not path.exists():
                 continue
             try:
                 state = torch.load(path, map_location="cpu", weights_only=True)
-                missing = {"model", "optimizer", "scheduler", "epoch", "step", "history"} - set(state)
-                if missing:
-                    raise ValueError(f"missing entries {sorted(missing)}")
             except Exception as err:  # truncated, corrupt or foreign file: report and try the older one
                 log.warning(
                     "checkpoint %s is damaged (%s: %s); trying an older one",
@@ -92,7 +89,7 @@ class Checkpoints:
                     " ".join(str(err).split())[:300],
                 )
                 continue
-            if state.get("fingerprint") != self.fingerprint:
+            if not isinstance(state, dict) or state.get("fingerprint") != self.fingerprint:
                 log.warning("checkpoint %s belongs to a different configuration; starting afresh", path)
                 return None, None
             saved = state.get("model_resolved")
@@ -105,7 +102,7 @@ class Checkpoints:
                         "; ".join(f"model_resolved.{d}" for d in diffs),
                     )
                     return None, None
-            problem = check(state) if check is not None else ""
+            problem = check(state)
             if problem:  # contents checked before use: types, ranges, weights' keys, shapes, finite values
                 log.warning("checkpoint %s is damaged (%s); trying an older one", path, problem)
                 continue
@@ -151,12 +148,15 @@ def _set_rng_state(state: dict) -> None:
 
 def checkpoint_problem(state, model, *, epochs: int, steps: int, optimizer=None) -> str:
     """'' when a checkpoint (`attnlib.train.Checkpoints`) can be resumed by `model` (and `optimizer`) in a run
-    of `epochs` epochs of `steps` steps: where it stands (epoch, step) in range, one history row per epoch
-    trained with finite losses and accuracies in [0, 1], the model's every weight with its shape and finite,
-    the optimizer's groups and buffers matching, the running sums of a mid-epoch checkpoint numbers. Else
-    what is wrong (the checkpoint is then skipped for an older one, then a fresh start)."""
+    of `epochs` epochs of `steps` steps: of this version's format, where it stands (epoch, step) in range, one
+    history row per epoch trained with finite losses and accuracies in [0, 1], the model's every weight with
+    its shape and finite, the optimizer's groups and buffers matching, the running sums of a mid-epoch
+    checkpoint numbers. Else what is wrong (the checkpoint is then skipped for an older one, then a fresh
+    start)."""
     if not isinstance(state, dict):
         return f"it holds a {type(state).__name__}, not a checkpoint"
+    if state.get("format") != CHECKPOINT_FORMAT:  # another layout is never misread
+        return f"its format is {shown(state.get('format'))}, not {CHECKPOINT_FORMAT}: another attnlib's"
     epoch, step = state.get("epoch"), state.get("step")
     if not in_range(0, epochs)(epoch):
         return f"epoch is {shown(epoch)}, not an integer in [0, {epochs}]"
