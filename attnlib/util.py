@@ -1,23 +1,19 @@
-"""Small tools the package shares: the atomic file write (and the one JSON writer on it) and the wall-clock
-timer of one call."""
+"""Small tools the package shares: the atomic file write and the one JSON writer on it."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-import torch
 
 from attnlib.errors import with_path
 
 
-# ------------------------------------------------------------------------------------------ atomic writes
 def temp_name(path: str | Path) -> Path:
     """The default temporary file of `atomic_write`: ``.NAME.tmpPID`` beside `path`."""
     path = Path(path)
@@ -74,14 +70,3 @@ def _json_default(obj):
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
-# ------------------------------------------------------------------------------------------------ timing
-def timed_ms(fn: Callable[[], object], device: torch.device) -> float:
-    """Wall-clock milliseconds of one call of `fn`, waiting after it for the work it queued on `device` (a
-    no-op on the CPU), so that the clock counts it."""
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return (time.perf_counter() - start) * 1e3

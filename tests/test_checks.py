@@ -1,5 +1,6 @@
-"""The shared argument checks and the data-spec parser (attnlib.checks), and the atomic write and timer
-(attnlib.util): messages name the parameter and the allowed values; a failed write leaves no file."""
+"""The shared argument checks and the data-spec parser (attnlib.checks), the atomic write (attnlib.util) and
+Table 3's pass timer (attnlib.lab.measure): messages name the parameter and the allowed values; a failed
+write leaves no file."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from attnlib.checks import (
     synthetic_sizes,
 )
 from attnlib.errors import ConfigError
-from attnlib.util import atomic_write, timed_ms
+from attnlib.lab.measure import pass_times_ms
+from attnlib.util import atomic_write
 
 
 @pytest.mark.parametrize(
@@ -72,8 +74,8 @@ def test_atomic_write_replaces_whole_file_or_leaves_old(tmp_path):
     assert sorted(p.name for p in target.parent.iterdir()) == ["x.bin"]
 
 
-def test_timed_ms_measures_the_call():
+def test_pass_times_ms_measures_each_call():
     import time
 
-    ms = timed_ms(lambda: time.sleep(0.02), torch.device("cpu"))
-    assert 15 <= ms < 2000
+    times = pass_times_ms(lambda x: time.sleep(0.02), torch.zeros(1), 2)
+    assert len(times) == 2 and all(15 <= ms < 2000 for ms in times)
