@@ -48,14 +48,16 @@ def test_inference_time_with_one_common_seed_is_inconclusive_and_nothing_saved_i
     assert costs.ha_inference_time(Evidence("budget"))[1] == NOT_MEASURED
 
 
+ENTRY = dict(step_s=0.5, epoch_s=250.0, peak_mib=100.0, params=10, bf16=False, batch=100)  # one model's
+
+
 def _report(memory_ha: float) -> dict:
-    entry = dict(step_s=0.5, epoch_s=250.0, peak_mib=100.0, params=10, bf16=False, batch=100)
     return dict(
         preset="budget",
         protocol=dict(threads=1),
         machine=dict(cpu="Test CPU", cpu_flags=["avx2"], torch="2", cpu_capability="AVX2"),
         git=dict(commit="abcdef0123"),
-        models={"vit": entry, "vit_ha": {**entry, "peak_mib": memory_ha}},
+        models={"vit": ENTRY, "vit_ha": {**ENTRY, "peak_mib": memory_ha}},
         ratios={"vit_ha": dict(time=1.0, memory=memory_ha / 100.0)},
     )
 
@@ -80,10 +82,25 @@ def test_train_cost_row_reads_the_saved_report(tmp_path, memory_ha, verdict):
 @pytest.mark.parametrize(
     "damage,said",
     [
-        (dict(protocol=[1]), "not an object with the objects models, ratios, machine, protocol"),
-        (dict(ratios={"vit_ha": 0.5}), "ratios.vit_ha: not an object with the numbers time and memory"),
-        (dict(ratios={"vit_ha": dict(time=1.0)}), "ratios.vit_ha: not an object with the numbers"),
-        (dict(models={"vit_ha": "100 MiB"}), "models.vit_ha.peak_mib: not a number"),
+        (dict(protocol=[1]), "(protocol is [1], not an object)"),
+        (dict(load="shared"), "(load is 'shared', not an object)"),
+        (dict(machine=dict(cpu_flags="avx2")), "(machine.cpu_flags is 'avx2', not a list of strings)"),
+        (dict(ratios={"vit_ha": 0.5}), "(ratios.vit_ha is 0.5, not an object)"),
+        (dict(ratios={"vit_ha": dict(time=1.0)}), "(ratios.vit_ha lacks memory)"),
+        (
+            dict(ratios={"vit_ha": dict(time=1.0, memory="half")}),
+            "(ratios.vit_ha.memory is 'half', not a number",
+        ),
+        (dict(models={"vit_ha": ENTRY}), "(models lacks vit)"),  # the pair's model, which the ledger reads
+        (dict(models={"vit": ENTRY, "vit_ha": "100 MiB"}), "(models.vit_ha is '100 MiB', not an object)"),
+        (
+            dict(models={"vit": {**ENTRY, "epoch_s": None}, "vit_ha": ENTRY}),
+            "(models.vit.epoch_s is None, not a",
+        ),
+        (
+            dict(models={"vit": ENTRY, "vit_ha": {**ENTRY, "peak_mib": "x"}}),
+            "(models.vit_ha.peak_mib is 'x', not",
+        ),
     ],
 )
 def test_a_damaged_train_cost_report_is_not_measured_and_said_in_one_line(tmp_path, caplog, damage, said):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from attnlib import experiments
 from attnlib.results.store import read_json
-from attnlib.results.validate import timing_problem
+from attnlib.results.validate import timing_problem, train_cost_problem
 
 
 def timing_path(results_dir: str | Path, preset: str, quick: bool = False) -> Path:
@@ -56,26 +56,12 @@ def load(results_dir: str | Path, preset: str) -> dict | None:
     return _read(timing_path(results_dir, preset), timing_problem, "its wall times are not used")
 
 
-def _train_cost_problem(report) -> str:
-    """'' when a train-cost report holds what the ledger reads (models, ratios, machine and protocol objects; per
-    ratio, numbers time and memory and the HA model's peak_mib); else what is wrong."""
-    fields = ("models", "ratios", "machine", "protocol")
-    if not isinstance(report, dict) or not all(isinstance(report.get(k), dict) for k in fields):
-        return f"not an object with the objects {', '.join(fields)}"
-    for name, r in report["ratios"].items():
-        if not isinstance(r, dict) or not all(isinstance(r.get(k), int | float) for k in ("time", "memory")):
-            return f"ratios.{name}: not an object with the numbers time and memory"
-        model = report["models"].get(name)
-        if not isinstance(model, dict) or not isinstance(model.get("peak_mib"), int | float):
-            return f"models.{name}.peak_mib: not a number"
-    return ""
-
-
 def train_cost_report(results_dir: str | Path, preset: str) -> dict | None:
     """The saved train-cost report of `preset`, or None when there is none, or it is unreadable or damaged
-    (`_train_cost_problem`: said in one line, and the ledger's train-cost row is then not measured)."""
+    (not what `attnlib.results.validate.train_cost_problem` asks: said in one line, and the ledger's train-cost
+    row is then not measured)."""
     path = train_cost_path(results_dir, preset)
-    return _read(path, _train_cost_problem, "the ledger's training cost is not measured")
+    return _read(path, train_cost_problem, "the ledger's training cost is not measured")
 
 
 def wall_times(report: dict | None, preset: str) -> dict[str, dict]:

@@ -7,7 +7,8 @@ every value a reader uses is checked here before `attnlib.results.load.inspect_r
 - `history_problem`: metrics.json's test accuracy (and test loss) is the last row of the checksummed
   history.csv, and its row count the provenance's epochs_trained.
 - `metrics_problem`: metrics.json's keys, and the type and range of its values and of every provenance field.
-- `timing_problem`: a saved timing report (results/timing/PRESET.json).
+- `timing_problem`, `train_cost_problem`: a saved timing report (results/timing/PRESET.json), a saved
+  train-cost report (results/train_cost/PRESET.json).
 
 Each returns '' when all is well, else one line saying what is wrong (the result is then *damaged*)."""
 
@@ -284,4 +285,30 @@ def timing_problem(report) -> str:
             return wrong
         for name, entry in report[key].items():
             wrong = wrong or _fields(entry, fields, fields, f"{key}.{name}")
+    return wrong
+
+
+_OBJECT = (lambda v: isinstance(v, dict), "an object")
+_TRAIN_COST_REQUIRED = ("models", "ratios", "machine", "protocol")
+_TRAIN_COST = {key: _OBJECT for key in (*_TRAIN_COST_REQUIRED, "load", "git")}
+_TRAIN_COST_MODEL = {
+    "peak_mib": (_between(0), "a number of MiB"),
+    "epoch_s": (_between(0, MAX_SECONDS), "a number of seconds"),
+    "batch": (_int(1, MAX_IMAGES), "a batch size"),
+}
+_TRAIN_COST_RATIO = {key: (_between(0), "a number >= 0") for key in ("time", "memory")}
+
+
+def train_cost_problem(report) -> str:
+    """'' when a train-cost report (`attnlib.lab.train_cost`, results/train_cost/PRESET.json) holds what the
+    ledger reads (`attnlib.analysis.costs`): per HA pair (ratios.NAME_ha) the ratios time and memory and both
+    its models, every model with its peak_mib, epoch_s and batch, the machine's fields typed; else what is
+    wrong."""
+    wrong = _fields(report, _TRAIN_COST, _TRAIN_COST_REQUIRED)
+    wrong = wrong or _fields(report["machine"], _TIMING_MACHINE, (), "machine")
+    for name, ratio in ({} if wrong else report["ratios"]).items():
+        wrong = wrong or _fields(ratio, _TRAIN_COST_RATIO, _TRAIN_COST_RATIO, f"ratios.{name}")
+        wrong = wrong or _fields(report["models"], {}, (name.removesuffix("_ha"), name), "models")
+    for name, model in ({} if wrong else report["models"]).items():
+        wrong = wrong or _fields(model, _TRAIN_COST_MODEL, _TRAIN_COST_MODEL, f"models.{name}")
     return wrong
