@@ -46,7 +46,8 @@ from attnlib.results.validate import PROBE_FILE, files_problem, history_problem,
 
 
 class MissingResult(LookupError):
-    """No complete result with this configuration, and training was not allowed.
+    """No complete result with this configuration (or no checkpoint to rebuild its model from:
+    `attnlib.lab.run.trained_model`), and training was not allowed.
 
     `status` is what `inspect_run` found ("missing", "damaged" or "stale") and `detail` says why."""
 
@@ -57,8 +58,8 @@ class MissingResult(LookupError):
 
 
 class DamagedResult(MissingResult):
-    """A result folder whose metrics.json (or a file it vouches for) is unreadable or inconsistent (raised
-    with status "damaged")."""
+    """A result folder whose metrics.json (or a file it vouches for, or the checkpoint of its trained model)
+    is unreadable or inconsistent (raised with status "damaged")."""
 
 
 @dataclass
@@ -85,9 +86,8 @@ class RunResult:
 
 class Runs(dict):
     """Several results: ``{experiment: RunResult or None}``, plus ``status``: ``{experiment: (status,
-    detail)}`` with status "complete", "missing", "damaged" or "stale" (a saved result of another
-    configuration) and what is wrong with it (``inspect_run``). What ``read_runs`` and the book's ``load_all``
-    return, and what ``attnlib.results.tables.frame`` tabulates."""
+    detail)}`` (see the module) with what is wrong (``inspect_run``). What ``read_runs`` and the book's
+    ``load_all`` return, and what ``attnlib.results.tables.frame`` tabulates."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
