@@ -34,11 +34,11 @@ _ROW_BOUNDS = {"train_loss": math.inf, "test_loss": math.inf, "train_acc": 1, "t
 class Checkpoints:
     """`last.pt` and `previous.pt` in one folder, written atomically (temporary file, fsync, rename).
 
-    Loading tries `last.pt`, then `previous.pt` (a truncated or foreign file is reported and skipped).
-    A checkpoint of another configuration is not resumed: another `fingerprint`, or (given `model_config`,
-    the model's config dataclass) another resolved model configuration, e.g. after a default changed
-    (`attnlib.models.resolved_difference`). Checkpoints written before they recorded it (no
-    ``model_resolved``) are checked by their fingerprint only."""
+    Loading tries `last.pt`, then `previous.pt` (a truncated or damaged one is reported and skipped). One of
+    another configuration starts afresh (so does a file that is no checkpoint dict): another `fingerprint`,
+    or (given `model_config`, the model's config dataclass) another resolved model configuration, e.g. after
+    a default changed (`attnlib.models.resolved_difference`). Checkpoints written before they recorded it
+    (no ``model_resolved``) are checked by their fingerprint only."""
 
     def __init__(self, folder: str | Path, fingerprint: str = "", model_config=None):
         self.folder, self.fingerprint = Path(folder), fingerprint
@@ -148,11 +148,10 @@ def _set_rng_state(state: dict) -> None:
 
 def checkpoint_problem(state, model, *, epochs: int, steps: int, optimizer=None) -> str:
     """'' when a checkpoint (`attnlib.train.Checkpoints`) can be resumed by `model` (and `optimizer`) in a run
-    of `epochs` epochs of `steps` steps: of this version's format, where it stands (epoch, step) in range, one
+    of `epochs` epochs of `steps` steps: this version's format, where it stands (epoch, step) in range, one
     history row per epoch trained with finite losses and accuracies in [0, 1], the model's every weight with
     its shape and finite, the optimizer's groups and buffers matching, the running sums of a mid-epoch
-    checkpoint numbers. Else what is wrong (the checkpoint is then skipped for an older one, then a fresh
-    start)."""
+    checkpoint numbers. Else what is wrong (the checkpoint is then skipped for an older one, then afresh)."""
     if not isinstance(state, dict):
         return f"it holds a {type(state).__name__}, not a checkpoint"
     if state.get("format") != CHECKPOINT_FORMAT:  # another layout is never misread
