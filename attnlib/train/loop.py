@@ -21,6 +21,7 @@ import functools
 import itertools
 import logging
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -138,8 +139,7 @@ def fit(
     resolved model configuration (`Checkpoints`; when and what it checkpoints: the module's docstring).
 
     train_batches / test_batches: objects with `.epoch(e)` -> iterator of (x (B, 3, 32, 32), y (B,)) on
-    `device` and `len()`; under DDP each yields this rank's shard of every global batch. progress: a bar per
-    epoch on rank 0 (True), none (False), or where its stream is a terminal (None: tqdm's disable=None).
+    `device` and `len()`; under DDP each yields this rank's shard of every global batch.
     on_step(epoch, step, x, y) is called before every optimisation step (tests use it to record or
     interrupt). probe(model) is called after every epoch's evaluation; its columns join the epoch's history
     row (attnlib.measures.probe: per-layer attention measures). The test set is evaluated and probed after
@@ -147,6 +147,8 @@ def fit(
     Raises TrainingDiverged on a non-finite loss and Interrupted after SIGINT/SIGTERM (both leave the last
     good checkpoint in place).
     """
+    if progress is None:
+        progress = bool(getattr(sys.stderr, "isatty", lambda: False)())
     config = getattr(model, "cfg", None)  # the model's config dataclass: its resolved fields are checked too
     ckpt = Checkpoints(checkpoint_dir, fingerprint, config) if checkpoint_dir is not None else None
     interval = checkpoint_interval(checkpoint_every) if ckpt is not None else math.inf
@@ -307,11 +309,10 @@ class _Run:
             stats += torch.tensor(self.partial["stats"], dtype=torch.float64, device=device)
             prior_seconds = self.partial["seconds"]
         self.epoch_start = time.perf_counter() - prior_seconds
-        desc = f"{self.desc} {epoch + 1}/{cfg.epochs}"
-        disable = not info.is_main or (None if self.progress is None else not self.progress)
+        desc, enabled = f"{self.desc} {epoch + 1}/{cfg.epochs}", self.progress and info.is_main
         from tqdm.auto import tqdm  # here, not at import: in a notebook without ipywidgets it warns on import
 
-        bar = tqdm(total=steps, desc=desc, disable=disable, leave=False, dynamic_ncols=True)
+        bar = tqdm(total=steps, desc=desc, disable=not enabled, leave=False, dynamic_ncols=True)
         batches = itertools.islice(self.train_batches.epoch(epoch), first_step, None)  # resumed: same order
         for step, (x, y) in zip(range(first_step, steps), batches, strict=False):
             if self.on_step is not None:
