@@ -97,7 +97,7 @@ def test_reading_never_trains_and_training_is_the_chapters_explicit_call(tmp_pat
 
 
 def test_a_data_folder_is_checked_by_the_librarys_one_check(tmp_path):
-    """attnlib.data.spec.check_data decides; the chapter says it in one line with the reason in brackets."""
+    """attnlib.data.load.check_data decides; the chapter says it in one line with the reason in brackets."""
     folder = tmp_path / "cifar"
     (folder / "train").mkdir(parents=True)
     with pytest.raises(
