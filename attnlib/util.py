@@ -1,10 +1,15 @@
-"""Small tools the package shares: the atomic file write and the one JSON writer on it."""
+"""The package's writers: the atomic file write (temporary file, fsync, rename) and on it the one JSON writer and
+the npz writer (numeric arrays only); `check_writable`, the check before a run writes anything. The readers of
+saved files are `attnlib.results.store`'s; the lock of a run folder is `attnlib.lab.run.RunLock`."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -70,3 +75,39 @@ def _json_default(obj):
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def check_writable(folder: str | Path) -> None:
+    """Raise an OSError naming the path and the reason unless `folder` is, or can be made, a writable
+    folder: the nearest existing ancestor must be a folder (not a file) that this process may write to, on
+    a file system mounted read-write. Writes nothing."""
+    folder = Path(folder).absolute()
+    probe = folder
+    while True:
+        try:
+            st = os.stat(probe)
+            break
+        except (FileNotFoundError, NotADirectoryError):
+            if probe.parent == probe:
+                raise
+            probe = probe.parent
+    if not stat.S_ISDIR(st.st_mode):
+        where = "" if probe == folder else f"; the results go to {folder}"
+        raise NotADirectoryError(errno.ENOTDIR, f"is a file, not a folder{where}", str(probe))
+    if not os.access(probe, os.W_OK | os.X_OK):
+        read_only = bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
+        code, reason = (
+            (errno.EROFS, "Read-only file system") if read_only else (errno.EACCES, "Permission denied")
+        )
+        where = "" if probe == folder else f" (the results go to {folder})"
+        raise OSError(code, f"{reason}: cannot write results here{where}", str(probe))
+
+
+def write_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
+    """Numeric arrays only (readers use allow_pickle=False)."""
+    for name, a in arrays.items():
+        if np.asarray(a).dtype.kind not in "biuf":
+            raise ValueError(f"{name}: only numeric arrays are saved; got dtype {np.asarray(a).dtype}")
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    write_bytes(path, buf.getvalue())

@@ -1,4 +1,4 @@
-"""Runs on disk (attnlib.store, attnlib.runs): atomic writes, locks, run_or_load (load vs train, damaged and
+"""Runs on disk (attnlib.util's writers, attnlib.lab.run): atomic writes, locks, run_or_load (load vs train, damaged and
 stale results), the writable-folder check and the refusal of bad arguments before anything is written."""
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from attnlib.results.config import run_config, run_dir
 from attnlib.results.load import DamagedResult, MissingResult, inspect_run, read_runs
 from attnlib.results.store import sha256
 from attnlib.results.tables import table3
-from attnlib.store import check_writable, write_npz
-from attnlib.util import atomic_write, write_json
+from attnlib.util import atomic_write, check_writable, write_json, write_npz
 
 
 # ----------------------------------------------------------------------------------------- atomic writes

@@ -11,7 +11,7 @@ from torch import nn
 from attnlib.lab.measure import inference_wall_time
 from attnlib.measures import attention_summary
 from attnlib.results.timing import threads_words
-from attnlib.store import write_npz
+from attnlib.util import write_npz
 
 
 class TokenMaps(nn.Module):

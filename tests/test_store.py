@@ -1,4 +1,4 @@
-"""attnlib.store on hostile results folders: writes never follow a symbolic link out of the results folder
+"""attnlib.util's writers on hostile results folders: writes never follow a symbolic link out of the results folder
 (run.lock, checkpoints/, the queue's logs, every atomic write), reads are bounded and refuse what is not a
 regular file (a FIFO, a device), and JSON nested too deeply is refused in one line."""
 

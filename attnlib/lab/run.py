@@ -42,10 +42,9 @@ from attnlib.results.load import (
 )
 from attnlib.results.store import MAX_JSON_BYTES, check_no_links, read_regular, sha256, unsafe
 from attnlib.results.validate import PROBE_FILE, RESULT_FILES
-from attnlib.store import check_writable, write_npz
 from attnlib.train.checkpoint import checkpoint_problem
 from attnlib.train.device import use_bf16
-from attnlib.util import write_bytes, write_json
+from attnlib.util import check_writable, write_bytes, write_json, write_npz
 
 log = logging.getLogger("attnlib")
 

@@ -28,7 +28,7 @@ Layout of one run (seed 0; other seeds use `<preset>-seed<N>`):
                          trained weights (`attnlib.lab.run.trained_model`)
         run.lock         while a run is training (pid and host; `attnlib.lab.run.RunLock`)
 
-Every file is written atomically (`attnlib.store`), so a reader sees the old file or the new one, never a part.
+Every file is written atomically (`attnlib.util`), so a reader sees the old file or the new one, never a part.
 """
 
 from __future__ import annotations

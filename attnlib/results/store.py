@@ -1,6 +1,6 @@
 """Reading the files of a results folder safely: never through a symbolic link (check_no_links,
 open_nofollow), reads bounded to regular files (read_regular, read_json), checksums (sha256). A results folder
-is untrusted input. Moved verbatim from attnlib.store (issue 32); the writers stay there.
+is untrusted input. The writers are attnlib.util's.
 """
 
 from __future__ import annotations
