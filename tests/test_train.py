@@ -600,3 +600,19 @@ def test_checkpoint_rotation_always_leaves_a_last_checkpoint(tmp_path, monkeypat
     checkpoints.save(state(2))
     assert checkpoints.load(no_problem)[0]["epoch"] == 2
     assert torch.load(checkpoints.previous, weights_only=True)["epoch"] == 1
+
+
+def test_fit_refuses_training_batches_that_yield_no_step():
+    """fit takes any object with .epoch(e) and len(): one with no batch (a batch larger than the data) is a
+    ConfigError naming batch_size, before any training or checkpoint."""
+
+    class NoSteps:
+        def __len__(self):
+            return 0
+
+        def epoch(self, e):
+            return iter(())
+
+    _, test_b = batches()
+    with pytest.raises(ConfigError, match="batch_size"):
+        fit(Tiny(), NoSteps(), test_b, CFG, device="cpu", progress=False)

@@ -248,7 +248,7 @@ def trained_model(run: RunResult, device="cpu") -> torch.nn.Module:
         wrong = checkpoint_problem(state, model, epochs=epochs, steps=steps)
     except Exception as err:  # noqa: BLE001 -- whatever the file breaks: damaged
         wrong = f"{type(err).__name__}: {' '.join(str(err).split())}"
-    if not wrong and state.get("fingerprint") not in (None, run.config["fingerprint"]):
+    if not wrong and state.get("fingerprint") not in (None, run.config.get("fingerprint")):
         wrong = "it belongs to another configuration"
     elif not wrong and state["epoch"] != epochs:
         where = f"epoch {state['epoch']}, step {state['step']}; the run ended after epoch {epochs}"

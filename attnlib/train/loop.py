@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlib.config import TrainConfig
+from attnlib.errors import ConfigError
 from attnlib.models import logged_state
 from attnlib.train.checkpoint import (
     Checkpoints,
@@ -185,6 +186,8 @@ class _Run:
         self.info = current_dist()
         self.bf16 = use_bf16(cfg.bf16, device)
         self.steps = len(train_batches)
+        if self.steps < 1:  # fit takes any batches with len(): an empty one is a batch larger than the data
+            raise ConfigError("batch_size", cfg.batch_size, "at most the number of training images")
         self.optimizer = make_optimizer(model, cfg)
         self.schedule = Schedule.from_config(cfg, self.steps)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.schedule)
