@@ -229,3 +229,71 @@ def test_older_results_with_absolute_paths_stay_readable_and_are_shown_relative(
     assert inspect_run(folder)[0] == "complete"
     row = collect(copy, "smoke", ["vit"]).set_index("experiment").loc["vit"]
     assert row["status"] == "complete" and row["dataset"] == "imagefolder-jpeg:data"
+
+
+def _undescribed(node, path: str = ""):
+    """The paths of the values below `node` that the checker would name by an ancestor's description although
+    they are checked one by one: an object whose values have descriptions must give every value one (an
+    object none of whose values has one, as git's {commit, dirty}, is described as a whole)."""
+    children = {f"{path}.{k}": v for k, v in node.get("properties", {}).items()}
+    children |= {
+        f"{path}.<{k}>": node[k] for k in ("additionalProperties", "items") if isinstance(node.get(k), dict)
+    }
+    if any("description" in child for child in children.values()):
+        for where, child in children.items():
+            if "description" not in child:
+                yield where
+            yield from _undescribed(child, where)
+
+
+def test_the_schema_is_json_schema_and_every_value_has_words():
+    """schema.yaml is a valid JSON Schema (draft 2020-12), and every value it checks has a description on its
+    way, so that a problem is always said as "PATH is VALUE, not DESCRIPTION", never in jsonschema's words."""
+    from jsonschema import Draft202012Validator
+
+    from attnlib.results.validate import SCHEMAS
+
+    for name in ("metrics", "timing", "train_cost"):
+        Draft202012Validator.check_schema(SCHEMAS[name])
+        assert "description" in SCHEMAS[name] and list(_undescribed(SCHEMAS[name], name)) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "provenance.epochs",
+            4.0,
+            "provenance.epochs is 4.0, not an integer in [1, 100000]",
+        ),  # JSON Schema: 4.0
+        ("provenance.world_size", True, "provenance.world_size is True, not an integer in [1, 4096]"),
+        ("test_loss", float("inf"), "test_loss is inf, not a number >= 0"),
+        (
+            "provenance.git",
+            {"commit": "abc", "at": 1},
+            "provenance.git is {'commit': 'abc', 'at': 1}, not an object {\"commit\": string or null, \"dirty\": "
+            "bool or null}",
+        ),
+        ("wall_time_std_ms", None, ""),  # null allowed
+        ("provenance.threads", None, ""),
+    ],
+)
+def test_the_schema_checker_takes_integers_and_numbers_strictly(key, value, message):
+    """attnlib's checker: an integer is an int (not 1.0, not a bool), a number is finite; a saved run's
+    metrics.json passes, and each change is said naming the field (or passes where null is allowed)."""
+    from attnlib.results.validate import schema_problem
+
+    metrics = json.loads(Path("results/vit/budget/metrics.json").read_text())
+    assert schema_problem(metrics, "metrics") == ""
+    where = metrics["provenance"] if key.startswith("provenance.") else metrics
+    where[key.removeprefix("provenance.")] = value
+    assert schema_problem(metrics, "metrics") == message
+
+
+def test_saved_reports_pass_their_schemas():
+    """The committed timing and train-cost reports are what their schemas allow (else the book would show
+    them as not measured)."""
+    from attnlib.results.validate import schema_problem, train_cost_problem
+
+    assert schema_problem(json.loads(Path("results/timing/budget.json").read_text()), "timing") == ""
+    assert train_cost_problem(json.loads(Path("results/train_cost/budget.json").read_text())) == ""
