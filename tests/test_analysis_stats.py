@@ -59,3 +59,19 @@ def test_no_spread_gives_no_test():
     assert (flat.se, flat.t, flat.df, flat.p, flat.interval, flat.verdict) == (None,) * 5 + ("no interval",)
     same = stats.paired({0: 0.4, 1: 0.5}, {0: 0.5, 1: 0.6})  # the same difference on every seed
     assert (same.se, same.t, same.p) == (None, None, None) and same.points == pytest.approx(10.0)
+
+
+def test_family_adjusts_over_the_pairs_with_seeds_on_both_sides():
+    """`family`: Welch per pair, Holm over the pairs with a p (a worked two-test adjustment: the smaller p
+    doubled, the larger kept unless below it), the verdict follows the adjusted p, a pair missing a side is
+    (None, None, "no interval", None), and seed maps (not lists) add the paired test."""
+    a, b = {0: 0.50, 1: 0.52, 2: 0.51}, {0: 0.55, 1: 0.58, 2: 0.56}
+    c, d = [0.40, 0.45, 0.41], [0.41, 0.44, 0.43]
+    got = stats.family({"ab": (a, b), "cd": (c, d), "none": ([0.5], [])})
+    p_ab, p_cd = stats.welch(a.values(), b.values()).p, stats.welch(c, d).p
+    assert p_ab < p_cd
+    assert got["ab"].adjusted_p == pytest.approx(min(1.0, 2 * p_ab))
+    assert got["cd"].adjusted_p == pytest.approx(max(2 * p_ab, p_cd))
+    assert got["ab"].verdict == ("higher" if 2 * p_ab < 0.05 else "inconclusive")
+    assert got["ab"].paired.seeds == (0, 1, 2) and got["cd"].paired is None
+    assert got["none"] == (None, None, "no interval", None)

@@ -418,3 +418,25 @@ def test_batch_larger_than_the_data_through_the_cli(tmp_path, cli):
     )
     assert code == 2 and err.count("\n") == 1 and "at least 16 training images" in err and "has 8" in err
     assert not results.exists()
+
+
+def test_table3_verdicts_follow_holm_over_the_saved_pairs(cli):
+    """table3's Welch lines (the saved budget runs) give each pair's Holm-adjusted p and the verdict within the
+    family, as the book and the ledger do (`attnlib.analysis.stats.family`), not the unadjusted interval's."""
+    from attnlib import experiments
+    from attnlib.analysis import stats
+    from attnlib.results.tables import seed_accuracies
+
+    code, out, _ = cli(["table3", "--results-dir", "results", "--preset", "budget"])
+    assert code == 0
+    saved = {n: seed_accuracies("results", "budget", n)[0] for n in experiments.EXPERIMENTS}
+    pairs = {
+        e.title: (saved[e.baseline], saved[e.name]) for e in experiments.EXPERIMENTS.values() if e.baseline
+    }
+    tested = {
+        t: r for t, r in stats.family(pairs).items() if r.welch is not None and r.adjusted_p is not None
+    }
+    assert len(tested) >= 2  # a family, not one test
+    for title, (w, adjusted, verdict, _) in tested.items():
+        line = next(x for x in out.splitlines() if x.startswith(f"- {title}: "))
+        assert f"Holm p = {adjusted:.2f}: {verdict}" in line and f"p = {w.p:.2f}" in line

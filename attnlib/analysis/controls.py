@@ -124,13 +124,10 @@ def quadratic_vs_learned(ev: Evidence):
     ]
     if not pairs:
         return f"{display(LEARNED_BASE)} or the quadratic models not saved at one preset", NOT_MEASURED
-    tests = {n: stats.welch(base, ev.accuracies[n]) for n in pairs}
-    adjusted = dict(zip(pairs, stats.holm([w.p for w in tests.values()]), strict=True))
     parts, passes = [], []
-    for name, w in tests.items():
-        said = stats.family_verdict(w, adjusted[name])
+    for name, (w, adjusted, said, _) in stats.family({n: (base, ev.accuracies[n]) for n in pairs}).items():
         passes.append(True if said == "higher" else False if said == "lower" else None)
-        holm = "" if adjusted[name] is None else f", Holm p {adjusted[name]:.3f}"
+        holm = "" if adjusted is None else f", Holm p {adjusted:.3f}"
         parts.append(
             f"{ev.seeds_name(name)} − {display(LEARNED_BASE)}: {w.difference} points (n = {w.n[1]}/{w.n[0]}{holm})"
         )

@@ -42,27 +42,22 @@ def _ha_gain(ev: Evidence):
 
 
 def _ha_gain_intervals(ev: Evidence):
-    from attnlib.analysis import stats as compare
+    from attnlib.analysis import stats
 
-    found = {b: (ev.accuracies.get(b, []), ev.accuracies.get(b + "_ha", [])) for b in HA_PAIRS}
-    tests = {b: compare.welch(a, h) for b, (a, h) in found.items() if a and h}
-    holm = dict(zip(tests, compare.holm([w.p for w in tests.values()]), strict=True))
+    tests = stats.family({b: (ev.accuracies.get(b, []), ev.accuracies.get(b + "_ha", [])) for b in HA_PAIRS})
     parts, verdicts = [], []
-    for base in HA_PAIRS:
-        a, b = ev.accuracies.get(base, []), ev.accuracies.get(base + "_ha", [])
-        if not a or not b:
+    for base, (w, holm, _, _) in tests.items():
+        if w is None:
             parts.append(f"{display(base)}: not trained")
             verdicts.append(NOT_MEASURED)
             continue
-        w = compare.welch(a, b)
+        n = f"n = {w.n[0]}/{w.n[1]}"
         if w.interval is None:
-            parts.append(f"{ev.seeds_name(base)}: {w.difference} (n = {len(a)}/{len(b)}: no interval)")
+            parts.append(f"{ev.seeds_name(base)}: {w.difference} ({n}: no interval)")
             verdicts.append(INCONCLUSIVE)
             continue
         low, high = w.interval
-        parts.append(
-            f"{ev.seeds_name(base)}: {w.difference} (n = {len(a)}/{len(b)}, Holm p {holm[base]:.3f})"
-        )
+        parts.append(f"{ev.seeds_name(base)}: {w.difference} ({n}, Holm p {holm:.3f})")
         verdicts.append(REPRODUCED if low >= HA_GAIN else NOT_REPRODUCED if high < HA_GAIN else INCONCLUSIVE)
     if NOT_REPRODUCED in verdicts:
         verdict = NOT_REPRODUCED  # "in each case": one pair that is surely below refutes it

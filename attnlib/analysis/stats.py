@@ -12,6 +12,7 @@ import math
 import statistics
 import warnings
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from scipy import stats
 
@@ -218,6 +219,36 @@ def paired(base: dict, variant: dict) -> Paired:
     """`Paired` test of two {seed: test accuracy (fraction)} maps over the seeds both hold."""
     seeds = tuple(sorted(set(base) & set(variant)))
     return Paired(seeds, tuple((float(variant[s]) - float(base[s])) * 100 for s in seeds))
+
+
+class Tested(NamedTuple):
+    """One comparison of a `family`: its Welch test, its Holm-adjusted p, its verdict within the family
+    (`family_verdict`) and the paired-by-seed test; (None, None, "no interval", None) without seeds on both
+    sides."""
+
+    welch: Welch | None
+    adjusted_p: float | None
+    verdict: str
+    paired: Paired | None
+
+
+def family(pairs: dict, level: float = LEVEL) -> dict[str, Tested]:
+    """The comparisons {name: (base, variant)} as one family of tests, each side a {seed: test accuracy} map
+    (or a list, where seeds do not matter: then no paired test): Welch's test of each pair with seeds on both
+    sides, Holm's adjustment over those with a p (`holm`), and each pair's verdict within the family."""
+    tests = {}
+    for name, (a, b) in pairs.items():
+        values = [list(s.values()) if isinstance(s, dict) else list(s) for s in (a, b)]
+        w = welch(*values, level) if all(values) else None
+        tests[name] = (
+            w,
+            paired(a, b) if w is not None and isinstance(a, dict) and isinstance(b, dict) else None,
+        )
+    adjusted = holm([None if w is None else w.p for w, _ in tests.values()])
+    return {
+        name: Tested(w, p, "no interval" if w is None else family_verdict(w, p), pair)
+        for (name, (w, pair)), p in zip(tests.items(), adjusted, strict=True)
+    }
 
 
 def mean_sd(values) -> str:

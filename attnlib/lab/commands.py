@@ -215,23 +215,25 @@ def _print_welch(args, df) -> None:
     from attnlib.analysis import stats
     from attnlib.results import tables, timing
 
-    print("\nHA - model over the saved seeds (accuracy points; Welch's t-test, 95% interval):")
-    for e in experiments.EXPERIMENTS.values():
-        if not e.baseline:
+    def saved(name: str) -> dict:
+        return tables.seed_accuracies(args.results_dir, args.preset, name)[0]
+
+    pairs = {
+        e.title: (saved(e.baseline), saved(e.name)) for e in experiments.EXPERIMENTS.values() if e.baseline
+    }
+    print(
+        "\nHA - model over the saved seeds (accuracy points; Welch's t-test, 95% interval; p adjusted by Holm's "
+        "method over the pairs trained on both sides, which the verdict follows):"
+    )
+    for title, (w, adjusted, verdict, _) in stats.family(pairs).items():
+        if w is None:
+            print(f"- {title}: not trained on both sides")
             continue
-        acc = [
-            list(tables.seed_accuracies(args.results_dir, args.preset, n)[0].values())
-            for n in (e.baseline, e.name)
-        ]
-        if not all(acc):
-            print(f"- {e.title}: not trained on both sides")
-            continue
-        w = stats.welch(*acc)
         ci = "" if w.interval is None else f" [{w.interval[0]:+.1f}, {w.interval[1]:+.1f}]"
-        p = "" if w.p is None else f", df {w.df:.1f}, p = {w.p:.2f}"
+        p = "" if w.p is None else f", df {w.df:.1f}, p = {w.p:.2f}, Holm p = {adjusted:.2f}"
         wanted = "" if w.seeds_wanted == 0 else f"; the standard asks for {w.seeds_wanted} seeds per side"
         print(
-            f"- {e.title}: {w.n[0]} model / {w.n[1]} HA seeds, {w.points:+.1f} points{ci}{p}: {w.verdict}{wanted}"
+            f"- {title}: {w.n[0]} model / {w.n[1]} HA seeds, {w.points:+.1f} points{ci}{p}: {verdict}{wanted}"
         )
     report = timing.load(args.results_dir, args.preset)
     print(

@@ -22,23 +22,13 @@ NO_PAIR = "no saved pair"
 
 
 def ha_family(bases, params: Params, seeds=range(10)) -> dict:
-    """The HA comparisons of ``bases`` as one family of tests: {model: (Welch or None, Holm-adjusted p or
-    None, family verdict, Paired or None)} over every saved seed of the chapter's preset. Holm's adjustment
-    (``compare.holm``) runs over the pairs with a Welch p; a pair is "higher" / "lower" only when it
-    survives it (``compare.family_verdict``). The paired-by-seed test matches the seeds both sides hold.
-    Never trains."""
-    from attnlib.analysis import stats as compare
+    """The HA comparisons of ``bases`` as one family of tests (``attnlib.analysis.stats.family``): {model:
+    (Welch or None, Holm-adjusted p or None, family verdict, Paired or None)} over every saved seed of the
+    chapter's preset; a pair is "higher" / "lower" only when it survives Holm's adjustment, and the
+    paired-by-seed test matches the seeds both sides hold. Never trains."""
+    from attnlib.analysis import stats
 
-    found = {}
-    for base in bases:
-        a, b = seed_map(base, params, seeds), seed_map(base + "_ha", params, seeds)
-        w = compare.welch(a.values(), b.values()) if a and b else None
-        found[base] = (w, compare.paired(a, b) if a and b else None)
-    adjusted = compare.holm([None if w is None else w.p for w, _ in found.values()])
-    out = {}
-    for (base, (w, t)), p in zip(found.items(), adjusted, strict=True):
-        out[base] = (w, p, "no interval" if w is None else compare.family_verdict(w, p), t)
-    return out
+    return stats.family({b: (seed_map(b, params, seeds), seed_map(b + "_ha", params, seeds)) for b in bases})
 
 
 def ha_effects(bases, params: Params, seeds=range(10)):
