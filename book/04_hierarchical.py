@@ -67,6 +67,7 @@ import pandas as pd
 import attnbook as book
 from attnbook import viz
 from attnlib import experiments
+from attnlib.analysis.rules import HA_PAIRS
 from attnlib.results import tables
 
 # %% tags=["parameters"]
@@ -210,10 +211,12 @@ for heads_re in (9, 16):
 # accuracy over seeds (`results/<experiment>/<preset>-seed<N>`), the difference of the means $d$ and
 # Welch's t-test: standard error $s = \sqrt{s_a^2/n_a + s_b^2/n_b}$, Welch–Satterthwaite degrees of freedom
 # $\nu = s^4 / \big(\frac{(s_a^2/n_a)^2}{n_a - 1} + \frac{(s_b^2/n_b)^2}{n_b - 1}\big)$, the 95% confidence
-# interval $d \pm t_{\nu, 0.975}\, s$ and the two-sided p-value. Five pairs are tested at once, so one of them
-# may leave 0 outside its interval by chance alone; the p-values are therefore adjusted by Holm's method
-# (with the $k$-th smallest of the $m = 5$ p-values $p_{(k)}$, $\tilde p_{(k)} = \min(1, \max_{j \le k}
-# (m - j + 1)\, p_{(j)})$), which keeps the chance of any false "ahead" or "behind" among the five at 5%.
+# interval $d \pm t_{\nu, 0.975}\, s$ and the two-sided p-value. Every model of the registry with an HA
+# variant is one pair, the same family the claims ledger tests; the {glue:text}`ha_tested` pairs with a
+# p-value are tested at once, so one of them may leave 0 outside its interval by chance alone. The p-values
+# are therefore adjusted by Holm's method (with the $k$-th smallest of the $m$ p-values $p_{(k)}$,
+# $\tilde p_{(k)} = \min(1, \max_{j \le k} (m - j + 1)\, p_{(j)})$), which keeps the chance of any false
+# "ahead" or "behind" among them at 5%.
 # A pair is "HA ahead" or "HA behind" only when its adjusted p is below 0.05; otherwise the verdict is
 # "inconclusive", even where its own interval excludes 0. With one seed on a side there is no interval, and
 # the verdict says so. As a robustness line, the fold-out gives the paired t-test over the seeds both sides
@@ -222,14 +225,17 @@ for heads_re in (9, 16):
 # inconclusive; the fold-out's "seeds asked" column says how many each pair would still need.
 
 # %% tags=["hide-input"]
-HA_BASES = ["learned_content_9h", "learned_content_16h", "san_pairwise", "san_patchwise", "vit"]
+HA_BASES = list(HA_PAIRS)  # every model with an HA variant: the ledger's family of tests
 effects = book.ha_effects(HA_BASES, params)
+tested = int((effects["p (Holm)"] != "—").sum())
+book.glue_text("ha_tested", tested, "{:d}")
 shown, details = book.ha_effects_split(effects)
 book.show_table(
     shown,
     caption=f"HA against its model over seeds at preset {params.preset}: seeds saved (model / HA), test "
     "accuracy as mean ± sd (%; —: not saved), Δ = HA − model in points with its 95% Welch "
-    "confidence interval (CI), and p (Holm): the Welch p adjusted over the five pairs, which the verdict "
+    f"confidence interval (CI), and p (Holm): the Welch p adjusted over the {tested} pairs tested, which the "
+    "verdict "
     "follows. The fold-out below gives each test's ν and unadjusted p, the paired-by-seed test and the [Re] "
     "run-log difference.",
     wrap_names=True,
@@ -245,7 +251,8 @@ for base, verdict in zip(HA_BASES, effects["verdict"], strict=True):
 book.glue_str("ha_epochs", book.epoch_range(params.preset))
 
 # %% [markdown]
-# The verdicts, pair by pair: SA learned 2D + content, 9 heads: {glue:text}`ha_verdict_learned_content_9h`;
+# The verdicts, pair by pair: SA quadratic ([Re] code), 9 heads: {glue:text}`ha_verdict_quadratic_re_9h`;
+# SA learned 2D + content, 9 heads: {glue:text}`ha_verdict_learned_content_9h`;
 # 16 heads: {glue:text}`ha_verdict_learned_content_16h`; SAN pairwise: {glue:text}`ha_verdict_san_pairwise`;
 # SAN patchwise: {glue:text}`ha_verdict_san_patchwise`; ViT: {glue:text}`ha_verdict_vit`.
 #
@@ -366,7 +373,8 @@ book.show_ledger(
 #   fifth at the paper's settings: {glue:text}`ha_v_ha_params`.
 # - **Accuracy.** HA ends above its model in {glue:text}`ha_pairs_above` and below in
 #   {glue:text}`ha_pairs_below` of the {glue:text}`ha_pairs_pairs` pairs saved on both sides. Weighed
-#   against the spread over seeds with Holm's correction: SA learned 2D + content, 9 heads:
+#   against the spread over seeds with Holm's correction: SA quadratic ([Re] code), 9 heads:
+#   {glue:text}`ha_verdict_quadratic_re_9h`; SA learned 2D + content, 9 heads:
 #   {glue:text}`ha_verdict_learned_content_9h`; 16 heads: {glue:text}`ha_verdict_learned_content_16h`;
 #   SAN pairwise: {glue:text}`ha_verdict_san_pairwise`; SAN patchwise: {glue:text}`ha_verdict_san_patchwise`;
 #   ViT: {glue:text}`ha_verdict_vit`. The report's "at least 5% gain in each case":
