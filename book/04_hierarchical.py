@@ -280,8 +280,9 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 #    protocol `learned_content`). [Re] warm up for 15 of their 300 epochs. Even "alike" is not neutral: with the
 #    gradient norm clipped to 1, active on almost every step for both members, each update has the same
 #    length, which the normal model spreads over four blocks and HA puts into its one shared block.
-#    The learning rate therefore favours one member or the other: in the seed-0 runs of the 16-head pair,
-#    HA was ahead at lr 0.03 and behind at the current 0.06 (the same protocol's history gives both runs),
+#    The learning rate therefore favours one member or the other: in the seed-0 runs of the 16-head pair's
+#    earlier form in this library (before it was built as the [Re] code builds it), HA was ahead at lr 0.03
+#    and behind at the current 0.06 (the same protocol's history gives both runs),
 #    so at this budget the sign of HA − model is a property of the protocol as much as of the
 #    model.
 #    The 9-head pair, the [Re] headline, was trained at lr 0.06 only: its row of the table is one

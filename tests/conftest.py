@@ -19,6 +19,14 @@ def one_thread():
     torch.set_num_threads(old)
 
 
+@pytest.fixture(autouse=True)
+def close_figures():
+    """Each test's matplotlib figures closed after it (the figure helpers return open figures to the caller)."""
+    yield
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
+
+
 @pytest.fixture
 def cli(capsys):
     """`python -m attnlib ARGV` in this process: ``cli(argv)`` -> (exit code, stdout, stderr)."""

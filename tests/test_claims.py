@@ -272,3 +272,22 @@ def test_every_label_names_its_evidence_and_scale():
     ev.presets["quadratic_iso_9h"] = "long"
     label = claims.ledger(ev).set_index("claim").loc["centres_depth", "label"]
     assert label.endswith("at 60 epochs (long), 1 seed each")
+
+
+def test_near_resnet_takes_the_best_attention_model_of_comparable_size():
+    """The best attention model overall may be far smaller than ResNet18: the claim is judged on the best one
+    within 25% of the ResNet's parameters, not declared untestable because a smaller model scores higher."""
+    ev = Evidence(
+        "x", runs={"resnet18": _run(0.75), "learned_9h": _run(0.74), "learned_content_9h": _run(0.55)}
+    )
+    for name, params in (("resnet18", 700_000), ("learned_9h", 240_000), ("learned_content_9h", 600_000)):
+        ev.runs[name].metrics = {"params": params}
+    text, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
+    assert (
+        verdict == NOT_REPRODUCED
+        and "SA learned 2D + content, 9 heads" in text
+        and "20.0 points behind" in text
+    )
+    ev.runs["learned_content_9h"].metrics = {"params": 1_000_000}  # 1.43x: no model of comparable size
+    text, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
+    assert verdict == UNTESTABLE and "none within 25%" in text and "SA learned 2D, 9 heads" in text

@@ -439,4 +439,4 @@ def test_table3_verdicts_follow_holm_over_the_saved_pairs(cli):
     assert len(tested) >= 2  # a family, not one test
     for title, (w, adjusted, verdict, _) in tested.items():
         line = next(x for x in out.splitlines() if x.startswith(f"- {title}: "))
-        assert f"Holm p = {adjusted:.2f}: {verdict}" in line and f"p = {w.p:.2f}" in line
+        assert f"Holm p = {adjusted:.3f}: {verdict}" in line and f"p = {w.p:.3f}" in line

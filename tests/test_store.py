@@ -105,7 +105,8 @@ def test_queue_refuses_a_linked_log_in_one_line(tmp_path, outside):
 
 def test_queue_lane_never_appends_through_a_link_planted_later(tmp_path, outside, monkeypatch):
     logs = tmp_path / "logs"
-    monkeypatch.setattr("attnlib.lab.queue.check_no_links", lambda folder: None)  # the link comes after the check
+    # the link comes after the check
+    monkeypatch.setattr("attnlib.lab.queue.check_no_links", lambda folder: None)
     logs.mkdir()
     (logs / "vit-seed0.log").symlink_to(outside)
     outcomes = Queue([Job("vit", 0)], 1, lambda job: [sys.executable, "-c", "print('ran')"], logs).run()

@@ -359,9 +359,9 @@ RESNETS = ("resnet18", "resnet18_narrow")  # ResNet18, then the width comparable
 
 
 def _close_to_resnet(ev: Evidence):
-    """The best paper attention model against the first ResNet of RESNETS whose parameter count is within
-    COMPARABLE_SIZE of its own (the narrow one at the scaled-down presets), each saved at one preset;
-    untestable where none is."""
+    """The claim "close to ResNet18 at a comparable number of parameters": each ResNet of RESNETS against the
+    best paper attention model whose parameter count is within COMPARABLE_SIZE of its own, compared within one
+    preset; the first ResNet with such a model decides, untestable where none has one."""
     judged = [_against_resnet(ev, name) for name in RESNETS if ev.runs.get(name) is not None]
     judged = [j for j in judged if j is not None]
     if not judged:
@@ -369,10 +369,19 @@ def _close_to_resnet(ev: Evidence):
     return next((j for j in judged if j[1] != UNTESTABLE), judged[0])
 
 
+def _params(run) -> int | None:
+    return (getattr(run, "metrics", None) or {}).get("params")
+
+
+def _comparable(a: int | None, b: int | None) -> bool:
+    """Two parameter counts within COMPARABLE_SIZE of each other (unknown counts are not held against it)."""
+    return not (a and b) or max(a, b) / min(a, b) <= COMPARABLE_SIZE
+
+
 def _against_resnet(ev: Evidence, name: str):
     resnet, same = ev.runs[name], ev.preset_of(name)  # compared within one preset
-    attention = {
-        n: r.test_accuracy
+    attention = [
+        n
         for n, r in ev.runs.items()
         if r is not None
         and n not in RESNETS
@@ -380,7 +389,7 @@ def _against_resnet(ev: Evidence, name: str):
         and not n.endswith("_ha")
         and _variant_base(n) is None  # the paper's models, not our changes of them
         and ev.preset_of(n) == same
-    }
+    ]
     if not attention:
         return None
 
@@ -390,22 +399,24 @@ def _against_resnet(ev: Evidence, name: str):
             return sum(seeds) / len(seeds), len(seeds)
         return run.test_accuracy, 1
 
-    attention = {n: mean(n, ev.runs[n]) for n in attention}
-    full = max(k for _, k in attention.values())  # the best by seed mean among the models with the most seeds
-    best = max((n for n in attention if attention[n][1] == full), key=lambda n: attention[n][0])
-    (acc, n_best), (res, n_res) = attention[best], mean(name, resnet)
-    gap = (res - acc) * 100
-    title = experiments.get(name).title
+    def best(names) -> str:  # the best by seed mean among the models with the most seeds
+        scores = {n: mean(n, ev.runs[n]) for n in names}
+        most = max(k for _, k in scores.values())
+        return max((n for n in names if scores[n][1] == most), key=lambda n: scores[n][0])
+
+    title, size = experiments.get(name).title, _params(resnet)
+    near = [n for n in attention if _comparable(_params(ev.runs[n]), size)]
+    chosen = best(near or attention)
+    (acc, n_best), (res, n_res) = mean(chosen, ev.runs[chosen]), mean(name, resnet)
+    gap = (res - acc) * 100  # points behind the ResNet
     text = (
-        f"best ({ev.name(best)}) {acc:.1%} against {title} {res:.1%} (seeds: {n_best} and {n_res}): "
+        f"best ({ev.name(chosen)}) {acc:.1%} against {title} {res:.1%} (seeds: {n_best} and {n_res}): "
         f"{gap:.1f} points behind"
     )
-    sizes = [getattr(r, "metrics", {}).get("params") for r in (ev.runs[best], resnet)]
-    if all(sizes):
-        ratio = max(sizes) / min(sizes)
-        text += f"; {title} has {sizes[1] / sizes[0]:.1f}× its parameters"
-        if ratio > COMPARABLE_SIZE:
-            return text + f" (not within {COMPARABLE_SIZE - 1:.0%}: no comparable size here)", UNTESTABLE
+    if size and _params(ev.runs[chosen]):
+        text += f"; {title} has {size / _params(ev.runs[chosen]):.1f}× its parameters"
+    if not near:
+        return text + f" (none within {COMPARABLE_SIZE - 1:.0%}: no comparable size here)", UNTESTABLE
     return (
         text,
         REPRODUCED if gap <= NEAR_RESNET else NOT_REPRODUCED if gap > FAR_FROM_RESNET else INCONCLUSIVE,

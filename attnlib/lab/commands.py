@@ -230,7 +230,7 @@ def _print_welch(args, df) -> None:
             print(f"- {title}: not trained on both sides")
             continue
         ci = "" if w.interval is None else f" [{w.interval[0]:+.1f}, {w.interval[1]:+.1f}]"
-        p = "" if w.p is None else f", df {w.df:.1f}, p = {w.p:.2f}, Holm p = {adjusted:.2f}"
+        p = "" if w.p is None else f", df {w.df:.1f}, p = {w.p:.3f}, Holm p = {adjusted:.3f}"
         wanted = "" if w.seeds_wanted == 0 else f"; the standard asks for {w.seeds_wanted} seeds per side"
         print(
             f"- {title}: {w.n[0]} model / {w.n[1]} HA seeds, {w.points:+.1f} points{ci}{p}: {verdict}{wanted}"
