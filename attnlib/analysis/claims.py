@@ -51,6 +51,7 @@ from attnlib.analysis.rules import (
     _quadratic_local_then_far,
     _theorem,
     display,
+    resnet_rivals,
 )
 from attnlib.results.load import read_seeds
 from attnlib.results.timing import train_cost_report
@@ -321,9 +322,10 @@ def evidence_scale(ev: Evidence, key: str) -> str:
         return "counted at the paper's settings"
     if kind == "measured":  # one run of the train-cost measure at the ledger's preset
         return f"at {ev.preset}, one measured training step per model, 1 run"
-    if key == "near_resnet":  # compared within the ResNets' presets
-        resnet_presets = {ev.preset_of(r) for r in RESNETS if ev.runs.get(r) is not None}
-        names = [n for n in names if ev.preset_of(n) in resnet_presets]
+    if key == "near_resnet":  # each ResNet with the models of comparable size it is judged against, if any
+        rivals = {r: resnet_rivals(ev, r) for r in RESNETS if ev.runs.get(r) is not None}
+        compared = [n for r, (_, near) in rivals.items() if near for n in (r, *near)]
+        names = compared or [n for r, (every, _) in rivals.items() for n in (r, *every)]
     groups: dict[str, list[int]] = {}
     seeds = []
     for n in names:

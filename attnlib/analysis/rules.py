@@ -378,8 +378,10 @@ def _comparable(a: int | None, b: int | None) -> bool:
     return not (a and b) or max(a, b) / min(a, b) <= COMPARABLE_SIZE
 
 
-def _against_resnet(ev: Evidence, name: str):
-    resnet, same = ev.runs[name], ev.preset_of(name)  # compared within one preset
+def resnet_rivals(ev: Evidence, name: str) -> tuple[list[str], list[str]]:
+    """The paper attention models saved at the preset of ResNet `name` (our variants, SAN, ViT and HA models
+    left out), and those of them within COMPARABLE_SIZE of its parameter count."""
+    same, size = ev.preset_of(name), _params(ev.runs[name])
     attention = [
         n
         for n, r in ev.runs.items()
@@ -390,6 +392,12 @@ def _against_resnet(ev: Evidence, name: str):
         and _variant_base(n) is None  # the paper's models, not our changes of them
         and ev.preset_of(n) == same
     ]
+    return attention, [n for n in attention if _comparable(_params(ev.runs[n]), size)]
+
+
+def _against_resnet(ev: Evidence, name: str):
+    resnet, same = ev.runs[name], ev.preset_of(name)  # compared within one preset
+    attention, near = resnet_rivals(ev, name)
     if not attention:
         return None
 
@@ -405,7 +413,6 @@ def _against_resnet(ev: Evidence, name: str):
         return max((n for n in names if scores[n][1] == most), key=lambda n: scores[n][0])
 
     title, size = experiments.get(name).title, _params(resnet)
-    near = [n for n in attention if _comparable(_params(ev.runs[n]), size)]
     chosen = best(near or attention)
     (acc, n_best), (res, n_res) = mean(chosen, ev.runs[chosen]), mean(name, resnet)
     gap = (res - acc) * 100  # points behind the ResNet
