@@ -14,9 +14,10 @@ import pytest
 
 import attnbook as book
 from attnbook.params import ParameterError
-from attnlib.checks import MAX_SEED, distributed_env, max_threads
+from attnlib.checks import MAX_SEED, max_threads
 from attnlib.errors import ConfigError
 from attnlib.lab.run import run_or_load
+from attnlib.train.distributed import distributed_env
 
 
 def _refused(cli, argv, tmp_path, *fragments) -> None:

@@ -19,9 +19,9 @@ import sys
 import threading
 
 from attnlib import experiments
-from attnlib.checks import distributed_env
 from attnlib.errors import ConfigError
 from attnlib.lab.train_cost import ROUNDS
+from attnlib.train.distributed import distributed_env
 
 PROG = "python -m attnlib"
 EXIT_MISSING, EXIT_USAGE, EXIT_LOCKED, EXIT_DIVERGED, EXIT_FILES, EXIT_INTERRUPTED = 1, 2, 3, 4, 5, 130

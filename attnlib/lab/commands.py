@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 from attnlib import experiments
-from attnlib.checks import check, distributed_env
+from attnlib.checks import check
 from attnlib.errors import ConfigError
 from attnlib.lab.cli import EXIT_INTERRUPTED, EXIT_MISSING, PROG
+from attnlib.train.distributed import distributed_env
 
 
 def _given(args, *names: str) -> dict:
