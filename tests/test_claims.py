@@ -291,3 +291,19 @@ def test_near_resnet_takes_the_best_attention_model_of_comparable_size():
     ev.runs["learned_content_9h"].metrics = {"params": 1_000_000}  # 1.43x: no model of comparable size
     text, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
     assert verdict == UNTESTABLE and "none within 25%" in text and "SA learned 2D, 9 heads" in text
+
+
+def test_near_resnet_label_names_the_runs_compared():
+    """The verdict's scale is that of the ResNet and the one model it is judged against: a model of comparable
+    size with fewer seeds (and more epochs) that the rule passes over does not widen the label."""
+    seeds = {"resnet18_narrow": [0.70, 0.71, 0.72], "quadratic_iso_9h": [0.48, 0.49, 0.50]}
+    ev = Evidence("budget", runs={n: _run(0.5) for n in (*seeds, "learned_16h")}, accuracies=dict(seeds))
+    ev.runs["learned_16h"].test_accuracy = 0.59  # higher, but one seed: not the model with the most seeds
+    for name, params, epochs in (
+        ("resnet18_narrow", 223_000, 4),
+        ("quadratic_iso_9h", 240_000, 4),
+        ("learned_16h", 256_000, 8),
+    ):
+        ev.runs[name].metrics = {"params": params, "provenance": {"epochs_trained": epochs}}
+    assert rules.near_resnet_runs(ev) == ["resnet18_narrow", "quadratic_iso_9h"]
+    assert claims.evidence_scale(ev, "near_resnet") == "at budget (4 epochs), 3 seeds per model"

@@ -395,26 +395,43 @@ def resnet_rivals(ev: Evidence, name: str) -> tuple[list[str], list[str]]:
     return attention, [n for n in attention if _comparable(_params(ev.runs[n]), size)]
 
 
-def _against_resnet(ev: Evidence, name: str):
-    resnet, same = ev.runs[name], ev.preset_of(name)  # compared within one preset
+def _resnet_mean(ev: Evidence, name: str, preset: str) -> tuple[float, int]:
+    """(mean test accuracy, seeds) of `name` over its seeds where they are of `preset`, else its one run."""
+    seeds = ev.accuracies.get(name) or []
+    if seeds and ev.seed_presets.get(name, ev.preset) == preset:
+        return sum(seeds) / len(seeds), len(seeds)
+    return ev.runs[name].test_accuracy, 1
+
+
+def resnet_opponent(ev: Evidence, name: str) -> str | None:
+    """The attention model ResNet `name` is judged against: among the models of comparable size
+    (`resnet_rivals`; all of its preset where none is), the best by seed mean of those with the most seeds;
+    None where no attention model is saved at its preset."""
     attention, near = resnet_rivals(ev, name)
     if not attention:
         return None
+    scores = {n: _resnet_mean(ev, n, ev.preset_of(name)) for n in near or attention}
+    most = max(k for _, k in scores.values())
+    return max((n for n in scores if scores[n][1] == most), key=lambda n: scores[n][0])
 
-    def mean(name: str, run) -> tuple[float, int]:  # over the seeds where they are of the same preset
-        seeds = ev.accuracies.get(name) or []
-        if seeds and ev.seed_presets.get(name, ev.preset) == same:
-            return sum(seeds) / len(seeds), len(seeds)
-        return run.test_accuracy, 1
 
-    def best(names) -> str:  # the best by seed mean among the models with the most seeds
-        scores = {n: mean(n, ev.runs[n]) for n in names}
-        most = max(k for _, k in scores.values())
-        return max((n for n in names if scores[n][1] == most), key=lambda n: scores[n][0])
+def near_resnet_runs(ev: Evidence) -> list[str]:
+    """The runs the claim's verdict compares (the ResNet that decides, as `_close_to_resnet` picks it, and
+    its opponent), for the verdict's label; every ResNet and its opponent where none is testable."""
+    pairs = [(r, resnet_opponent(ev, r)) for r in RESNETS if ev.runs.get(r) is not None]
+    pairs = [(r, o) for r, o in pairs if o is not None]
+    testable = [(r, o) for r, o in pairs if resnet_rivals(ev, r)[1]]
+    return [n for pair in (testable[:1] or pairs) for n in pair]
 
+
+def _against_resnet(ev: Evidence, name: str):
+    resnet, same = ev.runs[name], ev.preset_of(name)  # compared within one preset
+    chosen = resnet_opponent(ev, name)
+    if chosen is None:
+        return None
+    near = resnet_rivals(ev, name)[1]
     title, size = experiments.get(name).title, _params(resnet)
-    chosen = best(near or attention)
-    (acc, n_best), (res, n_res) = mean(chosen, ev.runs[chosen]), mean(name, resnet)
+    (acc, n_best), (res, n_res) = _resnet_mean(ev, chosen, same), _resnet_mean(ev, name, same)
     gap = (res - acc) * 100  # points behind the ResNet
     text = (
         f"best ({ev.name(chosen)}) {acc:.1%} against {title} {res:.1%} (seeds: {n_best} and {n_res}): "
