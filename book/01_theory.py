@@ -219,7 +219,9 @@ book.show(
 # The construction is only an existence proof. Does a quadratic attention layer *learn* to be a
 # convolution? We train a positional-only layer with nine isotropic quadratic heads, centres drawn from
 # $\mathcal N(0, 1)$, to reproduce a random $3 \times 3$ convolution on fresh random $8 \times 8$ images
-# (`attnlib.theory.learn_convolution`, AdamW, {glue:text}`theory_steps` steps).
+# (`attnlib.theory.learn_convolution`, AdamW, {glue:text}`theory_steps` steps, in float64: without weight
+# decay the end of the run is chaotic in float32, where another CPU's rounding changes its last loss
+# threefold).
 #
 # There is a subtlety. For interior pixels, *any* invertible mixture of the nine taps can be undone by the
 # per-head filters $W^{(h)}$ of {eq}`eq-construction`, so blurred, overlapping heads can fit the convolution as well as one-hot ones,

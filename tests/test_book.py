@@ -180,7 +180,9 @@ def test_learned_convolution_lands_on_the_kernel_grid():
     torch.set_num_threads(1)  # tiny tensors
     try:
         torch.manual_seed(0)
-        fit = learn_convolution(torch.nn.Conv2d(3, 8, 3, padding=1), steps=600, seed=0)
+        conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        kernel = conv.weight.detach().clone()
+        fit = learn_convolution(conv, steps=600, seed=0)
     finally:
         torch.set_num_threads(threads)
     distance = torch.cdist(fit.centers[-1], fit.targets)
@@ -188,6 +190,9 @@ def test_learned_convolution_lands_on_the_kernel_grid():
     assert distance.min(1).values.max() < 0.3
     assert fit.loss[-1] < 1e-3 * fit.loss[0]
     assert fit.centers.shape == (len(fit.steps), 9, 2) and fit.steps[-1] == 600
+    assert fit.centers.dtype == torch.float64  # the run's dtype (float64: reproducible across CPUs)
+    # the caller's conv untouched
+    assert conv.weight.dtype == torch.float32 and torch.equal(conv.weight, kernel)
 
 
 def test_viz_figures_are_labelled():
