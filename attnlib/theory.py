@@ -287,6 +287,7 @@ def learn_shift(
     momentum: float = 0.9,
     seed: int = 0,
     record_every: int = 5,
+    dtype: torch.dtype = torch.float64,
 ) -> ShiftLearning:
     """Train one positional-only learned-2D attention head to copy, at every pixel, the pixel at ``shift``.
 
@@ -295,6 +296,8 @@ def learn_shift(
     budget's optimiser). ``init="paper"``: every weight from N(0, 0.02²) as in the paper's models
     (``init_bert_weights``), so the head scores w_hᵀ r_δ multiply two small factors and start near zero
     (uniform attention); ``"default"``: PyTorch's default initialisation. Uses its own RNG (``seed``).
+    Runs in ``dtype`` (weights drawn as above, then cast): float64 by default, so that the curve does not
+    depend on the CPU's summation order (in float32 an AVX2 and an AVX-512 machine drew different figures).
     """
     from attnlib.attention import Learned2DEncoding
     from attnlib.models.paper import init_bert_weights
@@ -315,10 +318,11 @@ def learn_shift(
         layer = MultiHeadSelfAttention2d(dim, 1, encoding=encoding, content=False, attn_dropout=0.0)
         if init == "paper":
             layer.apply(init_bert_weights)
+        layer = layer.to(dtype)
         optimizer = torch.optim.SGD(layer.parameters(), lr=lr, momentum=momentum)
 
         def loss() -> Tensor:
-            x = torch.randn(batch, size, size, dim)
+            x = torch.randn(batch, size, size, dim, dtype=dtype)
             target = x[:, source_rows, source_cols]
             out = layer(x)[:, rows, cols]  # out[i, j] ≈ x[i + δ₁, j + δ₂]
             return (out - target).pow(2).sum() / target.pow(2).sum()
@@ -328,4 +332,6 @@ def learn_shift(
             return (encoding.scores(size, size).softmax(-1)[0, query, key].item(),)
 
         rec_steps, rec_loss, rec_target = _optimise(optimizer, loss, target_probability, steps, record_every)
-    return ShiftLearning(torch.tensor(rec_steps), torch.tensor(rec_loss), torch.tensor(rec_target))
+    return ShiftLearning(
+        torch.tensor(rec_steps), torch.tensor(rec_loss, dtype=dtype), torch.tensor(rec_target, dtype=dtype)
+    )

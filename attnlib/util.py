@@ -1,6 +1,6 @@
 """The package's writers: the atomic file write (temporary file, fsync, rename) and on it the one JSON writer and
 the npz writer (numeric arrays only); `check_writable`, the check before a run writes anything. The readers of
-saved files are `attnlib.results.store`'s; the lock of a run folder is `attnlib.lab.run.RunLock`."""
+saved files are `attnlib.results.store`'s; the lock of a run folder is `attnlib.lab.lock.RunLock`."""
 
 from __future__ import annotations
 

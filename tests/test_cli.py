@@ -97,7 +97,7 @@ def test_train_then_tables(cli, tmp_path):
 
 
 def test_locked_run_is_refused(cli, tmp_path):
-    from attnlib.lab.run import RunLock
+    from attnlib.lab.lock import RunLock
     from attnlib.results.config import run_dir
 
     with RunLock(run_dir(tmp_path, "vit", "smoke")):

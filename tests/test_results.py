@@ -17,7 +17,8 @@ import pytest
 import torch
 from helpers import leftovers
 
-from attnlib.lab.run import ResultExists, RunLock, RunLocked, run_or_load, train_run, trained_model
+from attnlib.lab.lock import RunLock, RunLocked
+from attnlib.lab.run import ResultExists, run_or_load, train_run, trained_model
 from attnlib.results.config import run_config, run_dir
 from attnlib.results.load import DamagedResult, MissingResult, inspect_run, read_runs
 from attnlib.results.store import sha256
@@ -86,7 +87,7 @@ def test_stale_lock_file_is_taken_over(tmp_path, caplog):
 @pytest.mark.slow
 def test_lock_of_a_killed_process_does_not_block(tmp_path, caplog):
     code = (
-        "import sys, time; from attnlib.lab.run import RunLock; RunLock(sys.argv[1]).acquire(); "
+        "import sys, time; from attnlib.lab.lock import RunLock; RunLock(sys.argv[1]).acquire(); "
         "print('locked', flush=True); time.sleep(600)"
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from attnlib.lab.lock import RunLock
 from attnlib.lab.queue import Job, Queue
-from attnlib.lab.run import RunLock, train_run
+from attnlib.lab.run import train_run
 from attnlib.results.config import run_dir
 from attnlib.results.store import (
     MAX_JSON_DEPTH,

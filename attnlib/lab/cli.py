@@ -238,8 +238,9 @@ def main(argv: list[str] | None = None) -> int:
         argv = sys.argv[1:] if argv is None else list(argv)
         args = build_parser().parse_args(argv)
         from attnlib.lab import commands
+        from attnlib.lab.lock import RunLocked
         from attnlib.lab.machine import MachineBusy
-        from attnlib.lab.run import ResultExists, RunLocked
+        from attnlib.lab.run import ResultExists
         from attnlib.results.load import MissingResult
         from attnlib.train import Interrupted, TrainingDiverged
     finally:

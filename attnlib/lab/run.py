@@ -1,17 +1,16 @@
 """The write side of a run: `run_or_load` (load it, else train it), `train_run` (train or resume under the
-run's lock, then write the result folder with its provenance), `backfill_probe`, and what both probe: a run's
-fixed test images (`first_test_images`), its model before the first step (`initial_model`) and after the
-last (`trained_model`: its checkpoint checked by the trainer's `checkpoint_problem`). Reading a
-saved run is `attnlib.results.load`, which never imports this module; what a run saves of its model's
-attention is measured by `attnlib.measures`, its inference wall time by `attnlib.lab.measure`.
+run's lock, `attnlib.lab.lock`, then write the result folder with its provenance), `backfill_probe`, and
+what both probe: a run's fixed test images (`first_test_images`), its model before the first step
+(`initial_model`) and after the last (`trained_model`: its checkpoint checked by the trainer's
+`checkpoint_problem`). Reading a saved run is `attnlib.results.load`, which never imports this module; what
+a run saves of its model's attention is measured by `attnlib.measures`, its inference wall time by
+`attnlib.lab.measure`.
 """
 
 from __future__ import annotations
 
-import errno
 import functools
 import inspect
-import json
 import logging
 import os
 import platform
@@ -21,13 +20,13 @@ import sys
 import time
 from pathlib import Path
 
-import filelock
 import torch
 
 from attnlib import experiments
 from attnlib.checks import check, is_synthetic
 from attnlib.env import RECORD_HOST_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
+from attnlib.lab.lock import RunLock, RunLocked
 from attnlib.lab.measure import device_name, inference_wall_time
 from attnlib.measures import attention_probe, attention_summary, probe_file
 from attnlib.models import make
@@ -40,85 +39,13 @@ from attnlib.results.load import (
     load_run,
     read,
 )
-from attnlib.results.store import MAX_JSON_BYTES, check_no_links, read_regular, sha256, unsafe
+from attnlib.results.store import check_no_links, sha256
 from attnlib.results.validate import PROBE_FILE, RESULT_FILES
 from attnlib.train.checkpoint import checkpoint_problem
 from attnlib.train.device import use_bf16
 from attnlib.util import check_writable, write_bytes, write_json, write_npz
 
 log = logging.getLogger("attnlib")
-
-
-class RunLocked(RuntimeError):
-    """Another process is training this experiment and preset right now."""
-
-
-class RunLock:
-    """An exclusive lock on one run folder: `run.lock`, holding the owner's pid and host.
-
-    `filelock.FileLock` (flock(2), never through a symbolic link), which the kernel releases when the owner
-    dies (even by SIGKILL), so a lock file left by a killed run never blocks: the next run takes it over and
-    says so. This wrapper adds the one-line message: a live owner makes `acquire` raise RunLocked naming it."""
-
-    def __init__(self, folder: str | Path):
-        self.path = Path(folder) / "run.lock"
-        self._lock = filelock.FileLock(self.path, timeout=0, thread_local=False, on_acquired=self._claim)
-
-    def acquire(self) -> RunLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._lock.acquire()
-        except filelock.Timeout:
-            raise RunLocked(
-                f"{self.path.parent} is being trained by another process ({_owner(self.path)}); wait for it to "
-                "finish or stop it (a killed run's lock is taken over automatically)"
-            ) from None
-        except OSError as err:
-            if err.errno == errno.ELOOP:  # a linked run.lock is refused (UnsafeFolder, as every write)
-                raise unsafe(self.path, "is a symbolic link") from None
-            raise
-        return self
-
-    def _claim(self, fd: int) -> None:
-        """Under the lock: name the previous owner a record is left of (a killed run's), then write ours."""
-        if previous := _owner_of(os.pread(fd, MAX_JSON_BYTES, 0)):
-            log.warning(
-                "taking over the lock of a run that no longer runs (%s) in %s", previous, self.path.parent
-            )
-        os.ftruncate(fd, 0)
-        record = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
-        os.pwrite(fd, json.dumps(record).encode(), 0)
-        os.fsync(fd)
-
-    def release(self) -> None:
-        if self._lock.is_locked:
-            self.path.unlink(missing_ok=True)
-            self._lock.release()
-
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
-def _owner(path: Path) -> str:
-    """Who holds the lock at `path`: its record (`_owner_of`), or 'unknown owner' when it cannot be read."""
-    try:
-        return _owner_of(read_regular(path, MAX_JSON_BYTES)) or "unknown owner"
-    except OSError:
-        return "unknown owner"
-
-
-def _owner_of(data: bytes) -> str:
-    """'pid N on HOST' from a lock file's record; '' when it holds none (a fresh file), 'unknown owner' when
-    it holds something else."""
-    try:
-        info = json.loads(data or b"{}")
-        assert isinstance(info, dict)
-    except (ValueError, AssertionError, RecursionError):
-        return "unknown owner"
-    return f"pid {info['pid']} on {info.get('host', 'an unknown host')}" if "pid" in info else ""
 
 
 class ResultExists(RuntimeError):

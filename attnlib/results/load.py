@@ -26,7 +26,7 @@ Layout of one run (seed 0; other seeds use `<preset>-seed<N>`):
         centers.npz      quadratic models: centres and Σ⁻¹ of every head after every epoch
         checkpoints/     last.pt / previous.pt (not in git), used to resume; last.pt kept after training: the
                          trained weights (`attnlib.lab.run.trained_model`)
-        run.lock         while a run is training (pid and host; `attnlib.lab.run.RunLock`)
+        run.lock         while a run is training (pid and host; `attnlib.lab.lock.RunLock`)
 
 Every file is written atomically (`attnlib.util`), so a reader sees the old file or the new one, never a part.
 """
