@@ -165,7 +165,7 @@ _INIT_OFFICIAL = (
 # overrides, variant_of), in the tables' order; an HA pair is written once (`_ha_pair`).
 _ROWS: tuple[tuple, ...] = (
     ("resnet18", "resnet", {}, "resnet", "ResNet18", None, f"{_PAPER_A} (runs/resnet)"),
-    ("resnet18_narrow", "resnet", {}, "resnet", "ResNet18, narrow (as many parameters as SA)", None,
+    ("resnet18_narrow", "resnet", {}, "resnet", "ResNet18 (narrow)", None,
      "attnlib variant of resnet18 for 'close to ResNet18 at a comparable number of parameters': at "
      "the scaled-down presets its width makes its parameter count comparable with the attention models' (within "
      "25%); at paper settings it is ResNet18", _RESNET_NARROW, "resnet18"),

@@ -196,7 +196,7 @@ def test_near_resnet_is_judged_against_the_resnet_of_comparable_size():
     ev.runs["resnet18_narrow"] = _run(0.61)
     ev.runs["resnet18_narrow"].metrics = {"params": 223_000}
     text, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
-    assert verdict == REPRODUCED and "against ResNet18, narrow" in text and "1.0 points behind" in text
+    assert verdict == REPRODUCED and "against ResNet18 (narrow)" in text and "1.0 points behind" in text
     ev.runs["resnet18_narrow"] = _run(0.70)
     ev.runs["resnet18_narrow"].metrics = {"params": 223_000}
     assert _verdict("near_resnet", ev) == NOT_REPRODUCED
