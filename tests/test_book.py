@@ -423,10 +423,10 @@ def test_attention_peaks_measure_distance_from_uniform():
     assert book.peak_range(None) == "—"  # a model without token maps (or not saved): the table's mark
 
 
-def _saved_hours(preset: str, seed: int) -> tuple[int, float]:
+def _saved_hours(preset: str, seed: int, names=None) -> tuple[int, float]:
     from attnlib.results.tables import collect
 
-    frame = collect(ROOT / "results", preset, seed=seed)
+    frame = collect(ROOT / "results", preset, names, seed=seed)
     done = frame[frame["status"] == "complete"]
     return len(done), done["train_seconds"].sum() / 3600
 
@@ -446,6 +446,11 @@ def test_readme_quotes_the_saved_budget_grid():
         round(sum(h for _, h in extra), 2),
         sum(n for n, _ in extra),
     )
+    variants = [n for n in experiments.names(variants=True) if n not in experiments.names()]
+    saved = [_saved_hours("budget", s, variants) for s in sorted(seeds | {0})]
+    quoted = re.search(r"(\d+\.\d\d) CPU-hours more \((\d+) variant runs\)", readme)
+    assert quoted, "the README must quote the variants' CPU time as 'H CPU-hours more (N variant runs)'"
+    assert (float(quoted[1]), int(quoted[2])) == (round(sum(h for _, h in saved), 2), sum(n for n, _ in saved))
 
 
 def test_one_run_is_one_reference():
