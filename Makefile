@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 lint: setup
-	$(PY) -m ruff check attnlib book/_lib tests tools
+	$(PY) -m ruff check attnlib book/_lib book/*.py tests tools
 
 test: setup lint
 	$(PY) -m pytest

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 import attnbook as book
+from attnbook import viz
 from attnlib import experiments
 from attnlib.san import ops
 from attnlib.san.model import SANConfig
@@ -48,8 +49,6 @@ _ = torch.manual_seed(params.seed)
 dev = torch.device(params.device)
 
 # %% tags=["hide-input"]
-from attnbook import viz
-
 viz.set_style()
 book.show(
     viz.attention_scopes(),
