@@ -122,6 +122,22 @@ def test_learned_head_escapes_uniform_attention_later_from_the_paper_init():
     assert first["paper"] > 2 * first["default"]
 
 
+def test_theory_fits_run_on_one_thread_whatever_the_callers_count():
+    """learn_shift / learn_convolution optimise tiny tensors on one thread (a second one only adds barriers)
+    and give the caller its thread count back: the same trace from a caller on 1 or 2 threads."""
+    previous = torch.get_num_threads()
+    traces = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            fit = learn_shift(steps=40, record_every=10)
+            assert torch.get_num_threads() == threads
+            traces.append((fit.loss, fit.target))
+    finally:
+        torch.set_num_threads(previous)
+    assert all(torch.equal(a, b) for a, b in zip(*traces, strict=True))
+
+
 @pytest.mark.parametrize(
     "kwargs, parameter",
     [
