@@ -94,6 +94,27 @@ def test_seeds_wanted_follows_the_standard():
     assert five.verdict == "inconclusive" and five.seeds_wanted == 0
 
 
+def test_seeds_wanted_in_a_family_follows_the_adjusted_verdict():
+    """A pair whose own interval excludes 0 but whose Holm-adjusted p does not pass asks for MORE_SEEDS;
+    the clear pair beside it asks for none, and a pair without seeds on a side for MIN_SEEDS."""
+    tested = compare.family(
+        {
+            "clear": ([0.50, 0.51, 0.50], [0.60, 0.61, 0.60]),
+            "borderline": ([0.50, 0.52, 0.51], [0.53, 0.55, 0.535]),
+            "noise": ([0.50, 0.56, 0.52], [0.52, 0.55, 0.51]),
+            "untrained": ([0.50], []),
+        }
+    )
+    assert compare.welch([0.50, 0.52, 0.51], [0.53, 0.55, 0.535]).seeds_wanted == 0
+    assert tested["borderline"].adjusted_p >= 0.05 and tested["borderline"].verdict == "inconclusive"
+    assert [tested[k].seeds_wanted for k in ("clear", "borderline", "noise", "untrained")] == [
+        0,
+        compare.MORE_SEEDS,
+        compare.MORE_SEEDS,
+        compare.MIN_SEEDS,
+    ]
+
+
 def test_mean_sd():
     assert compare.mean_sd([0.5]) == "50.0 %"
     assert compare.mean_sd([0.5, 0.6]) == f"55.0 ± {statistics.stdev([50, 60]):.1f} %"

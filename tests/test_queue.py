@@ -137,7 +137,8 @@ def test_dry_run_lists_what_would_train_and_starts_nothing(tmp_path, monkeypatch
 
 
 def test_seeds_asked_follow_the_standard(monkeypatch):
-    """MIN_SEEDS per side, MORE_SEEDS while the interval holds 0; each side's lowest unused seeds."""
+    """MIN_SEEDS per side, MORE_SEEDS while the pair is inconclusive within the family of HA pairs (after
+    Holm's adjustment, as the book judges it); each side's lowest unused seeds."""
     from attnlib.analysis import stats as compare
     from attnlib.results import tables
 
@@ -148,6 +149,9 @@ def test_seeds_asked_follow_the_standard(monkeypatch):
     saved["san_pairwise_ha"] = {0: 0.60, 1: 0.61, 2: 0.60}
     saved["san_patchwise"] = {0: 0.50, 1: 0.51}  # 2/1: up to 3 per side
     saved["san_patchwise_ha"] = {0: 0.60}
+    # its own interval excludes 0 (p 0.027), Holm's adjustment over the three pairs with a p does not (0.055)
+    saved["learned_content_9h"] = {0: 0.50, 1: 0.52, 2: 0.51}
+    saved["learned_content_9h_ha"] = {0: 0.53, 1: 0.55, 2: 0.535}
     monkeypatch.setattr(
         tables, "seed_accuracies", lambda results_dir, preset, name, data=None: (saved[name], [])
     )
@@ -159,6 +163,16 @@ def test_seeds_asked_follow_the_standard(monkeypatch):
         ("san_patchwise_ha", 2),
         ("vit", 4),
         ("vit_ha", 3),
+    ]
+    lone = compare.welch(
+        list(saved["learned_content_9h"].values()), list(saved["learned_content_9h_ha"].values())
+    )
+    assert lone.verdict == "higher" and lone.seeds_wanted == 0
+    assert [j for j in jobs if j[0].startswith("learned_content_9h")] == [
+        ("learned_content_9h", 3),
+        ("learned_content_9h", 4),
+        ("learned_content_9h_ha", 3),
+        ("learned_content_9h_ha", 4),
     ]
     empty = [n for n in saved if not saved[n]]  # no seed saved: MIN_SEEDS each, seeds 0, 1, 2
     assert [j for j in jobs if j[0] in empty] == [(n, s) for n in empty for s in range(compare.MIN_SEEDS)]

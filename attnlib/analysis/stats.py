@@ -119,12 +119,7 @@ class Welch(_TTest):
     def seeds_wanted(self) -> int:
         """Seeds per side the standard asks for before this comparison counts: MIN_SEEDS, then MORE_SEEDS
         while it stays inconclusive (or without an interval); 0 when the saved seeds already meet it."""
-        n = min(self.n)
-        if n < MIN_SEEDS:
-            return MIN_SEEDS
-        if n < MORE_SEEDS and self.verdict in ("inconclusive", "no interval"):
-            return MORE_SEEDS
-        return 0
+        return seeds_wanted(min(self.n), self.verdict)
 
     def _variances(self) -> tuple[float, float]:
         """Sample variances (n − 1) of both sides, in points²."""
@@ -142,6 +137,17 @@ def _quiet():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         yield
+
+
+def seeds_wanted(n: int, verdict: str) -> int:
+    """Seeds per side the standard asks for of a comparison with n seeds on its smaller side and this verdict
+    (`Welch.verdict`, or its verdict within a family: `family_verdict`): MIN_SEEDS, then MORE_SEEDS while it
+    is "inconclusive" or has "no interval"; 0 when the saved seeds already meet it."""
+    if n < MIN_SEEDS:
+        return MIN_SEEDS
+    if n < MORE_SEEDS and verdict in ("inconclusive", "no interval"):
+        return MORE_SEEDS
+    return 0
 
 
 def welch(base, variant, level: float = LEVEL) -> Welch:
@@ -230,6 +236,12 @@ class Tested(NamedTuple):
     adjusted_p: float | None
     verdict: str
     paired: Paired | None
+
+    @property
+    def seeds_wanted(self) -> int:
+        """Seeds per side the standard asks for, judged on the verdict within the family: a pair whose own
+        interval excludes 0 but whose Holm-adjusted p does not pass still asks for MORE_SEEDS."""
+        return seeds_wanted(0 if self.welch is None else min(self.welch.n), self.verdict)
 
 
 def family(pairs: dict, level: float = LEVEL) -> dict[str, Tested]:

@@ -226,13 +226,18 @@ def _print_welch(args, df) -> None:
         "\nHA - model over the saved seeds (accuracy points; Welch's t-test, 95% interval; p adjusted by Holm's "
         "method over the pairs trained on both sides, which the verdict follows):"
     )
-    for title, (w, adjusted, verdict, _) in stats.family(pairs).items():
+    for title, tested in stats.family(pairs).items():
+        w, adjusted, verdict, _ = tested
         if w is None:
             print(f"- {title}: not trained on both sides")
             continue
         ci = "" if w.interval is None else f" [{w.interval[0]:+.1f}, {w.interval[1]:+.1f}]"
         p = "" if w.p is None else f", df {w.df:.1f}, p = {w.p:.3f}, Holm p = {adjusted:.3f}"
-        wanted = "" if w.seeds_wanted == 0 else f"; the standard asks for {w.seeds_wanted} seeds per side"
+        wanted = (
+            ""
+            if tested.seeds_wanted == 0
+            else f"; the standard asks for {tested.seeds_wanted} seeds per side"
+        )
         print(
             f"- {title}: {w.n[0]} model / {w.n[1]} HA seeds, {w.points:+.1f} points{ci}{p}: {verdict}{wanted}"
         )

@@ -64,21 +64,23 @@ LONG_PLAN = {  # the learned pair first: at budget the paper init stayed flat, t
 
 def seeds_asked(results_dir, preset: str = "budget", data=None) -> list[tuple[str, int]]:
     """The runs (experiment, seed) that the HA comparisons at `preset` still lack by the project's standard
-    (`compare.Welch.seeds_wanted` per side: MIN_SEEDS, then MORE_SEEDS while the interval holds 0), each
-    side's lowest unused seeds, in `HA_PAIRS` order. A run cut off before it finished counts as missing, so
+    (`compare.Tested.seeds_wanted` per side: MIN_SEEDS, then MORE_SEEDS while the pair is inconclusive
+    within the family of `HA_PAIRS`, i.e. after Holm's adjustment, as the book judges it), each side's
+    lowest unused seeds, in `HA_PAIRS` order. A run cut off before it finished counts as missing, so
     training it resumes it. Never trains."""
     import itertools
 
     from attnlib.analysis import stats as compare
     from attnlib.results import tables
 
+    saved = {
+        base: {n: tables.seed_accuracies(results_dir, preset, n, data=data)[0] for n in (base, base + "_ha")}
+        for base in HA_PAIRS
+    }
+    family = compare.family({base: tuple(found.values()) for base, found in saved.items()})
     jobs = []
-    for base in HA_PAIRS:
-        found = {
-            n: tables.seed_accuracies(results_dir, preset, n, data=data)[0] for n in (base, base + "_ha")
-        }
-        accuracies = [list(seeds.values()) for seeds in found.values()]
-        wanted = compare.welch(*accuracies).seeds_wanted if all(accuracies) else compare.MIN_SEEDS
+    for base, found in saved.items():
+        wanted = family[base].seeds_wanted
         for name, seeds in found.items():
             free = (s for s in itertools.count() if s not in seeds)
             jobs += [(name, next(free)) for _ in range(max(0, wanted - len(seeds)))]

@@ -69,7 +69,9 @@ def ha_effects(bases, params: Params, seeds=range(10)):
                     "p": "—" if w.p is None else f"{w.p:.3f}",
                     "verdict": VERDICT_SHORT[verdict],
                     "paired by seed": paired_cell(pair),
-                    "seeds asked": "met" if w.seeds_wanted == 0 else f"{w.seeds_wanted} per side",
+                    "seeds asked": "met"
+                    if family[base].seeds_wanted == 0
+                    else f"{family[base].seeds_wanted} per side",
                 }
             )
         row["[Re] log"] = "—" if math.isnan(re_gain) else f"{re_gain:+.1f}"
