@@ -230,7 +230,7 @@ def _created_by_training(end, init, holds, uniform=None, at_init=None) -> tuple[
     if init is None:
         return None, "not measured against initialisation"
     if (at_init or holds)(init, uniform):
-        return False, f"already so at initialisation ({_fmt_layers(init, '{:.1f}')})"
+        return False, f"already so at initialisation, {_fmt_layers(init, '{:.1f}')}"
     return True, f"at initialisation {_fmt_layers(init, '{:.1f}')}"
 
 
