@@ -335,8 +335,18 @@ def test_bad_parameter_stops_right_after_the_parameters(chapter, parameters, mes
     assert all(c.execution_count is None for c in code[i + 3 :])
 
 
-@pytest.mark.slow
-def test_book_builds_with_warnings_as_errors(tmp_path):
+BUILT_BOOK_ENV = "ATTNLIB_BUILT_BOOK"  # `make test` builds the book once (-W) and names its html folder here
+
+
+def _built_book(tmp_path) -> Path:
+    """The html folder of a book built with warnings as errors: the one `make test` has just built (so that
+    `make check-book` after it opens that build instead of building the book a second time), else a fresh
+    build in ``tmp_path``."""
+    built = os.environ.get(BUILT_BOOK_ENV)
+    if built:
+        html = Path(built)
+        assert (html / ".attnlib-built").is_file(), f"{BUILT_BOOK_ENV}={built}: no finished `make book` there"
+        return html
     executable = Path(sys.executable).with_name("jupyter-book")
     command = [str(executable) if executable.exists() else shutil.which("jupyter-book")]
     command += ["build", "book", "-W", "-n", "--keep-going", "--path-output", str(tmp_path)]
@@ -345,7 +355,12 @@ def test_book_builds_with_warnings_as_errors(tmp_path):
     }  # the build sets it to 0 itself
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    html = tmp_path / "_build" / "html"
+    return tmp_path / "_build" / "html"
+
+
+@pytest.mark.slow
+def test_book_builds_with_warnings_as_errors(tmp_path):
+    html = _built_book(tmp_path)
     for chapter in CHAPTERS:
         page = (html / f"{chapter}.html").read_text()
         assert "{glue:" not in page and ":::{" not in page, f"{chapter}: unrendered glue or admonition"
