@@ -210,7 +210,12 @@ book.show_attention(
 # preset and the epochs (folded below); {numref}`Section %s <appendix-compute>` lists which are saved.
 
 # %% tags=["hide-input", "hide-output"]
-drawn = book.show_measured_attention(plan.LONG_PLAN, params, query)
+drawn = book.show_measured_attention(  # the HA chapter draws [Re] Fig. 8's model (at `heads` 9)
+    plan.LONG_PLAN,
+    params,
+    query,
+    shown={"learned_content_9h_ha": ("fig-ha-attention-long", "{ref}`chapter-hierarchical`")},
+)
 
 # %% [markdown]
 # (appendix-curves)=

@@ -317,3 +317,33 @@ def test_verdict_boxes_of_neighbouring_points_do_not_overlap():
     boxes = [t.get_window_extent(renderer) for t in ax.texts if t.get_text() in labels.values()]
     assert len(boxes) == 2 and not boxes[0].overlaps(boxes[1])
     assert all(ax.bbox.x0 <= b.x0 and b.x1 <= ax.bbox.x1 for b in boxes)
+
+
+def test_init_forms_set_the_two_initialisations_side_by_side(tmp_path):
+    """One row per initialisation of the 9-head learned-2D pair with content: seeds, accuracies and HA − model
+    over every saved seed of each form (Welch), "—" for a side not saved, and the first layer's mean peak
+    from initialisation to the end as the run's standard probe holds it."""
+    from attnlib.analysis.rules import probe_layers
+
+    trained = {
+        "learned_content_9h": (0, 1),
+        "learned_content_9h_ha": (0, 1),
+        "learned_content_9h_init_official": (0,),
+    }
+    for name, seeds in trained.items():
+        for seed in seeds:
+            train_run(name, "smoke", results_dir=tmp_path, seed=seed, progress=False)
+    params = book.check_params(preset="smoke", results_dir=tmp_path, train_missing=False)
+    table = book.init_forms("learned_content_9h", params)
+    assert list(table["initialisation"]) == list(book.INIT_FORMS)
+    re_form, official = table.iloc[0], table.iloc[1]
+    a, b = (list(seed_accuracies(tmp_path, "smoke", n)[0].values()) for n in list(trained)[:2])
+    assert (
+        re_form["seeds (model / HA)"] == "2 / 2" and re_form["HA − model"] == compare.welch(a, b).difference
+    )
+    assert official["seeds (model / HA)"] == "1 / 0"
+    assert official["HA acc."] == official["HA − model"] == official["layer 1 peak, HA"] == "—"
+    name = "learned_content_9h_init_official"
+    end, init, _ = probe_layers(book.load_all([name], params)[name], "peak")
+    assert init is not None and official["layer 1 peak, model"] == f"{init[0]:.1f} → {end[0]:.1f}"
+    assert official["layer 1 peak, model"] != re_form["layer 1 peak, model"]  # the two draws differ at init

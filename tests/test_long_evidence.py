@@ -360,7 +360,8 @@ def test_appendix_draws_the_maps_of_each_saved_long_run(tiny_long, tmp_path, mon
         "show",
         lambda fig, name=None, caption=None, also=(), folded=None: shown.append((name, caption)),
     )
-    monkeypatch.setattr(display, "note", lambda text, kind="note": None)
+    notes = []
+    monkeypatch.setattr(display, "note", lambda text, kind="note": notes.append(text))
     params = book.check_params(preset="smoke", results_dir=str(tmp_path), train_missing=False)
     names = ["learned_9h", "resnet18", "vit"]
     assert book.show_measured_attention(names, params) == [] and not shown
@@ -376,6 +377,18 @@ def test_appendix_draws_the_maps_of_each_saved_long_run(tiny_long, tmp_path, mon
     at_long = dataclasses.replace(params, preset="long")
     assert book.show_measured_attention(names, at_long) == []
     assert len(shown) == 2
+    # another label (the HA chapter's), and a reference back to it instead of the same figures again
+    assert book.show_measured_attention(names, params, names={"learned_9h": "fig-elsewhere"}) == [
+        "learned_9h"
+    ]
+    assert [n for n, _ in shown[2:]] == ["fig-elsewhere-one", "fig-elsewhere-one-more"]
+    notes.clear()
+    back = {"learned_9h": ("fig-elsewhere", "chapter 4")}
+    assert book.show_measured_attention(names, params, shown=back) == ["learned_9h"] and len(shown) == 4
+    assert len(notes) == 1 and "(long preset, 2 epochs)" in notes[0]
+    assert "{numref}`fig-elsewhere-one`" in notes[0] and notes[0].endswith(
+        "in chapter 4; they are not repeated here."
+    )
 
 
 def test_the_saved_long_runs_trained_every_epoch():

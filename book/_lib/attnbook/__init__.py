@@ -76,12 +76,14 @@ from .display import (
     show_table,
 )
 from .ha import (
+    INIT_FORMS,
     ha_cost_numbers,
     ha_effects,
     ha_effects_split,
     ha_family,
     ha_pair_numbers,
     ha_pairs,
+    init_forms,
     paired_cell,
     welch_labels,
 )
@@ -219,6 +221,8 @@ __all__ = [
     "group",
     "ha_cost_numbers",
     "ha_effects",
+    "init_forms",
+    "INIT_FORMS",
     "ha_effects_split",
     "ha_family",
     "ha_pairs",

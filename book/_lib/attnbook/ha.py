@@ -209,3 +209,50 @@ def ha_cost_numbers(evidence) -> dict[str, str]:
 
     out = {"memory": span("memory"), "step": span("step"), "inference": span("timed") or span("runs")}
     return {key: NOT_FOUND_CELL if value is None else value for key, value in out.items()}
+
+
+#: The learned-2D pair with content trained in both initialisations (issue 30): {form: experiment suffix}, the
+#: registry's [Re] form (the [Re] code's PyTorch defaults) and its declared variant with the official code's
+#: ``init_bert_weights``.
+INIT_FORMS = {"[Re] code (PyTorch's defaults)": "", "official code (N(0, 0.02²))": "_init_official"}
+
+
+def _first_peak(run) -> str:
+    """The first layer's mean peak (× uniform, heads averaged) of a run's standard probe, "1.0 → 3.2" from
+    initialisation to the end (the end alone where no probe at initialisation was saved); "—" without maps."""
+    from attnlib.analysis.rules import probe_layers
+
+    end, init, _ = probe_layers(run, "peak") if run is not None else (None, None, None)
+    if not end:
+        return NOT_FOUND_CELL
+    return (f"{init[0]:.1f} → " if init else "") + f"{end[0]:.1f}"
+
+
+def init_forms(base: str, params: Params, seeds=range(10)):
+    """The pair ``base`` / ``base_ha`` in each initialisation of ``INIT_FORMS``, one row each: the seeds and
+    test accuracy (mean ± sd) of the model and of HA, HA − model in points (with its Welch interval where
+    both sides hold two seeds or more, else the difference of the means alone), and the first layer's mean
+    peak (× uniform) from initialisation to the end, in the standard probe of each side's run at the
+    chapter's seed. Never trains."""
+    import pandas as pd
+
+    from attnbook.runs import load_all
+    from attnlib.analysis import stats
+
+    rows = []
+    for form, suffix in INIT_FORMS.items():
+        names = (base + suffix, base + "_ha" + suffix)
+        acc = [seed_accuracies(n, params, seeds) for n in names]
+        runs = load_all(names, params)
+        rows.append(
+            {
+                "initialisation": form,
+                "seeds (model / HA)": f"{len(acc[0])} / {len(acc[1])}",
+                "model acc.": stats.mean_sd(acc[0]) if acc[0] else NOT_FOUND_CELL,
+                "HA acc.": stats.mean_sd(acc[1]) if acc[1] else NOT_FOUND_CELL,
+                "HA − model": stats.welch(*acc).difference if all(acc) else NOT_FOUND_CELL,
+                "layer 1 peak, model": _first_peak(runs[names[0]]),
+                "layer 1 peak, HA": _first_peak(runs[names[1]]),
+            }
+        )
+    return pd.DataFrame(rows)

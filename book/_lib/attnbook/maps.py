@@ -42,6 +42,8 @@ def show_attention(
 
     label = name or f"fig-{experiment}" + (f"-q{query}" if query else "")
     model = title(experiment)
+    if run is not None:
+        model += _at(params.preset, run, named)
     if shown_as is not None and not query:
         display.note(
             f"The attention maps of {model} at this query pixel are {{numref}}`{shown_as}-one` (one test image) "
@@ -58,7 +60,6 @@ def show_attention(
             also=(f"{label}-mean",),
         )
         return
-    model += _at(params.preset, run, named)
     draw = _token_maps if "rows" in run.attention else _san_maps
     draw(run, query, label, model)
 
@@ -240,20 +241,27 @@ def measured_runs(experiments, params: Params):
     )
 
 
-def show_measured_attention(experiments, params: Params, query: int = 0) -> list[str]:
+def show_measured_attention(
+    experiments, params: Params, query: int = 0, names: dict | None = None, shown: dict | None = None
+) -> list[str]:
     """The attention maps of the saved runs of ``experiments`` at the chapter's ``long_preset`` (those that
-    have maps), each as ``show_attention`` draws them, labelled ``fig-<experiment>-long`` and captioned with
-    the preset; nothing when the chapter's own preset is its ``long_preset`` (its figures are those runs).
-    Returns the experiments drawn."""
+    have maps), each as ``show_attention`` draws them, labelled ``fig-<experiment>-long`` (or ``names[e]``)
+    and captioned with the preset; nothing when the chapter's own preset is its ``long_preset`` (its figures
+    are those runs). ``shown``: ``{experiment: (label, where)}`` of maps another chapter already draws under
+    ``label`` (its ``show_measured_attention(..., names=...)``): at query 0 a sentence refers to them.
+    Returns the experiments drawn or referred to."""
     import dataclasses
 
     if params.preset == params.long_preset:
         return []
     runs = measured_runs(experiments, params)
     longer = dataclasses.replace(params, preset=params.long_preset, seed=0)
+    names, shown = names or {}, shown or {}
     drawn = [e for e, run in runs.items() if run is not None and run.attention]  # ResNet18 saves none
     for e in drawn:
-        show_attention(runs[e], e, longer, query, name=f"fig-{e}-long", named=True)
+        label, where = shown.get(e, (None, ""))
+        name = names.get(e, f"fig-{e}-long")
+        show_attention(runs[e], e, longer, query, name=name, named=True, shown_as=label, where=where)
     return drawn
 
 
