@@ -5,6 +5,7 @@ The long protocol (60 epochs of CIFAR-10) is replaced by a smoke-sized one here 
 images, measures of 16 probe images logged every epoch): what is tested is where the evidence comes from."""
 
 import dataclasses
+from types import SimpleNamespace
 
 import matplotlib
 import numpy as np
@@ -386,8 +387,19 @@ def test_appendix_draws_the_maps_of_each_saved_long_run(tiny_long, tmp_path, mon
     back = {"learned_9h": ("fig-elsewhere", "chapter 4")}
     assert book.show_measured_attention(names, params, shown=back) == ["learned_9h"] and len(shown) == 4
     assert len(notes) == 1 and "(long preset, 2 epochs)" in notes[0]
-    assert "{numref}`fig-elsewhere-one`" in notes[0] and notes[0].endswith(
-        "in chapter 4; they are not repeated here."
+    # no content term: one figure stands for the image and the mean, and the note names it once
+    assert notes[0].endswith(
+        "are {numref}`fig-elsewhere-one` (the same for every test image) in chapter 4; they are not repeated here."
+    )
+    content = SimpleNamespace(
+        attention={"rows": np.ones((2, 1, 1, 1, 4)), "rows_mean": np.ones((1, 1, 1, 4))}
+    )
+    content.attention["rows"][1, ..., 0] = 2.0  # the second image attends differently
+    notes.clear()
+    book.show_attention(content, "learned_content_9h", params, shown_as="fig-there", where="chapter 4")
+    assert notes[0].endswith(
+        "are {numref}`fig-there-one` (one test image) and {numref}`fig-there-mean` (mean over test images) in "
+        "chapter 4; they are not repeated here."
     )
 
 

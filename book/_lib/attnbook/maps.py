@@ -45,11 +45,15 @@ def show_attention(
     if run is not None:
         model += _at(params.preset, run, named)
     if shown_as is not None and not query:
-        display.note(
-            f"The attention maps of {model} at this query pixel are {{numref}}`{shown_as}-one` (one test image) "
-            f"and {{numref}}`{shown_as}-mean` (mean over test images){' in ' + where if where else ''}; "
-            "they are not repeated here."
-        )
+        where = f" in {where}" if where else ""
+        if _same_for_every_image(run):  # drawn once, labelled both ways
+            shown = f"are {{numref}}`{shown_as}-one` (the same for every test image){where}; they are"
+        else:
+            shown = (
+                f"are {{numref}}`{shown_as}-one` (one test image) and {{numref}}`{shown_as}-mean` (mean over "
+                f"test images){where}; they are"
+            )
+        display.note(f"The attention maps of {model} at this query pixel {shown} not repeated here.")
         return
     if run is None:
         display.note_missing(f"Attention maps of {model}", params.preset, [experiment], status)
@@ -62,6 +66,18 @@ def show_attention(
         return
     draw = _token_maps if "rows" in run.attention else _san_maps
     draw(run, query, label, model)
+
+
+def _same_for_every_image(run) -> bool:
+    """A token model's saved maps that do not depend on the image (no content term): each image's rows equal
+    their mean. False for SAN, a run without maps or not saved."""
+    import numpy as np
+
+    att = getattr(run, "attention", None) or {}
+    if "rows" not in att:
+        return False
+    rows = np.asarray(att["rows"])
+    return bool(np.allclose(rows, np.asarray(att["rows_mean"])[None]))
 
 
 def _head_figures(att, query: int, image: int | None, word: str, first: list, rest: list) -> list:
