@@ -304,10 +304,11 @@ else:
 #
 # Every run of this book was trained on CPUs. At the *{glue:text}`app_preset`* preset
 # {glue:text}`app_grid_done` of the {glue:text}`app_grid_total` experiments were saved (seed 0), and their
-# training took {glue:text}`app_grid_hours` in all (the sum of each run's training wall time from its
-# provenance; evaluation included, the timing of [Re] Table 3 not). Each run used one CPU thread, two
-# runs side by side on the two cores, so this is also their CPU time; runs that shared the machine with
-# other jobs took longer than they would have alone. The further seeds of the budget grid, behind the
+# training took {glue:text}`app_grid_hours` in all (the sum of each run's training CPU time from its
+# provenance: the process's own where it was recorded, else its wall time times its threads; evaluation
+# included, the timing of [Re] Table 3 not). Each run used one CPU thread, two runs side by side on the
+# two cores; the runs timed by wall clock that shared the machine with other jobs count the time they
+# waited for a core too. The table gives each run's wall time. The further seeds of the budget grid, behind the
 # comparisons over seeds, took {glue:text}`app_seed_hours` CPU-hours ({glue:text}`app_seed_runs` runs).
 #
 # The claims about where heads attend needed longer training, so {glue:text}`app_long_done` of the
@@ -331,7 +332,7 @@ book.glue_str("app_seed_hours", numbers["seed_hours"])
 book.glue_str("app_seed_runs", numbers["seed_runs"])
 book.show_table(
     plan_table,
-    caption="The 60-epoch CPU runs behind the ledger: what each was trained for, its CPU-hours (wall time times "
-    "threads; — : not saved), the machine, and an estimate of its cost on an idle core.",
+    caption="The 60-epoch CPU runs behind the ledger: what each was trained for, its CPU-hours (the process's CPU "
+    "time where recorded, else wall time times threads; — : not saved), the machine, and an estimate of its cost on an idle core.",
     wrap_names=True,
 )

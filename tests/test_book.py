@@ -438,7 +438,7 @@ def _saved_hours(preset: str, seed: int, names=None) -> tuple[int, float]:
 
     frame = collect(ROOT / "results", preset, names, seed=seed)
     done = frame[frame["status"] == "complete"]
-    return len(done), done["train_seconds"].sum() / 3600
+    return len(done), done["cpu_seconds"].sum() / 3600
 
 
 def test_readme_quotes_the_saved_budget_grid():

@@ -476,9 +476,10 @@ def test_bad_run_arguments_through_the_api_write_nothing(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_cpu_time_is_wall_time_times_threads(trained):
-    """A run's CPU time (the budget accounting's unit) is its training wall time times its CPU threads:
-    from provenance.threads, else from the device name runs saved before that field carry; none on a GPU."""
+def test_cpu_time_is_the_process_time_else_wall_time_times_threads(trained):
+    """A run's CPU time (the budget accounting's unit) is the CPU time its process recorded, times its
+    processes; for runs saved before that was recorded, its training wall time times its CPU threads: from
+    provenance.threads, else from the device name runs saved before that field carry; none on a GPU."""
     from attnlib.results.tables import _cpu_seconds, collect
 
     assert _cpu_seconds({"train_seconds": 10.0, "threads": 2, "device": "AMD EPYC (1 threads)"}) == 20.0
@@ -487,5 +488,13 @@ def test_cpu_time_is_wall_time_times_threads(trained):
     assert _cpu_seconds({"train_seconds": 10.0, "device": "NVIDIA H200", "threads": None}) is None
     assert _cpu_seconds({"train_seconds": 10.0, "device": "X (2 threads)", "world_size": 2}) == 40.0
     assert _cpu_seconds({"train_seconds": 10.0, "device": "NVIDIA H200", "world_size": 1}) is None
+    recorded = {"train_seconds": 10.0, "threads": 2, "device": "X (2 threads)", "train_cpu_seconds": 12.5}
+    assert _cpu_seconds(recorded) == 12.5  # what the process used, not wall time x threads (20)
+    assert _cpu_seconds({**recorded, "world_size": 2}) == 25.0
+    assert _cpu_seconds({**recorded, "train_cpu_seconds": None}) == 20.0  # resumed from an older checkpoint
+    assert _cpu_seconds({**recorded, "threads": None, "device": "NVIDIA H200"}) is None
     row = collect(trained, "smoke", ["vit"]).iloc[0]
-    assert row["cpu_seconds"] == pytest.approx(row["train_seconds"] * torch.get_num_threads())
+    cpu = json.loads((trained / "vit" / "smoke" / "metrics.json").read_text())["provenance"][
+        "train_cpu_seconds"
+    ]
+    assert 0 < cpu and row["cpu_seconds"] == pytest.approx(cpu)

@@ -292,6 +292,40 @@ def test_time_based_checkpoint_mid_epoch_then_resume_equals_uninterrupted(tmp_pa
     assert torch.equal(out.quadratic["centers"], ref.quadratic["centers"])
 
 
+def test_cpu_time_counts_work_not_waiting(tmp_path):
+    """train_cpu_seconds is what the process used: a run that waits (here 0.1 s per step, as it would for a
+    core another job holds) has that wait in its wall time but not in its CPU time."""
+    _, out = run(tmp_path, lambda epoch, step, x, y: time.sleep(0.1))
+    waited = 0.1 * CFG.epochs * len(batches()[0])
+    assert out.train_seconds >= waited
+    assert 0 < out.train_cpu_seconds < out.train_seconds - 0.8 * waited
+
+
+def test_cpu_time_survives_a_mid_epoch_resume_and_is_unknown_after_an_older_checkpoint(tmp_path):
+    """A run killed mid-epoch and resumed adds its CPU time to the checkpoint's (which it saved, with the
+    epoch's own so far); a checkpoint saved before CPU time was recorded leaves the run's CPU time unknown
+    (None), never a part passed off as the whole."""
+
+    def dies(epoch, step, x, y):
+        if (epoch, step) == (1, 3):
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        run(tmp_path / "a", dies, checkpoint_every=0)
+    state = torch.load(tmp_path / "a" / "last.pt", weights_only=True)
+    before = state["train_cpu_seconds"] + state["ranks"][0]["partial"]["cpu_seconds"]
+    assert state["train_cpu_seconds"] > 0 and state["ranks"][0]["partial"]["cpu_seconds"] > 0
+    _, out = run(tmp_path / "a")
+    assert out.train_cpu_seconds > before
+    with pytest.raises(RuntimeError, match="killed"):
+        run(tmp_path / "b", dies, checkpoint_every=0)
+    state = torch.load(tmp_path / "b" / "last.pt", weights_only=True)
+    del state["train_cpu_seconds"], state["ranks"][0]["partial"]["cpu_seconds"]  # as saved before
+    torch.save(state, tmp_path / "b" / "last.pt")
+    _, out = run(tmp_path / "b")
+    assert out.resumed == "last.pt (epoch 1, step 3)" and out.train_cpu_seconds is None
+
+
 @pytest.mark.parametrize("every", [0, 3600])
 def test_checkpoint_interval_decides_mid_epoch_saves_and_changes_no_result(
     tmp_path, reference, monkeypatch, every

@@ -66,7 +66,8 @@ def cmd_list(args) -> int:
         print(
             f"saved runs in {args.results_dir}: {int(done.sum())} of {len(done)} complete, "
             f"{saved.loc[done, 'train_seconds'].sum() / 3600:.2f} h of training in all (each run's wall time "
-            "from its provenance, evaluation included)"
+            f"from its provenance, evaluation included; {saved.loc[done, 'cpu_seconds'].sum() / 3600:.2f} "
+            "CPU-hours: the process's CPU time where recorded, else wall time x threads)"
         )
     return 0
 
@@ -194,14 +195,17 @@ def cmd_table(args) -> int:
         )
     if args.command == "table1":
         df = tables.table1(args.results_dir, args.preset, args.seed)
-        print(df.drop(columns="detail").to_string(index=False))
+        print(df.drop(columns="detail").to_string(index=False, na_rep="—"))  # "—": not saved
     else:
         df = tables.table3(args.results_dir, args.preset)
         shown = df.drop(columns="detail").astype(object)
         shown["wall_time_ms"] = [
             "not measured" if v is None or v != v else f"{v:.3f}" for v in df["wall_time_ms"]
         ]
-        print(shown.to_string(index=False))
+        shown["time_ratio"] = [  # HA / its model: none on the model's own row
+            "—" if v is None or v != v else f"{v:.3f}" for v in df["time_ratio"]
+        ]
+        print(shown.fillna("—").to_string(index=False))  # "—": not saved
         _print_welch(args, df)
     problems = df[df["status"].isin(["damaged", "stale"])]
     if len(problems):  # shown without numbers; say why

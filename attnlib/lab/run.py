@@ -369,6 +369,7 @@ def _write_result(
             "git": code,
             **({"hostname": socket.gethostname()} if _env_flag(RECORD_HOST_ENV, False) else {}),  # when asked
             "train_seconds": fit.train_seconds,
+            "train_cpu_seconds": fit.train_cpu_seconds,  # this process's CPU time (rank 0's under torchrun)
             "resumed_from": fit.resumed,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "command": command_line(),

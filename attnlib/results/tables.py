@@ -74,15 +74,20 @@ def frame(runs: dict):
 
 
 def _cpu_seconds(provenance: dict) -> float | None:
-    """CPU time of a run's training: its wall time times its CPU threads (provenance's ``threads``, else the
-    count in its device name, "AMD EPYC (1 threads)", as runs saved before ``threads`` was recorded say),
-    times its processes under torchrun; None for a GPU run, or where neither says. Reads validated metrics
-    (``attnlib.results.validate`` checks ``threads``)."""
+    """CPU time of a run's training, times its processes under torchrun: the process's own CPU time where it
+    was recorded (``train_cpu_seconds``: what it used, not the time it waited for a busy core), else its wall
+    time times its CPU threads (provenance's ``threads``, else the count in its device name, "AMD EPYC
+    (1 threads)", as runs saved before ``threads`` was recorded say); None for a GPU run, or where neither
+    says. Reads validated metrics (``attnlib.results.validate`` checks ``threads``)."""
     threads = provenance.get("threads")
     if threads is None and (found := re.search(r"\((\d+) threads?\)$", str(provenance.get("device", "")))):
         threads = int(found[1])
     seconds, processes = provenance.get("train_seconds"), provenance.get("world_size") or 1
-    return None if threads is None or seconds is None else seconds * threads * processes
+    if threads is None or seconds is None:
+        return None
+    if (cpu := provenance.get("train_cpu_seconds")) is not None:
+        return cpu * processes
+    return seconds * threads * processes
 
 
 def collect(

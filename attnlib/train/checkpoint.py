@@ -172,6 +172,8 @@ def checkpoint_problem(state, model, *, epochs: int, steps: int, optimizer=None)
                 return f"history row {i}: {key} is {shown(value)}, not a finite number in [0, {high}]"
     if not is_number(state.get("train_seconds", 0.0), 0, MAX_SECONDS):
         return f"train_seconds is {shown(state.get('train_seconds'))}, not a number of seconds"
+    if (cpu := state.get("train_cpu_seconds")) is not None and not is_number(cpu, 0, MAX_SECONDS):
+        return f"train_cpu_seconds is {shown(cpu)}, not a number of seconds"
     weights, expected = state.get("model"), model.state_dict()
     if not isinstance(weights, dict) or set(weights) != set(expected):
         keys = set(weights) if isinstance(weights, dict) else set()
@@ -197,6 +199,8 @@ def checkpoint_problem(state, model, *, epochs: int, steps: int, optimizer=None)
             return "the running sums of its epoch are not 4 numbers"
         if not is_number(partial.get("seconds"), 0, MAX_SECONDS):
             return "the seconds of its epoch are not a number"
+        if (cpu := partial.get("cpu_seconds")) is not None and not is_number(cpu, 0, MAX_SECONDS):
+            return "the CPU seconds of its epoch are not a number"
     return ""
 
 

@@ -69,6 +69,9 @@ class FitResult:
     quadratic: dict[str, torch.Tensor] | None
     train_seconds: float
     resumed: str | None  # description of the checkpoint resumed from, or None
+    # CPU time of this process over the same spans (time.process_time: every thread of it, not the time it
+    # waited for a core), summed across resumes; None where a checkpoint it resumed from did not record it
+    train_cpu_seconds: float | None = None
 
 
 def train_step(
@@ -170,7 +173,9 @@ def fit(
     if resumed_complete:  # a checkpoint's history is not trusted for the result: evaluate its weights
         run.reevaluate(test_batches)
     model.eval()
-    return FitResult(run.history, run.logged_over_epochs(), run.train_seconds, run.resumed)
+    return FitResult(
+        run.history, run.logged_over_epochs(), run.train_seconds, run.resumed, run.train_cpu_seconds
+    )
 
 
 class _Run:
@@ -195,8 +200,10 @@ class _Run:
         self.check_every = 1 if device.type == "cpu" else 20  # steps between checks of the flags
         self.history, self.epoch, self.step, self.partial = [], 0, 0, None
         self.train_seconds, self.resumed = 0.0, None
+        self.train_cpu_seconds: float | None = 0.0  # None: a resumed checkpoint did not record it
         self.last_saved = 0.0  # time.monotonic() of the last checkpoint
         self.epoch_start = 0.0  # time.perf_counter() at the epoch's start, less the seconds before a resume
+        self.epoch_cpu_start: float | None = 0.0  # time.process_time() likewise (None: not known)
         first = logged_state(self.model)
         self.logged = None if first is None else {k: [v] for k, v in first.items()}
 
@@ -242,6 +249,7 @@ class _Run:
         self.scheduler.load_state_dict(saved["scheduler"])
         self.history, self.epoch, self.step = list(saved["history"]), saved["epoch"], saved["step"]
         self.train_seconds, self.resumed = saved.get("train_seconds", 0.0), resumed
+        self.train_cpu_seconds = saved.get("train_cpu_seconds")  # None in checkpoints saved before it was
         if self.logged is not None and saved.get("quadratic"):
             self.logged = {k: list(v) for k, v in saved["quadratic"].items()}
         ranks = saved.get("ranks") or []
@@ -282,6 +290,7 @@ class _Run:
                     "step": step,
                     "history": self.history,
                     "train_seconds": self.train_seconds,
+                    "train_cpu_seconds": self.train_cpu_seconds,
                     "quadratic": self.logged,
                     "ranks": ranks,  # one entry per process: a resume by another number redoes the epoch
                 }
@@ -307,11 +316,12 @@ class _Run:
             torch.manual_seed((seed * 1_000_003 + epoch) * 1_009 + info.rank)
         self.ddp_model.train()
         stats = torch.zeros(4, dtype=torch.float64, device=device)  # loss sum, correct, count, norm sum
-        prior_seconds = 0.0
+        prior_seconds, prior_cpu = 0.0, 0.0
         if first_step and self.partial is not None:  # a mid-epoch resume: the sums of the steps before it
             stats += torch.tensor(self.partial["stats"], dtype=torch.float64, device=device)
-            prior_seconds = self.partial["seconds"]
+            prior_seconds, prior_cpu = self.partial["seconds"], self.partial.get("cpu_seconds")
         self.epoch_start = time.perf_counter() - prior_seconds
+        self.epoch_cpu_start = None if prior_cpu is None else time.process_time() - prior_cpu
         desc, enabled = f"{self.desc} {epoch + 1}/{cfg.epochs}", self.progress and info.is_main
         from tqdm.auto import tqdm  # here, not at import: in a notebook without ipywidgets it warns on import
 
@@ -360,7 +370,11 @@ class _Run:
                 f"the training loss became {loss.item()} at epoch {epoch + 1}, step {step + 1}"
             )
         if flags[1] or flags[2]:  # a mid-epoch checkpoint holds the running sums and seconds so far
-            partial = {"stats": stats.tolist(), "seconds": time.perf_counter() - self.epoch_start}
+            partial = {
+                "stats": stats.tolist(),
+                "seconds": time.perf_counter() - self.epoch_start,
+                "cpu_seconds": self._epoch_cpu_seconds(),
+            }
             self.save(epoch, step + 1, partial)
         if flags[1]:
             bar.close()
@@ -379,12 +393,19 @@ class _Run:
             raise self._diverged(f"the test loss became {test_loss} {when}")
         return test_loss, test_acc
 
+    def _epoch_cpu_seconds(self) -> float | None:
+        """This process's CPU seconds in the epoch so far (None where a resume could not say)."""
+        return None if self.epoch_cpu_start is None else time.process_time() - self.epoch_cpu_start
+
     def record(self, epoch: int, stats, train_seconds: float, test_batches, probe) -> dict:
         """Evaluate, append the epoch's history row (and the probe's columns, the logged model state)."""
         loss_sum, correct, count, norm_sum = stats
         test_loss, test_acc = self._test(test_batches, f"after epoch {epoch + 1}")  # its last update too
         epoch_seconds = time.perf_counter() - self.epoch_start
         self.train_seconds += epoch_seconds
+        epoch_cpu = self._epoch_cpu_seconds()
+        known = self.train_cpu_seconds is not None and epoch_cpu is not None
+        self.train_cpu_seconds = self.train_cpu_seconds + epoch_cpu if known else None
         row = {
             "epoch": epoch + 1,
             "train_loss": loss_sum / count,

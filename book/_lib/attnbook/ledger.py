@@ -17,8 +17,9 @@ from attnlib.results.tables import collect
 
 
 def training_time(params: Params):
-    """(table, total seconds): one row per experiment with the epochs and training time of its saved run at
-    ``params`` (from its provenance; never trains), and the sum over the complete runs."""
+    """(table, total CPU seconds): one row per experiment with the epochs and training wall time of its saved
+    run at ``params`` (from its provenance; never trains), and the CPU time of the complete runs
+    (`attnlib.results.tables` ``cpu_seconds``: the process's own where recorded, else wall time x threads)."""
     frame = collect(params.results_dir, params.preset, seed=params.seed or 0, data=params.data)
     done = frame["status"] == "complete"
     table = frame[["experiment", "status"]].copy()
@@ -26,7 +27,7 @@ def training_time(params: Params):
     table["train time"] = [
         f"{t / 60:.1f} min" if ok else "—" for ok, t in zip(done, frame["train_seconds"], strict=True)
     ]
-    return table, float(frame.loc[done, "train_seconds"].sum())
+    return table, float(frame.loc[done, "cpu_seconds"].sum())
 
 
 def claims_evidence(params: Params):
