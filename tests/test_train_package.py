@@ -120,11 +120,14 @@ def _trained() -> tuple[list, dict, dict]:
 
 def test_training_is_what_the_single_module_computed():
     rows, weights, logged = _trained()
-    # the losses are float32 means (their last bits follow the CPU's summation order); the rest is float64
+    # the losses are float32 means (their last bits follow the CPU's summation order) and their gradients
+    # carry that into the float64 weights: on an AVX-512 BF16 EPYC the signatures moved by up to 5.6e-7
+    # (fc.weight's sum, where signs cancel) from the AVX2 values, while a 1% change of the lr, the gradient
+    # clip or the label smoothing moves some signature by 2e-3 to 5e-2
     assert rows == [pytest.approx(r, rel=1e-6) for r in BEFORE_THE_MOVE_HISTORY]
     for got, want in ((weights, BEFORE_THE_MOVE_WEIGHTS), (logged, BEFORE_THE_MOVE_LOGGED)):
         assert got.keys() == want.keys()
-        assert {k: pytest.approx(v, rel=1e-9) for k, v in want.items()} == got
+        assert {k: pytest.approx(v, rel=1e-5) for k, v in want.items()} == got
 
 
 def test_every_name_of_the_former_module_is_still_there():
