@@ -92,9 +92,8 @@ def test_train_then_tables(cli, tmp_path):
     assert code == 0 and "already complete" in out and metrics.stat().st_mtime_ns == before
     code, out, _ = cli(["table3", "--results-dir", results, "--preset", "smoke"])
     assert code == 0 and "ViT" in out and "complete" in out and "missing" in out
-    assert (
-        "NaN" not in out and "None" not in out
-    )  # no ratio on a model's own row, no accuracy where nothing is saved: "—"
+    # no ratio on a model's own row, no accuracy where nothing is saved: "—"
+    assert "NaN" not in out and "None" not in out
     code, out, _ = cli(["table1", "--results-dir", results, "--preset", "smoke"])
     assert code == 0 and "ResNet18" in out and "NaN" not in out and "None" not in out
 
