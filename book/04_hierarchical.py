@@ -302,12 +302,15 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 
 # %% tags=["hide-input"]
 init_table = book.init_forms("learned_content_9h", params)
+init_epochs = experiments.preset_for("learned_content_9h", params.preset).train.epochs
+book.glue_str("ha_init_scale", f"{params.preset} ({init_epochs} epochs)")
 for key, (_, row) in zip(("re", "official"), init_table.iterrows(), strict=True):
     book.glue_str(f"ha_init_{key}", row["HA − model"])
     book.glue_str(f"ha_init_{key}_seeds", row["seeds (model / HA)"])
 book.show_table(
     init_table,
-    caption=f"The 9-head learned-2D pair with content at preset {params.preset} in the [Re] code's initialisation "
+    caption=f"The 9-head learned-2D pair with content at preset {params.preset} ({init_epochs} epochs) in the [Re] "
+    "code's initialisation "
     "and in the official one: seeds, test accuracy as mean ± sd (—: not saved), HA − model in points (its "
     "95% Welch interval where each side holds two seeds or more), and the first layer's mean peak (× uniform) "
     f"from initialisation to the end (seed {params.seed or 0}).",
@@ -421,8 +424,9 @@ book.show_ledger(
 #   so "deeper models without memory constraints": {glue:text}`ha_v_ha_train_cost`; at inference it takes
 #   {glue:text}`ha_cost_inference` of its model's wall time per image, so HA is faster:
 #   {glue:text}`ha_v_ha_inference_time`.
-# - **Initialisation.** For the 9-head pair with content, HA − model is {glue:text}`ha_init_re` points in
-#   the [Re] code's initialisation (seeds, model / HA: {glue:text}`ha_init_re_seeds`) and
+# - **Initialisation.** For the 9-head pair with content at {glue:text}`ha_init_scale`, HA − model is
+#   {glue:text}`ha_init_re` points in the [Re] code's initialisation (seeds, model / HA:
+#   {glue:text}`ha_init_re_seeds`) and
 #   {glue:text}`ha_init_official` in the official one ({glue:text}`ha_init_official_seeds`; —: not saved).
 # - **Attention maps.** Every layer attends differently: {glue:text}`ha_v_ha_layers_differ`; local early,
 #   far later: {glue:text}`ha_v_ha_depth`; last layers no longer sparse: {glue:text}`ha_v_ha_not_sparse`.

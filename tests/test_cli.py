@@ -442,3 +442,20 @@ def test_table3_verdicts_follow_holm_over_the_saved_pairs(cli):
     for title, (w, adjusted, verdict, _) in tested.items():
         line = next(x for x in out.splitlines() if x.startswith(f"- {title}: "))
         assert f"Holm p = {adjusted:.3f}: {verdict}" in line and f"p = {w.p:.3f}" in line
+
+
+def test_tables_print_saved_runs_as_a_reader_reads_them(cli):
+    """table1 and table3 over the saved budget runs: one spelling of a one-thread CPU ("(1 thread)", though
+    older runs saved "(1 threads)"), accuracies to four decimals (table3's seed means too), times to the
+    microsecond, "—" where nothing is saved."""
+    import re
+
+    from attnlib.results import tables
+
+    for command in ("table1", "table3"):
+        code, out, _ = cli([command, "--results-dir", "results", "--preset", "budget"])
+        assert code == 0 and "(1 threads)" not in out and "NaN" not in out and "None" not in out
+        assert not re.search(r"\b0\.\d{5,}\b", out), command  # no raw float (0.516033)
+    means = tables.table3("results", "budget")["accuracy"].dropna()
+    assert len(means) and all(f"{a:.4f}" in out for a in means)
+    assert any("(1 threads)" in str(d) for d in tables.table1("results", "budget", 0)["wall_time_device"])

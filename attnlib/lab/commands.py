@@ -195,17 +195,10 @@ def cmd_table(args) -> int:
         )
     if args.command == "table1":
         df = tables.table1(args.results_dir, args.preset, args.seed)
-        print(df.drop(columns="detail").to_string(index=False, na_rep="—"))  # "—": not saved
+        print(_shown(df))
     else:
         df = tables.table3(args.results_dir, args.preset)
-        shown = df.drop(columns="detail").astype(object)
-        shown["wall_time_ms"] = [
-            "not measured" if v is None or v != v else f"{v:.3f}" for v in df["wall_time_ms"]
-        ]
-        shown["time_ratio"] = [  # HA / its model: none on the model's own row
-            "—" if v is None or v != v else f"{v:.3f}" for v in df["time_ratio"]
-        ]
-        print(shown.fillna("—").to_string(index=False))  # "—": not saved
+        print(_shown(df, not_measured="wall_time_ms"))  # time_ratio: HA / its model, "—" on the model's row
         _print_welch(args, df)
     problems = df[df["status"].isin(["damaged", "stale"])]
     if len(problems):  # shown without numbers; say why
@@ -213,6 +206,37 @@ def cmd_table(args) -> int:
         for _, row in problems.iterrows():
             print(f"- {row['experiment']}: {row['status']}: {row['detail']}")
     return 0
+
+
+# How the CLI's tables print their numbers: accuracy to the saved runs' four decimals, times to the
+# microsecond (wall time per image) or second (training).
+_FORMATS = {
+    "accuracy": ".4f",
+    "accuracy_sd": ".4f",
+    "wall_time_ms": ".3f",
+    "wall_time_std_ms": ".3f",
+    "time_ratio": ".3f",
+    "train_seconds": ".0f",
+    "cpu_seconds": ".0f",
+}
+
+
+def _shown(df, not_measured: str | None = None) -> str:
+    """A results table as the CLI prints it: without its ``detail`` column, numbers in ``_FORMATS``, devices
+    as a reader reads them, "—" where nothing is saved ("not measured" in the column ``not_measured``)."""
+    from attnlib.results.timing import device_words
+
+    def cell(column: str, v):
+        if v is None or v != v:  # None or NaN
+            return "not measured" if column == not_measured else "—"
+        if column.endswith("device"):
+            return device_words(v)
+        return format(v, _FORMATS[column]) if column in _FORMATS else v
+
+    shown = df.drop(columns="detail").astype(object)
+    for column in shown.columns:
+        shown[column] = [cell(column, v) for v in shown[column]]
+    return shown.to_string(index=False)
 
 
 def _print_welch(args, df) -> None:
