@@ -75,3 +75,9 @@ def test_family_adjusts_over_the_pairs_with_seeds_on_both_sides():
     assert got["ab"].verdict == ("higher" if 2 * p_ab < 0.05 else "inconclusive")
     assert got["ab"].paired.seeds == (0, 1, 2) and got["cd"].paired is None
     assert got["none"] == (None, None, "no interval", None)
+
+
+def test_p_values_never_print_as_zero():
+    assert stats.p_text(0.0474) == "0.047" and stats.p_text(0.0004) == "< 0.001"
+    assert stats.p_text(0.0005) == "0.001" and stats.p_text(0.004, 2) == "< 0.01"
+    assert stats.p_text(1.0) == "1.000"

@@ -37,7 +37,7 @@ def _probed(end, init, uniform, key="distance", heads=2):
     head alike) and its uniform value."""
     layers = len(end)
     probe = {"token_layers": np.array(layers)}
-    for k in ("distance", "peak"):
+    for k in dict.fromkeys(("distance", "peak", key)):
         for when, values in (("end", end), ("init", init)):
             v = values if k == key else [1.0] * layers
             probe[f"{when}_{k}"] = np.repeat(np.asarray(v, np.float64)[:, None], heads, axis=1)
@@ -120,12 +120,20 @@ def test_depth_verdict_follows_the_distances():
 
 
 def test_peak_verdicts_follow_the_peaks():
-    ev = Evidence("x", runs={"learned_9h": _measured([1, 1], [6.0, 2.0])})
+    # no probe saved: initialisation is a fresh model's (learned_9h starts flat, below 1.1×)
+    ev = Evidence("budget", runs={"learned_9h": _measured([1, 1], [6.0, 2.0])})
     assert _verdict("learned_shifts", ev) == REPRODUCED
     ev.runs["learned_9h"] = _measured([1, 1], [1.01, 1.0])
     assert _verdict("learned_shifts", ev) == NOT_REPRODUCED
     ev.runs["learned_9h"] = _measured([1, 1], [3.0, 1.0])
     assert _verdict("learned_shifts", ev) == INCONCLUSIVE
+    # a peak the model already had at initialisation (its probe) is not one training created
+    ev.runs["learned_9h"] = _probed([6.0, 2.0], [5.5, 2.0], uniform=1.0, key="peak")
+    text, verdict = next(c for c in claims.CLAIMS if c.key == "learned_shifts").test(ev)
+    assert verdict == NOT_REPRODUCED and "first layer 6.00× uniform, 5.50× at initialisation" in text
+    ev.runs["learned_9h"] = _probed([6.0, 2.0], [4.1, 2.0], uniform=1.0, key="peak")
+    assert _verdict("learned_shifts", ev) == REPRODUCED
+    ev.runs["learned_9h"] = _measured([1, 1], [3.0, 1.0])
     # a claim variant (another init) is reported beside the verdict, which stays about the paper's models
     ev.preset, ev.runs["learned_9h_pos_init"] = "budget", _measured([1, 1], [12.0, 3.0])
     claim = next(c for c in claims.CLAIMS if c.key == "learned_shifts")
@@ -162,8 +170,20 @@ def test_peak_verdicts_follow_the_peaks():
 
 
 def test_content_and_layer_similarity_verdicts():
-    ev = Evidence("x", runs={"learned_content_9h": _measured([1, 1], [2, 2], dependence=0.3)})
+    # image dependence counts only where training raised it above initialisation (random content
+    # projections already make the maps depend on the image)
+    ev = Evidence("x", runs={"learned_content_9h": _probed([0.3, 0.1], [0.2, 0.2], 0.0, key="image_dependence")})
     assert _verdict("content_maps", ev) == REPRODUCED
+    # the saved 60-epoch control: above the bar, yet below where it started in every layer
+    ev.runs["learned_content_9h"] = _probed(
+        [0.13, 0.12, 0.14, 0.05], [0.14, 0.20, 0.20, 0.19], 0.0, key="image_dependence"
+    )
+    text, verdict = next(c for c in claims.CLAIMS if c.key == "content_maps").test(ev)
+    assert verdict == NOT_REPRODUCED and "at initialisation 0.14 / 0.20 / 0.20 / 0.19; uniform 0.00" in text
+    ev.runs["learned_content_16h"] = _probed([0.29, 0.2], [0.15, 0.2], 0.0, key="image_dependence")
+    assert _verdict("content_maps", ev) == INCONCLUSIVE  # one model passes, one fails
+    ev = Evidence("x", runs={"learned_content_9h": _measured([1, 1], [2, 2], dependence=0.3)})
+    assert _verdict("content_maps", ev) == INCONCLUSIVE  # high, but not measured against initialisation
     ev.runs["learned_content_9h"] = _measured([1, 1], [2, 2], dependence=0.01)
     assert _verdict("content_maps", ev) == NOT_REPRODUCED
     # σ alone, without the normal model as the control, decides nothing (issue 29 §2)

@@ -441,7 +441,7 @@ def test_table3_verdicts_follow_holm_over_the_saved_pairs(cli):
     assert len(tested) >= 2  # a family, not one test
     for title, (w, adjusted, verdict, _) in tested.items():
         line = next(x for x in out.splitlines() if x.startswith(f"- {title}: "))
-        assert f"Holm p = {adjusted:.3f}: {verdict}" in line and f"p = {w.p:.3f}" in line
+        assert f"Holm p = {stats.p_text(adjusted)}: {verdict}" in line and f"p = {stats.p_text(w.p)}" in line
 
 
 def test_tables_print_saved_runs_as_a_reader_reads_them(cli):

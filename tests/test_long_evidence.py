@@ -68,9 +68,18 @@ def test_a_saved_long_run_becomes_the_evidence(smoke_learned, tiny_long, tmp_pat
     longer = float(run.history.iloc[-1]["peak_0"])  # the long run's last logged epoch
     assert rules.layer_profile(after.runs["learned_9h"])[0]["peak"] == longer != quick
     row = lambda ev: claims.ledger(ev).set_index("claim").loc["learned_shifts"]  # noqa: E731
-    assert row(after)["value"] == f"SA learned 2D, 9 heads (long): first layer {longer:.2f}× uniform"
-    assert row(before)["value"] == f"SA learned 2D, 9 heads: first layer {quick:.2f}× uniform"
-    # the rule's threshold between the two values: the verdict follows the source of the evidence
+    # the value reads each run's standard probe: the long run's end is its last logged epoch's measure
+    (end, *_), (init, *_), _ = rules.probe_layers(after.runs["learned_9h"], "peak")
+    assert end == pytest.approx(longer, rel=1e-6)
+    assert row(after)["value"] == (
+        f"SA learned 2D, 9 heads (long): first layer {longer:.2f}× uniform, {init:.2f}× at initialisation"
+    )
+    assert row(before)["value"].startswith("SA learned 2D, 9 heads: first layer ")
+    # the rule's threshold between the two values (runs without a probe: their history or attention.npz,
+    # initialisation a fresh model's, here below both): the verdict follows the source of the evidence
+    for ev in (before, after):
+        ev.runs["learned_9h"].probe = None
+    monkeypatch.setattr(rules, "initial_peaks", lambda name, preset: [0.0])
     monkeypatch.setattr(rules, "LOCAL_PEAK", (quick + longer) / 2)
     monkeypatch.setattr(rules, "FLAT_PEAK", 0.0)
     verdicts = {row(before)["verdict"], row(after)["verdict"]}

@@ -142,7 +142,8 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
     n = len(lab_plan.LONG_PLAN)
     assert plan["run"].tolist() == [book.title(name) for name in lab_plan.LONG_PLAN]  # display names
     assert set(plan["trained"]) == {"—"} and set(plan["machine"]) == {""}
-    assert numbers == {"done": "0", "runs": f"{n}", "hours": "0.0", "seed_runs": "0", "seed_hours": "0.0"}
+    none = {"variant_runs": "0", "variant_hours": "0.0"}  # no claim variant saved either
+    assert numbers == {"done": "0", "runs": f"{n}", "hours": "0.0", "seed_runs": "0", "seed_hours": "0.0"} | none
     rows = plan.set_index("run").rename(index={book.title(name): name for name in lab_plan.LONG_PLAN})
     assert (
         rows.loc["quadratic_aniso_9h", "estimate (CPU-hours)"]
@@ -162,6 +163,9 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
         elif seed in (1, 2):  # and two further budget seeds of vit, 0.5 h each
             done = frame["experiment"] == "vit"
             frame.loc[done, COLS] = ["complete", 6, 1800.0, 1800.0, "CPU (1 threads)"]
+        if preset == "budget" and seed in (0, 1):  # and two runs of a claim variant, 1 h each
+            done = frame["experiment"] == "quadratic_re_9h"
+            frame.loc[done, COLS] = ["complete", 4, 3600.0, 3600.0, "CPU (1 threads)"]
         return frame
 
     monkeypatch.setattr(tables, "collect", two_saved)
@@ -171,4 +175,8 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
     assert rows.loc["learned_9h", "machine"] == "CPU (1 thread)"  # never "1 threads"
     assert rows.loc["resnet18", "machine"] == "CPU (2 threads)"
     assert rows.loc["learned_9h_pos_init", "machine"] == ""
-    assert numbers == {"done": "2", "runs": f"{n}", "hours": "3.0", "seed_runs": "2", "seed_hours": "1.0"}
+    variants = {"variant_runs": "2", "variant_hours": "2.0"}  # the grid's seeds leave the variant out
+    assert numbers == {"done": "2", "runs": f"{n}", "hours": "3.0", "seed_runs": "2", "seed_hours": "1.0"} | variants
+    # a claim judged over seeds is named apart from those the run informs now
+    assert "HA gains" in rows.loc["learned_content_9h_ha", "at budget until 3 seeds a side"]
+    assert "HA gains" not in rows.loc["learned_content_9h_ha", "claims it informs"]

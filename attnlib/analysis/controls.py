@@ -127,7 +127,7 @@ def quadratic_vs_learned(ev: Evidence):
     parts, passes = [], []
     for name, (w, adjusted, said, _) in stats.family({n: (base, ev.accuracies[n]) for n in pairs}).items():
         passes.append(True if said == "higher" else False if said == "lower" else None)
-        holm = "" if adjusted is None else f", Holm p {adjusted:.3f}"
+        holm = "" if adjusted is None else f", Holm p {stats.p_text(adjusted)}"
         parts.append(
             f"{ev.seeds_name(name)} − {display(LEARNED_BASE)}: {w.difference} points (n = {w.n[1]}/{w.n[0]}{holm})"
         )

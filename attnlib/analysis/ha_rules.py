@@ -57,7 +57,7 @@ def _ha_gain_intervals(ev: Evidence):
             verdicts.append(INCONCLUSIVE)
             continue
         low, high = w.interval
-        parts.append(f"{ev.seeds_name(base)}: {w.difference} ({n}, Holm p {holm:.3f})")
+        parts.append(f"{ev.seeds_name(base)}: {w.difference} ({n}, Holm p {stats.p_text(holm)})")
         verdicts.append(REPRODUCED if low >= HA_GAIN else NOT_REPRODUCED if high < HA_GAIN else INCONCLUSIVE)
     if NOT_REPRODUCED in verdicts:
         verdict = NOT_REPRODUCED  # "in each case": one pair that is surely below refutes it

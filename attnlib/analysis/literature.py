@@ -286,9 +286,38 @@ class ProtocolDifference:
         )
 
 
+#: The selectors of ``protocol_differences.yaml``'s ``models``: a mapping of one of these keys to a list picks every
+#: experiment of the registry (claim variants included) whose protocol / model ``encoding`` is in the list
+MODEL_SELECTORS = ("protocol", "encoding")
+
+
+def select_models(spec) -> tuple[str, ...]:
+    """The experiments a row's ``models`` names: ``"every"``, a list of experiment names, or one selector
+    (``MODEL_SELECTORS``: ``{"protocol": [...]}`` or ``{"encoding": [...]}``) resolved against the registry, in
+    registry order, so that an experiment added later with that protocol or encoding is marked too. A
+    selector that picks nothing is an error (a misspelt protocol would otherwise mark no model)."""
+    from attnlib import experiments
+    from attnlib.checks import check
+
+    if isinstance(spec, str):
+        return (spec,)
+    if not isinstance(spec, dict):
+        return tuple(spec)
+    check(len(spec) == 1 and set(spec) <= set(MODEL_SELECTORS), "models", spec, f"one of {MODEL_SELECTORS}")
+    [(key, values)] = spec.items()
+    picked = tuple(
+        name
+        for name, e in experiments.EXPERIMENTS.items()
+        if (e.protocol if key == "protocol" else e.model.get(key)) in values
+    )
+    check(bool(picked), "models", spec, "a selector that picks at least one experiment")
+    return picked
+
+
 def protocol_differences() -> tuple[ProtocolDifference, ...]:
     """The protocol differences of ``protocol_differences.yaml``, with the long preset's settings filled in
-    from ``attnlib.experiments`` (LONG_MAX_LR, LONG_CLIP, LONG_EPOCHS)."""
+    from ``attnlib.experiments`` (LONG_MAX_LR, LONG_CLIP, LONG_EPOCHS) and each row's ``models`` resolved
+    against the registry (``select_models``)."""
     from importlib import resources
 
     import yaml
@@ -310,7 +339,7 @@ def protocol_differences() -> tuple[ProtocolDifference, ...]:
             what=row["what"],
             ours=row["ours"].format(**values),
             theirs=row["theirs"].format(**values),
-            models=listed(row["models"]),
+            models=select_models(row["models"]),
             presets=listed(row["presets"]),
             checked=row["checked"],
         )

@@ -263,6 +263,12 @@ def family(pairs: dict, level: float = LEVEL) -> dict[str, Tested]:
     }
 
 
+def p_text(p: float, digits: int = 3) -> str:
+    """A p-value as the book prints it: "0.047" (``digits`` decimals), "< 0.001" where it rounds to zero."""
+    floor = 10.0**-digits
+    return f"< {floor:.{digits}f}" if p < floor / 2 else f"{p:.{digits}f}"
+
+
 def mean_sd(values) -> str:
     """ "m ± s %" over seeds (accuracies as fractions), or "m %" for one seed."""
     values = [v * 100 for v in values]

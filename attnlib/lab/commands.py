@@ -260,7 +260,7 @@ def _print_welch(args, df) -> None:
             print(f"- {title}: not trained on both sides")
             continue
         ci = "" if w.interval is None else f" [{w.interval[0]:+.1f}, {w.interval[1]:+.1f}]"
-        p = "" if w.p is None else f", df {w.df:.1f}, p = {w.p:.3f}, Holm p = {adjusted:.3f}"
+        p = "" if w.p is None else f", df {w.df:.1f}, p = {stats.p_text(w.p)}, Holm p = {stats.p_text(adjusted)}"
         wanted = (
             ""
             if tested.seeds_wanted == 0

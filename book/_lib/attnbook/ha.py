@@ -14,7 +14,8 @@ from attnbook.phrases import (
     title,
 )
 from attnbook.runs import seed_accuracies, seed_map
-from attnlib.analysis.literature import RE, reference_value
+from attnlib.analysis import stats as compare
+from attnlib.analysis.literature import logged_gain
 from attnlib.results.tables import complete
 
 #: The verdict of an HA pair without saved runs on both sides (a table cell and the prose's verdict word).
@@ -40,15 +41,11 @@ def ha_effects(bases, params: Params, seeds=range(10)):
     [Re] run-log difference where known (never trains)."""
     import pandas as pd
 
-    from attnlib.analysis import stats as compare
-
     family = ha_family(bases, params, seeds)
     rows = []
     for base in bases:
         acc_a, acc_b = seed_accuracies(base, params, seeds), seed_accuracies(base + "_ha", params, seeds)
-        re_gain = (
-            reference_value(base + "_ha", RE, "test_accuracy") - reference_value(base, RE, "test_accuracy")
-        ) * 100
+        re_gain = logged_gain(base)  # the ledger's: the [Re] Gaussian network's logs for quadratic_re_9h
         row = {
             "model": title(base),
             "seeds (model / HA)": f"{len(acc_a)} / {len(acc_b)}",
@@ -64,9 +61,9 @@ def ha_effects(bases, params: Params, seeds=range(10)):
             row.update(
                 {
                     "HA − model [95% CI]": w.difference,
-                    "p (Holm)": "—" if adjusted is None else f"{adjusted:.3f}",
+                    "p (Holm)": "—" if adjusted is None else compare.p_text(adjusted),
                     "ν": "—" if w.df is None else f"{w.df:.1f}",
-                    "p": "—" if w.p is None else f"{w.p:.3f}",
+                    "p": "—" if w.p is None else compare.p_text(w.p),
                     "verdict": VERDICT_SHORT[verdict],
                     "paired by seed": paired_cell(pair),
                     "seeds asked": "met"
@@ -88,7 +85,7 @@ def paired_cell(pair) -> str:
     seeds) the mean difference and the seeds alone."""
     if pair is None or pair.n == 0:
         return "no shared seed"
-    p = "" if pair.p is None else f", p {pair.p:.3f}"
+    p = "" if pair.p is None else f", p {compare.p_text(pair.p)}"
     return f"{pair.points:+.1f}{p} ({pair.n} seed{'s' if pair.n > 1 else ''})"
 
 
@@ -141,7 +138,7 @@ def welch_labels(bases, params: Params, seeds=range(10)) -> dict[str, str]:
         if w.interval is None:
             out[base + "_ha"] = w.difference + f" (n = {len(w.base)}/{len(w.variant)})"
         else:
-            out[base + "_ha"] = w.difference + f"\nHolm p {adjusted:.2f}"
+            out[base + "_ha"] = w.difference + f"\nHolm p {compare.p_text(adjusted, 2)}"
     return out
 
 
@@ -163,6 +160,23 @@ def ha_pair_numbers(pairs) -> dict[str, str]:
         "low": f"{pairs['gain'].min():+.1f}",
         "high": f"{pairs['gain'].max():+.1f}",
     }
+
+
+def ha_family_names() -> list[str]:
+    """Every experiment of the HA family the book tests with Holm's correction
+    (``attnlib.analysis.rules.HA_PAIRS``, both head counts), each model before its HA variant."""
+    from attnlib.analysis.rules import HA_PAIRS
+
+    return [n for base in HA_PAIRS for n in (base, base + "_ha")]
+
+
+def ha_family_numbers(params: Params) -> dict[str, str]:
+    """``ha_pair_numbers`` over every pair of the HA family (``ha_family_names``), from the means over the
+    saved seeds: the same pairs the family of tests weighs, whatever the chapter's ``heads``. Never trains."""
+    from attnbook.runs import load_all
+    from attnbook.tables import seeds_frame
+
+    return ha_pair_numbers(ha_pairs(seeds_frame(load_all(ha_family_names(), params), params)))
 
 
 def ha_pairs(frame):

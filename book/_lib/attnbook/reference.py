@@ -11,14 +11,24 @@ from attnbook.tables import NOT_FOUND_CELL, group
 
 def protocol_differences_table():
     """(table, checked): how our protocol differs from the papers' (``attnlib.analysis.literature.protocol_differences``),
-    one row per difference with "applies to" naming the models (their titles, or "every model") and the
-    presets where it holds, and a second table of where each side was read (for a fold-out)."""
+    one row per difference with "applies to" naming the models (their titles, "every model", or "every model
+    but" the few it leaves out, whichever is shorter) and the presets where it holds, and a second table of
+    where each side was read (for a fold-out)."""
     import pandas as pd
 
     from attnlib.analysis.literature import protocol_differences
+    from attnlib.experiments import EXPERIMENTS
+
+    def models_cell(models) -> str:
+        rest = [m for m in EXPERIMENTS if m not in models]
+        if "every" in models or not rest:
+            return "every model"
+        if len(rest) < len(models):
+            return "every model but " + word_list([title(m) for m in rest])
+        return word_list([title(m) for m in models])
 
     def where(d) -> str:
-        models = "every model" if "every" in d.models else word_list([title(m) for m in d.models])
+        models = models_cell(d.models)
         presets = "every preset" if "every" in d.presets else "preset " + word_list(d.presets)
         return f"{models}; {presets}"
 

@@ -288,10 +288,12 @@ def group(experiment: str) -> str:
 
 
 def short_label(experiment: str) -> str:
-    """What tells an experiment apart within its ``group`` in a figure: "iso 9h", "16h HA", "HA", ""."""
-    words = {"(isotropic)": "iso", "(non-isotropic)": "aniso"}
+    """What tells an experiment apart within its ``group`` in a figure: "iso 9h", "[Re] aniso 9h HA", "16h HA",
+    "HA", ""."""
+    words = {"isotropic": "iso", "non-isotropic": "aniso", "[Re] code": "[Re]"}
     name = title(experiment)
-    found = [words[w] for w in words if w in name]
+    within = name.split("(", 1)[1].split(")", 1)[0].split("; ") if "(" in name else []
+    found = [words[w] for w in sorted(within, key=lambda w: w != "[Re] code") if w in words]
     for part in name.split(", ")[1:]:
         found.append(part.replace(" heads", "h"))
     return " ".join(found)
