@@ -258,8 +258,9 @@ if len(flips):
     )
 
 # %% [markdown]
-# In the [Re] logs ResNet18 ends {glue:text}`repro_re_gap` points above the best attention model after 300
-# epochs; here it is {glue:text}`repro_our_gap` points ahead. A convolution has locality built in, while an
+# In the [Re] logs ResNet18 ends {glue:text}`repro_re_gap` points above the best attention model of this
+# table after 300 epochs; here it is {glue:text}`repro_our_gap` points ahead of {glue:text}`repro_best` (the
+# introduction's gap also weighs SAN and ViT, of {ref}`chapter-san-vit`). A convolution has locality built in, while an
 # attention model must first learn where to look, and a budget of {glue:text}`repro_epochs` epochs
 # measures mostly how fast that happens. The same reading explains the order among the attention models:
 # the quadratic encodings start out local (each head a Gaussian around a centre) and reach the highest

@@ -306,7 +306,8 @@ init_table = book.init_forms("learned_content_9h", params)
 init_epochs = experiments.preset_for("learned_content_9h", params.preset).train.epochs
 book.glue_str("ha_init_scale", f"{params.preset} ({init_epochs} epochs)")
 for key, (_, row) in zip(("re", "official"), init_table.iterrows(), strict=True):
-    book.glue_str(f"ha_init_{key}", row["HA − model"])
+    missing = row["HA − model"] == book.NOT_FOUND_CELL  # a sentence says so in words, never "—"
+    book.glue_str(f"ha_init_{key}", "not saved on both sides" if missing else f"{row['HA − model']} points")
     book.glue_str(f"ha_init_{key}_seeds", row["seeds (model / HA)"])
 book.show_table(
     init_table,
@@ -427,9 +428,9 @@ book.show_ledger(
 #   {glue:text}`ha_cost_inference` of its model's wall time per image; whether HA is faster:
 #   {glue:text}`ha_v_ha_inference_time`.
 # - **Initialisation.** For the 9-head pair with content at {glue:text}`ha_init_scale`, HA − model is
-#   {glue:text}`ha_init_re` points in the [Re] code's initialisation (seeds, model / HA:
-#   {glue:text}`ha_init_re_seeds`) and
-#   {glue:text}`ha_init_official` in the official one ({glue:text}`ha_init_official_seeds`; —: not saved).
+#   {glue:text}`ha_init_re` in the [Re] code's initialisation (seeds, model / HA:
+#   {glue:text}`ha_init_re_seeds`) and {glue:text}`ha_init_official` in the official one
+#   ({glue:text}`ha_init_official_seeds`).
 # - **Attention maps.** Every layer attends differently: {glue:text}`ha_v_ha_layers_differ`; local early,
 #   far later: {glue:text}`ha_v_ha_depth`; last layers no longer sparse: {glue:text}`ha_v_ha_not_sparse`.
 #

@@ -327,3 +327,30 @@ def test_near_resnet_label_names_the_runs_compared():
         ev.runs[name].metrics = {"params": params, "provenance": {"epochs_trained": epochs}}
     assert rules.near_resnet_runs(ev) == ["resnet18_narrow", "quadratic_iso_9h"]
     assert claims.evidence_scale(ev, "near_resnet") == "at budget (4 epochs), 3 seeds per model"
+
+
+def test_every_ledger_row_names_the_models_it_is_judged_on():
+    """The ledger's `models`: the saved runs a claim reads by display name (the 60-epoch run's "(long)"), the
+    seeds' preset for a claim over seeds, the HA family as one phrase, the Fig. 8 model with its control."""
+    ev = Evidence(
+        "budget",
+        runs={"learned_9h": _measured([1, 1], [6.0, 2.0]), claims.FIG8_MODEL: _run(), claims.FIG8_CONTROL: _run()},
+        presets={"learned_9h": "long", claims.FIG8_MODEL: "long", claims.FIG8_CONTROL: "long"},
+        accuracies={"learned_9h": [0.5, 0.52], "quadratic_iso_9h": [0.55, 0.56]},
+    )
+    frame = claims.ledger(ev).set_index("claim")["models"]
+    assert frame["learned_shifts"] == "SA learned 2D, 9 heads (long)"  # learned_16h not saved: not named
+    assert frame["quadratic_vs_learned"] == "SA learned 2D, 9 heads; SA quadratic (isotropic), 9 heads"
+    assert frame["ha_gain"] == ""  # not measured: nothing named
+    assert claims.evidence_models(ev, "ha_gain") == f"every HA pair ({len(rules.HA_PAIRS)})"
+    assert claims.evidence_models(ev, "ha_train_cost") == f"every HA pair ({len(rules.HA_PAIRS)})"
+    fig8 = "SA learned 2D + content, 9 heads, HA (long); control SA learned 2D + content, 9 heads (long)"
+    assert claims.evidence_models(ev, "ha_depth") == fig8 and frame["theorem"] == ""
+    import attnbook as book
+
+    table = book.ledger_table(claims.ledger(ev))
+    assert list(table.columns) == ["claim", "source", "judged on", "verdict"]
+    assert table.set_index("claim").loc["Learned positional heads attend at fixed shifts", "judged on"] == (
+        "SA learned 2D, 9 heads (long)"
+    )
+

@@ -245,7 +245,8 @@ CLAIMS: tuple[Claim, ...] = (
         "“every layer learns to attend to a different pattern”",
         "similarity σ of consecutive layers (1: identical) over the saved query pixels of the first test images, "
         "head-averaged and per head (each head against the most alike head of the layer before, mean over "
-        "heads), of each HA model and of its own normal model (the control)",
+        "heads), of each HA model and of its own normal model (the control), each beside its head-averaged σ at "
+        "initialisation (standard probe)",
         "a pair passes when HA's most alike step is no more alike than its normal model's, within "
         f"{controls.SIGMA_MARGIN:g}, on both measures, fails when more alike on both, and is inconclusive when "
         f"they disagree or both models' maps are near uniform (peaks < {FLAT_PEAK:g}×); reproduced when every "
@@ -369,10 +370,30 @@ def evidence_scale(ev: Evidence, key: str) -> str:
     return f"{where}, {count}"
 
 
+def evidence_models(ev: Evidence, key: str) -> str:
+    """The models a claim's verdict is judged on, for the ledger's table: "every HA pair (6)" for the claims
+    over the HA family, the Fig. 8 model and its control, the ResNet and attention model compared, else the
+    saved runs the claim reads by display name ("(long)" where the 60-epoch run is read); "" for the live
+    check and where none is saved."""
+    names, kind = EVIDENCE.get(key, ((), "maps"))
+    if kind == "live":
+        return ""
+    family = {n for b in HA_PAIRS for n in (b, b + "_ha")}
+    if kind in ("counted", "measured") or (names and set(names) == family):
+        return f"every HA pair ({len(HA_PAIRS)})"
+    if key == "near_resnet":
+        names = near_resnet_runs(ev)
+    if key in ("ha_depth", "ha_not_sparse"):
+        return f"{ev.name(FIG8_MODEL)}; control {ev.name(FIG8_CONTROL)}" if FIG8_MODEL in ev.runs else ""
+    name = ev.seeds_name if kind == "seeds" else ev.name  # over seeds: the preset the seeds are of
+    return "; ".join(name(n) for n in names if ev.runs.get(n) is not None or ev.accuracies.get(n))
+
+
 def ledger(evidence: Evidence, claims=CLAIMS):
-    """One row per claim: source, where, words, measure, our value, verdict, rule, ``evidence`` (where the
-    verdict comes from: ``evidence_scale``) and ``label``, the verdict as the book shows it with its scale,
-    "reproduced — at budget (4–12 epochs), 1 seed each" (a pandas DataFrame)."""
+    """One row per claim: source, where, words, measure, our value, verdict, rule, ``models`` (what the verdict
+    is judged on: ``evidence_models``), ``evidence`` (where the verdict comes from: ``evidence_scale``) and
+    ``label``, the verdict as the book shows it with its scale, "reproduced — at budget (4–12 epochs), 1 seed
+    each" (a pandas DataFrame)."""
     import pandas as pd
 
     rows = []
@@ -391,6 +412,7 @@ def ledger(evidence: Evidence, claims=CLAIMS):
                 "value": value,
                 "verdict": verdict,
                 "rule": c.rule,
+                "models": "" if verdict == NOT_MEASURED else evidence_models(evidence, c.key),
                 "evidence": scale,
                 "label": f"{verdict} — {scale}" if scale else verdict,
             }

@@ -169,6 +169,23 @@ def step_similarity(run) -> tuple[list[float], list[float], float] | None:
     return averaged, per_head, top
 
 
+def initial_similarity(run) -> list[float] | None:
+    """σ per step (head-averaged) at initialisation, from a saved run's standard probe (probe.npz: the same
+    test images and every query); None where no probe was saved. Shown beside the end values: HA's shared
+    block starts with its layers alike (σ near 1), so a low σ at the end is what training made."""
+    probe = getattr(run, "probe", None)
+    if not probe or "init_similarity" not in probe:
+        return None
+    return [float(v) for v in np.asarray(probe["init_similarity"], np.float64)[1:]]
+
+
+def _sigma_text(ev: Evidence, name: str, found) -> str:
+    """ "<name>: σ a / b / c, per head d / e / f (at initialisation g / h / i)"."""
+    init = initial_similarity(ev.runs.get(name))
+    start = "" if init is None else f" (at initialisation {_fmt_layers(init)})"
+    return f"{ev.name(name)}: σ {_fmt_layers(found[0])}, per head {_fmt_layers(found[1])}{start}"
+
+
 def _against_control(ha: list[float], control: list[float]) -> bool:
     """True when HA's most alike step is no more alike than its normal model's (within SIGMA_MARGIN), False
     when it is more alike by more than that."""
@@ -189,8 +206,7 @@ def layers_differ(ev: Evidence):
         both = [_against_control(ha[i], normal[i]) for i in (0, 1)]
         passes.append(None if flat or both[0] != both[1] else both[0])
         parts.append(
-            f"{ev.name(base + '_ha')}: σ {_fmt_layers(ha[0])}, per head {_fmt_layers(ha[1])}; its model "
-            f"{ev.name(base)}: σ {_fmt_layers(normal[0])}, per head {_fmt_layers(normal[1])}"
+            f"{_sigma_text(ev, base + '_ha', ha)}; its model {_sigma_text(ev, base, normal)}"
             + (f" (both near uniform: peaks ≤ {max(ha[2], normal[2]):.2f}×)" if flat else "")
         )
     if not passes:

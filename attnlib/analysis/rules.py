@@ -225,8 +225,8 @@ def _created_by_training(end, init, holds, uniform=None, at_init=None) -> tuple[
     ``at_init`` (default ``holds``; a weaker form, so that an order already begun at initialisation is not
     credited to training); False when they did; None when it holds at the end but initialisation was not
     measured. The note says which."""
-    if not holds(end, uniform):
-        return False, ""
+    if not holds(end, uniform):  # the initial values shown all the same: every measure beside its start
+        return False, "" if init is None else f"at initialisation {_fmt_layers(init, '{:.1f}')}"
     if init is None:
         return None, "not measured against initialisation"
     if (at_init or holds)(init, uniform):

@@ -187,9 +187,13 @@ def centre_numbers(run, shorter=None) -> dict[str, str]:
 
 
 def ledger_table(frame):
-    """The ledger at a glance: each claim's short title, whose claim it is, and the verdict with the evidence
-    and scale it rests on (``label``: "not reproduced — at 60 epochs (long), 1 seed each";
-    ``ledger_markdown`` gives the words, measure, value and rule of each)."""
+    """The ledger at a glance: each claim's short title, whose claim it is, the models it is judged on
+    (``models``; "—" for the live check) and the verdict with the evidence and scale it rests on (``label``:
+    "not reproduced — at 60 epochs (long), 1 seed each"; ``ledger_markdown`` gives the words, measure, value
+    and rule of each)."""
     label = frame["label"] if "label" in frame else frame["verdict"]
-    shown = frame.assign(source=frame["source"].map(short), verdict=label)
-    return shown[["title", "source", "verdict"]].rename(columns={"title": "claim"})
+    models = frame["models"].replace("", "—") if "models" in frame else "—"
+    shown = frame.assign(source=frame["source"].map(short), verdict=label, models=models)
+    return shown[["title", "source", "models", "verdict"]].rename(
+        columns={"title": "claim", "models": "judged on"}
+    )
