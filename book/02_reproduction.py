@@ -294,6 +294,7 @@ book.show_table(
     differences,
     caption="How our training protocol differs from the papers' (Cordonnier et al.'s official code and the "
     "[Re] code), and where each difference applies.",
+    wrap_names=True,
 )
 book.show_folded_table(checked, "Where each difference was read, in our code and in theirs")
 

@@ -346,6 +346,10 @@ def test_every_ledger_row_names_the_models_it_is_judged_on():
     assert claims.evidence_models(ev, "ha_train_cost") == f"every HA pair ({len(rules.HA_PAIRS)})"
     fig8 = "SA learned 2D + content, 9 heads, HA (long); control SA learned 2D + content, 9 heads (long)"
     assert claims.evidence_models(ev, "ha_depth") == fig8 and frame["theorem"] == ""
+    ev.runs |= {"vit": _run(), "vit_ha": _run()}  # pairs: each model named once
+    assert claims.evidence_models(ev, "ha_layers_differ") == (
+        "each with its HA variant: SA learned 2D + content, 9 heads (long); ViT"
+    )
     import attnbook as book
 
     table = book.ledger_table(claims.ledger(ev))

@@ -386,7 +386,11 @@ def evidence_models(ev: Evidence, key: str) -> str:
     if key in ("ha_depth", "ha_not_sparse"):
         return f"{ev.name(FIG8_MODEL)}; control {ev.name(FIG8_CONTROL)}" if FIG8_MODEL in ev.runs else ""
     name = ev.seeds_name if kind == "seeds" else ev.name  # over seeds: the preset the seeds are of
-    return "; ".join(name(n) for n in names if ev.runs.get(n) is not None or ev.accuracies.get(n))
+    saved = [n for n in names if ev.runs.get(n) is not None or ev.accuracies.get(n)]
+    bases = [n for n in saved if n + "_ha" in saved]
+    if bases and len(saved) == 2 * len(bases):  # HA pairs: each model once, "with its HA variant"
+        return "each with its HA variant: " + "; ".join(name(n) for n in bases)
+    return "; ".join(name(n) for n in saved)
 
 
 def ledger(evidence: Evidence, claims=CLAIMS):

@@ -137,12 +137,18 @@ def show(
 
 
 def show_table(
-    frame, caption: str | None = None, compact: bool = False, wrap_names: bool = False, right: tuple = ()
+    frame,
+    caption: str | None = None,
+    compact: bool = False,
+    wrap_names: bool = False,
+    right: tuple = (),
+    whole_words: tuple = (),
 ) -> None:
     """Display a table without its row index (and with a caption). ``compact``: a table of short cells
     (names and numbers), kept on one line each (CSS class ``results`` of ``book/_static/attnlib.css``);
     ``wrap_names``: its first column (long model names) may wrap, so that a table of many columns fits the
-    page (CSS class ``wrap-names``); ``right``: further columns to right-align (the columns of numbers,
+    page (CSS class ``wrap-names``, whose cells may break inside a word: ``whole_words``, columns of short
+    names that break only between words); ``right``: further columns to right-align (the columns of numbers,
     ``number_columns``, always are, with their headers). A missing value reads "—" (never "nan"), a float
     two decimals (never pandas' six). Every table must fit the text column: `make check-book` fails on one
     that scrolls sideways (``protocol_tables``, ``model_tables`` and ``throughput_tables`` lay out the
@@ -173,6 +179,8 @@ def show_table(
             ],
             overwrite=False,
         )
+    if whole_words:
+        styler = styler.set_properties(subset=list(whole_words), **{"overflow-wrap": "normal"})
     if caption:
         styler = styler.set_caption(html.escape(caption))
     # the one tag the library's own headers write, a soft line break (no attributes: nothing to inject)
@@ -290,7 +298,7 @@ def show_ledger(frame, caption: str, printed_under: str | None = None) -> None:
     fold-out gives way to a sentence that refers there, so that no claim is printed twice."""
     from IPython.display import Markdown, display
 
-    show_table(ledger_table(frame), caption=caption, wrap_names=True)
+    show_table(ledger_table(frame), caption=caption, wrap_names=True, whole_words=("source",))
     repeat = "" if printed_under is None else ":class-container: print-repeat\n"
     text = f":::{{dropdown}} The claims in full: words, measure, our value, rule\n{repeat}{ledger_markdown(frame)}\n:::"
     if printed_under is not None:
