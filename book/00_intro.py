@@ -76,7 +76,7 @@ import attnbook as book
 from attnbook import viz
 from attnlib import experiments
 from attnlib.analysis import claims
-from attnlib.analysis.rules import HA_PAIRS
+from attnlib.analysis.rules import HA_FAMILY, HA_PAIRS
 from attnlib.results import tables
 
 # %% tags=["parameters"]
@@ -91,7 +91,7 @@ params = book.check_params(
 
 # %% tags=["hide-input"]
 viz.set_style()
-runs = book.load_all(list(dict.fromkeys(experiments.names() + book.ha_family_names())), params)
+runs = book.load_all(list(dict.fromkeys(experiments.names() + list(HA_FAMILY))), params)
 frame = book.seeds_frame(runs, params)  # every model named by its mean over the saved seeds
 done = tables.complete(frame)
 book.glue_str("intro_preset", params.preset)

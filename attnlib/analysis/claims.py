@@ -29,6 +29,7 @@ from attnlib.analysis.rules import (
     FIG8_CONTROL,
     FIG8_MODEL,
     FLAT_PEAK,
+    HA_FAMILY,
     HA_GAIN,
     HA_PAIRS,
     IMAGE_DEPENDENT,
@@ -296,10 +297,10 @@ EVIDENCE: dict[str, tuple[tuple[str, ...], str]] = {
     "content_shift_heads": (LEARNED_CONTENT, "maps"),
     "quadratic_vs_learned": ((controls.LEARNED_BASE, *controls.QUADRATIC_PAIRS), "seeds"),
     "near_resnet": ((*RESNETS, *QUADRATIC, *LEARNED_POSITIONAL, *LEARNED_CONTENT), "means"),
-    "ha_gain": (tuple(n for b in HA_PAIRS for n in (b, b + "_ha")), "seeds"),
+    "ha_gain": (HA_FAMILY, "seeds"),
     "ha_params": ((), "counted"),
     "ha_train_cost": ((), "measured"),
-    "ha_inference_time": (tuple(n for b in HA_PAIRS for n in (b, b + "_ha")), "timed"),
+    "ha_inference_time": (HA_FAMILY, "timed"),
     "ha_layers_differ": (
         tuple(n for b in HA_PAIRS if not b.startswith("san_") for n in (b, b + "_ha")),  # SAN: no token maps
         "maps",
@@ -378,8 +379,7 @@ def evidence_models(ev: Evidence, key: str) -> str:
     names, kind = EVIDENCE.get(key, ((), "maps"))
     if kind == "live":
         return ""
-    family = {n for b in HA_PAIRS for n in (b, b + "_ha")}
-    if kind in ("counted", "measured") or (names and set(names) == family):
+    if kind in ("counted", "measured") or (names and set(names) == set(HA_FAMILY)):
         return f"every HA pair ({len(HA_PAIRS)})"
     if key == "near_resnet":
         names = near_resnet_runs(ev)

@@ -9,6 +9,7 @@ from attnlib.analysis.rules import (
     FIFTH,
     FIG8_CONTROL,
     FIG8_MODEL,
+    HA_FAMILY,
     HA_GAIN,
     HA_PAIRS,
     INCONCLUSIVE,
@@ -35,7 +36,7 @@ def _ha_gain(ev: Evidence):
     logged = {b: g for b, g in logged.items() if g == g}  # NaN: not in the [Re] logs
     if logged:
         text += "; [Re]'s own run logs: " + ", ".join(f"{display(b)} {g:+.2f}" for b, g in logged.items())
-    presets = {ev.seed_presets.get(n, ev.preset) for b in HA_PAIRS for n in (b, b + "_ha")}
+    presets = {ev.seed_presets.get(n, ev.preset) for n in HA_FAMILY}
     if verdict != NOT_MEASURED and presets & set(SCALED_DOWN):
         return text, UNTESTABLE
     return text, verdict

@@ -36,6 +36,8 @@ HA_PAIRS = (
     "san_patchwise",
     "vit",
 )
+#: Every experiment of the HA pairs, each model before its HA variant: the family the ledger and the book test.
+HA_FAMILY = tuple(n for b in HA_PAIRS for n in (b, b + "_ha"))
 LEARNED_POSITIONAL = ("learned_9h", "learned_16h")
 LEARNED_CONTENT = ("learned_content_9h", "learned_content_16h")
 QUADRATIC = ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h")
@@ -286,7 +288,11 @@ def _learned_fixed_shifts(ev: Evidence):
         start = init[0] if init else initial_peaks(name, ev.preset_of(name))[0]
         parts.append(f"{ev.name(name)}: first layer {end[0]:.2f}× uniform, {start:.2f}× at initialisation")
         passes.append(
-            True if end[0] >= LOCAL_PEAK > start else False if end[0] < FLAT_PEAK or start >= LOCAL_PEAK else None
+            True
+            if end[0] >= LOCAL_PEAK > start
+            else False
+            if end[0] < FLAT_PEAK or start >= LOCAL_PEAK
+            else None
         )
     if not parts:
         return "no positional-only learned run saved", NOT_MEASURED

@@ -162,21 +162,15 @@ def ha_pair_numbers(pairs) -> dict[str, str]:
     }
 
 
-def ha_family_names() -> list[str]:
-    """Every experiment of the HA family the book tests with Holm's correction
-    (``attnlib.analysis.rules.HA_PAIRS``, both head counts), each model before its HA variant."""
-    from attnlib.analysis.rules import HA_PAIRS
-
-    return [n for base in HA_PAIRS for n in (base, base + "_ha")]
-
-
 def ha_family_numbers(params: Params) -> dict[str, str]:
-    """``ha_pair_numbers`` over every pair of the HA family (``ha_family_names``), from the means over the
-    saved seeds: the same pairs the family of tests weighs, whatever the chapter's ``heads``. Never trains."""
+    """``ha_pair_numbers`` over every pair of the HA family (``attnlib.analysis.rules.HA_FAMILY``), from the
+    means over the saved seeds: the same pairs the family of tests weighs, whatever the chapter's ``heads``.
+    Never trains."""
     from attnbook.runs import load_all
     from attnbook.tables import seeds_frame
+    from attnlib.analysis.rules import HA_FAMILY
 
-    return ha_pair_numbers(ha_pairs(seeds_frame(load_all(ha_family_names(), params), params)))
+    return ha_pair_numbers(ha_pairs(seeds_frame(load_all(list(HA_FAMILY), params), params)))
 
 
 def ha_pairs(frame):

@@ -80,7 +80,8 @@ PLAN_PRESETS = ("budget", "long")
 def long_plan(params: Params):
     """(table, numbers): the `long` runs the ledger reads (``plan.LONG_PLAN``), one row each: the claims it
     informs now, those it will inform once the long preset holds as many seeds a side as the comparison
-    needs (judged over seeds or Table 3's timing at budget until then), its saved state (epochs and CPU-hours, wall time times threads, when complete, else "—"), the
+    needs (judged over seeds or Table 3's timing at budget until then), its saved state (epochs and
+    CPU-hours, wall time times threads, when complete, else "—"), the
     machine it trained on and its estimated CPU-hours on an idle core; and the numbers the appendix's compute
     section quotes: ``done`` / ``runs`` (long runs saved / listed), ``hours`` (their CPU-hours), ``seed_runs``
     and ``seed_hours`` (the budget grid's further seeds, 1 and up), ``variant_runs`` and ``variant_hours``
