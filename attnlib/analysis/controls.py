@@ -26,6 +26,7 @@ from attnlib.analysis.rules import (
     _fmt_layers,
     display,
     key_pixels,
+    verdict_of,
 )
 
 GRID_NEAR_PX = 1.0  # mean distance (input px) of a layer's centres from their matched grid offsets: on it
@@ -34,13 +35,6 @@ QUADRATIC_PAIRS = ("quadratic_iso_9h", "quadratic_aniso_9h")  # each against LEA
 LEARNED_BASE = "learned_9h"
 SIGMA_MARGIN = 0.02  # σ of HA above its normal model's by more than this: HA's layers attend more alike
 SHIFT_SHARE = 0.5  # a head with at least half its attention mass at one relative offset: a fixed-shift head
-
-
-def _verdict(passes: list[bool | None]) -> str:
-    """reproduced when every model passes, not reproduced when every one fails, inconclusive otherwise."""
-    if all(p is True for p in passes):
-        return REPRODUCED
-    return NOT_REPRODUCED if all(p is False for p in passes) else INCONCLUSIVE
 
 
 # ------------------------------------------------------------------------------- centres on a grid
@@ -106,7 +100,7 @@ def centres_on_grid(ev: Evidence):
         )
     if not passes:
         return "no quadratic centres log saved", NOT_MEASURED
-    return "; ".join(parts), _verdict(passes)
+    return "; ".join(parts), verdict_of(passes)
 
 
 # ------------------------------------------------------------------- quadratic against learned
@@ -211,7 +205,7 @@ def layers_differ(ev: Evidence):
         )
     if not passes:
         return "no HA model and its normal model both saved with token attention", NOT_MEASURED
-    return "; ".join(parts), _verdict(passes)
+    return "; ".join(parts), verdict_of(passes)
 
 
 # ------------------------------------------------------------------------ fixed-shift heads
@@ -276,4 +270,4 @@ def fixed_shift_heads(ev: Evidence):
     if not passes:
         missing = " and ".join(map(display, LEARNED_CONTENT))
         return f"no learned-with-content run saved for today's configuration ({missing})", NOT_MEASURED
-    return "; ".join(parts) + f"; uniform {uniform:.3f}", _verdict(passes)
+    return "; ".join(parts) + f"; uniform {uniform:.3f}", verdict_of(passes)

@@ -172,6 +172,14 @@ def centre_moves(run) -> list[float] | None:
 
 
 # ------------------------------------------------------------------------------------------------ rules
+def verdict_of(passes: list[bool | None]) -> str:
+    """reproduced when every model passes, not reproduced when every one fails, inconclusive otherwise (a
+    None: a model not judged, e.g. not measured against initialisation)."""
+    if all(p is True for p in passes):
+        return REPRODUCED
+    return NOT_REPRODUCED if all(p is False for p in passes) else INCONCLUSIVE
+
+
 def _fmt_layers(values, spec="{:.2f}") -> str:
     return " / ".join(spec.format(v) for v in values)
 
@@ -256,13 +264,7 @@ def _ordering(
         parts.append(f"{ev.name(n)}: {_fmt_layers(end, spec)}{unit}" + (f" ({extra})" if extra else ""))
     if not passes:
         return "no token attention saved", NOT_MEASURED
-    if all(p is True for p in passes):
-        verdict = REPRODUCED
-    elif all(p is False for p in passes):
-        verdict = NOT_REPRODUCED
-    else:
-        verdict = INCONCLUSIVE
-    return "; ".join(parts), verdict
+    return "; ".join(parts), verdict_of(passes)
 
 
 def _profiles(ev: Evidence, names) -> dict[str, list[dict]]:
@@ -298,9 +300,7 @@ def _learned_fixed_shifts(ev: Evidence):
         return "no positional-only learned run saved", NOT_MEASURED
     # our changes of these models (registry variants) are reported beside the verdict, which stays theirs
     text = "; ".join(parts) + "".join(_variant_peak(ev, v) for v in _variants_of(LEARNED_POSITIONAL))
-    if all(p is True for p in passes):
-        return text, REPRODUCED
-    return text, NOT_REPRODUCED if all(p is False for p in passes) else INCONCLUSIVE
+    return text, verdict_of(passes)
 
 
 def _variant_base(name: str) -> str | None:
@@ -385,9 +385,7 @@ def _content_depends_on_image(ev: Evidence):
         parts.append(text)
     if not parts:
         return "no learned-with-content run saved", NOT_MEASURED
-    if all(p is True for p in passes):
-        return "; ".join(parts), REPRODUCED
-    return "; ".join(parts), NOT_REPRODUCED if all(p is False for p in passes) else INCONCLUSIVE
+    return "; ".join(parts), verdict_of(passes)
 
 
 RESNETS = ("resnet18", "resnet18_narrow")  # ResNet18, then the width comparable with the attention models
