@@ -376,3 +376,25 @@ def test_learned_form_parameters_and_errors():
         Learned2DEncoding(2, 8, 4, form="re").scores(3, 3)  # no input-independent scores
     with pytest.raises(ConfigError, match="activation"):
         EncoderBlock(MultiHeadSelfAttention2d(4, 2), 4, 8, activation="tanh")
+
+
+@pytest.mark.parametrize("height, width", [(1, 1), (3, 5), (8, 8)])
+def test_pair_sum_is_the_broadcast_sum_exactly(height, width):
+    """``pair_sum`` (one GEMM with the 0/1 ``axis_indicator``) gives row[k_i] + col[k_j] for every key, bit for
+    bit in float32 and bfloat16 (each output is one addition, rounded once), and the same gradients."""
+    from attnlib.attention.encodings import axis_indicator, pair_sum
+
+    e = axis_indicator(height, width)
+    assert e.shape == (height + width, height * width) and torch.equal(
+        e.sum(0), torch.full((height * width,), 2.0)
+    )
+    for dtype in (torch.float32, torch.bfloat16):
+        g = torch.Generator().manual_seed(height * width)
+        row = torch.randn(4, 3, height, generator=g).to(dtype).requires_grad_()
+        col = torch.randn(4, 3, width, generator=g).to(dtype).requires_grad_()
+        want = (row[..., :, None] + col[..., None, :]).reshape(4, 3, height * width)
+        got = pair_sum(row, col)
+        assert got.dtype == dtype and torch.equal(got, want)
+    row = torch.randn(2, height, dtype=torch.float64, requires_grad=True)
+    col = torch.randn(2, width, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(pair_sum, (row, col))

@@ -450,3 +450,28 @@ def test_attention_dropout_draws_a_mask_per_image_on_every_path(encoding, conten
     layer.eval()  # and without dropout the two images agree
     out, _ = ops.attention(layer, x, None, False, path=path)
     torch.testing.assert_close(out[0], out[1])
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_the_score_product_and_its_gradients_equal_baddbmm(with_bias):
+    """``ops.scores`` (bias + α·A Bᵀ with its own backward) against torch's baddbmm: values and gradients in
+    float64 (gradcheck), and gradients laid out as the inputs are (contiguous, no transposed copies)."""
+    from attnlib.attention.ops import scores
+
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(3, 5, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    b = torch.randn(3, 6, 4, dtype=torch.float64, generator=g, requires_grad=True)
+    bias = torch.randn(5, 6, dtype=torch.float64, generator=g, requires_grad=True) if with_bias else None
+    full = None if bias is None else bias.expand(3, 5, 6)
+    want = torch.baddbmm(a.new_zeros(()) if full is None else full, a, b.transpose(1, 2), beta=int(with_bias),
+                         alpha=0.3)  # fmt: skip
+    assert torch.allclose(scores(a, b, full, 0.3), want, rtol=0, atol=1e-14)
+    inputs = (a, b) + ((bias,) if with_bias else ())
+    fn = (
+        (lambda a, b, bias: scores(a, b, bias.expand(3, 5, 6), 0.3))
+        if with_bias
+        else (lambda a, b: scores(a, b, None, 0.3))
+    )
+    assert torch.autograd.gradcheck(fn, inputs)
+    scores(a, b, full, 0.3).sum().backward()
+    assert a.grad.is_contiguous() and b.grad.is_contiguous()

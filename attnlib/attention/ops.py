@@ -14,7 +14,7 @@ Paths (``PATHS``), each a function of tensors:
 - ``positional`` (no content): the probabilities do not depend on the input, so one softmax (heads, N, N)
   serves the batch; attention dropout draws a mask per image (the [Re] code expands the probabilities to
   the batch before its dropout), as every other path does. With input values the rows are ordered
-  (query, head), so one GEMM per image (N·heads × N) @ (N × D) gives concat_h.
+  (query, head), so (N·heads × N) @ (N × B·D) gives concat_h for the whole batch in one GEMM.
 - ``explicit``: q and k (given keys for Hierarchical Attention), one batched GEMM ``baddbmm`` that adds
   the encoding's ``content_bias``, softmax, dropout, value GEMM. Returns the probabilities when asked.
 - ``sdpa``: ``F.scaled_dot_product_attention`` with the encoding's bias as its additive ``attn_mask``.
@@ -102,6 +102,47 @@ def _compute_dtype(t: Tensor) -> torch.dtype:
     return torch.get_autocast_gpu_dtype() if torch.is_autocast_enabled() else t.dtype
 
 
+# ------------------------------------------------------------------------------------------ products
+class _Scores(torch.autograd.Function):
+    """S = bias + α·A Bᵀ for A (G, M, K), B (G, N, K): one ``baddbmm`` forward, and a backward whose
+    gradients come out in A's and B's own (row-major) layouts with α inside their GEMMs.
+
+    torch's ``baddbmm`` backward returns B's gradient as the transpose of a (G, K, N) product and multiplies
+    by α in a separate pass: the reshapes after it then transpose (G, N, K) in memory element by element,
+    which on the CPU cost more than the GEMMs themselves (``attnlib.lab.engine_bench`` profiles)."""
+
+    @staticmethod
+    def forward(ctx, a: Tensor, b: Tensor, bias: Tensor | None, alpha: float) -> Tensor:
+        ctx.save_for_backward(a, b)
+        ctx.alpha, ctx.has_bias = alpha, bias is not None
+        if bias is None:
+            return torch.baddbmm(a.new_zeros(()), a, b.transpose(1, 2), beta=0, alpha=alpha)
+        return torch.baddbmm(bias, a, b.transpose(1, 2), alpha=alpha)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        a, b = ctx.saved_tensors
+        zero, alpha = grad.new_zeros(()), ctx.alpha
+        grad = grad.to(a.dtype)
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_a = torch.baddbmm(zero, grad, b.to(grad.dtype), beta=0, alpha=alpha)  # α·G B
+        if ctx.needs_input_grad[1]:
+            grad_b = torch.baddbmm(zero, grad.transpose(1, 2), a, beta=0, alpha=alpha)  # α·Gᵀ A
+        grad_bias = grad if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return grad_a, grad_b, grad_bias, None
+
+
+def scores(a: Tensor, b: Tensor, bias: Tensor | None = None, alpha: float = 1.0) -> Tensor:
+    """bias + α·A Bᵀ (``_Scores``): A (G, M, K), B (G, N, K), bias None or broadcastable to (G, M, N), of one
+    dtype (the caller casts) -> (G, M, N)."""
+    if not torch.is_grad_enabled() or not (a.requires_grad or b.requires_grad):
+        if bias is None:
+            return torch.baddbmm(a.new_zeros(()), a, b.transpose(1, 2), beta=0, alpha=alpha)
+        return torch.baddbmm(bias, a, b.transpose(1, 2), alpha=alpha)
+    return _Scores.apply(a, b, bias, alpha)
+
+
 # ------------------------------------------------------------------------------------------ paths
 # Values ``v``: (B, N, D) when every head averages the same X (V^(h) = X), else (B, heads, N, d_v).
 # Each path returns ctx = concat_h[P^(h) V^(h)] (B, N, heads·d_v) and the probabilities (B, heads, N, N)
@@ -109,26 +150,34 @@ def _compute_dtype(t: Tensor) -> torch.dtype:
 
 
 def positional(scores: Tensor, v: Tensor, dropout_p: float = 0.0, return_attention: bool = False):
-    """softmax(s^(h)) V^(h) for input-independent scores (heads, N, N): one softmax for the batch."""
+    """softmax(s^(h)) V^(h) for input-independent scores (heads, N, N): one softmax for the batch.
+
+    Without dropout the batch shares one matrix, so the batch goes into the GEMM's columns: one
+    (N·heads × N) @ (N × B·D) product (input values; per head (N × N) @ (N × B·d_v) for projected ones)
+    instead of a batched product with the matrix broadcast over the batch, which the CPU's batched GEMM
+    copies B times forward and whose backward writes B gradients of it to sum them. Then the gradient of
+    the shared matrix is one GEMM over B·D columns."""
     heads, n = scores.shape[:2]
     b = v.shape[0]
     shared = torch.softmax(scores, dim=-1)  # softmax in the encoding's dtype (fp32 under autocast)
-    p = shared
+    dtype = _compute_dtype(v)
+    probs = shared.unsqueeze(0).expand(b, -1, -1, -1) if return_attention else None
     if dropout_p > 0:  # a mask per image: P_b = Dropout(softmax(s)) for each b, (B, heads, N, N)
         p = dropout(shared.expand(b, heads, n, n), dropout_p)
-    if v.dim() == 3:
-        # rows ordered (query, head): (N·heads × N) @ X_b gives (N, heads·D) per image, already in the layout
-        # of concat_h; without dropout the shared matrix is broadcast over the batch (stride 0, no copy)
-        dtype = _compute_dtype(v)
-        if p.dim() == 3:
-            pt = p.transpose(0, 1).reshape(n * heads, n).to(dtype).expand(b, -1, -1)
+        if v.dim() == 3:  # rows ordered (query, head): (N·heads × N) @ X_b gives (N, heads·D) per image
+            ctx = torch.bmm(p.transpose(1, 2).reshape(b, n * heads, n).to(dtype), v.to(dtype))
         else:
-            pt = p.transpose(1, 2).reshape(b, n * heads, n).to(dtype)
-        ctx = torch.bmm(pt, v.to(dtype))  # (B, N·heads, D)
-    else:
-        ctx = (p @ v).transpose(1, 2)  # (B, N, heads, d_v)
-    probs = shared.unsqueeze(0).expand(b, -1, -1, -1) if return_attention else None
-    return ctx.reshape(b, n, -1), probs
+            ctx = (p.to(dtype) @ v.to(dtype)).transpose(1, 2)  # (B, N, heads, d_v)
+        return ctx.reshape(b, n, -1), probs
+    if v.dim() == 3:  # (N·heads × N) @ (N × B·D) -> [query, head, image, feature]
+        d = v.shape[-1]
+        pt = shared.transpose(0, 1).reshape(n * heads, n).to(dtype)
+        ctx = (pt @ v.to(dtype).transpose(0, 1).reshape(n, b * d)).view(n, heads, b, d)
+        return ctx.permute(2, 0, 1, 3).reshape(b, n, heads * d), probs
+    dv = v.shape[-1]  # per head (N × N) @ (N × B·d_v) -> [head, query, image, feature]
+    vt = v.to(dtype).permute(1, 2, 0, 3).reshape(heads, n, b * dv)
+    ctx = torch.bmm(shared.to(dtype), vt).view(heads, n, b, dv)
+    return ctx.permute(2, 1, 0, 3).reshape(b, n, heads * dv), probs
 
 
 def explicit(
@@ -142,19 +191,17 @@ def explicit(
     """softmax(q·kᵀ/√d_h + bias) V with explicit scores. q, k (B, heads, N, d_h); bias None,
     (heads, N, N) or (B, heads, N, N).
 
-    Scores are one batched GEMM that adds the bias (``baddbmm``); the 1/(1−p) rescaling of dropout rides
+    Scores are one batched GEMM that adds the bias (``scores``); the 1/(1−p) rescaling of dropout rides
     on the value GEMM's alpha. With input values every head averages the same X, so the probabilities are
     laid out as (B, N·heads, N) and one GEMM per image gives concat_h directly (no per-head copy of X).
     """
     b, h, n, dh = q.shape
     zero = q.new_zeros(())
     qf, kf = q.reshape(b * h, n, dh), k.reshape(b * h, n, dh)
-    if bias is None:
-        scores = torch.baddbmm(zero, qf, kf.transpose(1, 2), beta=0, alpha=dh**-0.5)
-    else:
+    if bias is not None:
         bias = bias.expand(b, h, n, n).reshape(b * h, n, n)
-        scores = torch.baddbmm(bias, qf, kf.transpose(1, 2), alpha=dh**-0.5)  # bias + q·k/√d_h
-    probs = torch.softmax(scores, dim=-1)  # (B·heads, N, N)
+    s = scores(qf, kf, bias, dh**-0.5)  # bias + q·k/√d_h
+    probs = torch.softmax(s, dim=-1)  # (B·heads, N, N)
     dropped, keep_scale = _drop(probs, dropout_p)
     if v.dim() == 3:
         pt = dropped.view(b, h, n, n).transpose(1, 2).reshape(b, n * h, n)  # rows (query, head)
@@ -226,11 +273,7 @@ def bilinear(
         qb = None if query.bias is None else query.bias.view(h, dh)
         bias = encoding.linear_query_bias(xc, wq, qb, height, width).to(dtype)
     z, zero = z.view(b, n * h, d), xc.new_zeros(())
-    if bias is None:
-        scores = torch.baddbmm(zero, z, xc.transpose(1, 2), beta=0)
-    else:
-        scores = torch.baddbmm(bias, z, xc.transpose(1, 2))  # (B, N·heads, N)
-    probs = torch.softmax(scores, dim=-1)
+    probs = torch.softmax(scores(z, xc, bias), dim=-1)  # bias + Z Xᵀ: (B, N·heads, N)
     dropped, keep_scale = _drop(probs, dropout_p)
     xv = xc if values is None else values.to(dtype)
     ctx = torch.baddbmm(zero, dropped, xv, beta=0, alpha=keep_scale)  # (B, N·heads, D) = concat_h

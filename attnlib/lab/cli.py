@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_queue,
         _add_probe,
         _add_bench,
+        _add_bench_engine,
         _add_tables,
         _add_time,
         _add_san_bench,
@@ -202,6 +203,29 @@ def _add_bench(sub, paper: dict, budget: dict) -> None:
         action="store_true",
         help="only the matmul peak (default --out results/bench/peak/<device>.json, --threads 1)",
     )
+
+
+def _add_bench_engine(sub, paper: dict, budget: dict) -> None:
+    from attnlib.lab.engine_bench import MODELS
+
+    about = "whole one-epoch budget runs: this checkout's engine against an earlier commit's, interleaved"
+    p = sub.add_parser("bench-engine", help=about, description=f"{about} (attnlib.lab.engine_bench)")
+    p.add_argument("--base", required=True, help="the earlier commit (any git revision)")
+    p.add_argument(
+        "--models", nargs="+", default=list(MODELS), help=f"experiments (default: {', '.join(MODELS)})"
+    )
+    p.add_argument(
+        "--images", default="10000:2000", help="N_TRAIN:N_TEST synthetic images (50000:10000: a whole epoch)"
+    )
+    p.add_argument("--rounds", type=int, default=2, help="interleaved rounds per model (median)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads of each run (default 1)")
+    p.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                   help="also where an epoch goes with this engine, from STEPS timed steps per model")  # fmt: skip
+    p.add_argument(
+        "--geometry", nargs="*", default=[], help="also training steps at these geometries (16x16)"
+    )
+    p.add_argument("--out", default="results/bench/engine.json", help="JSON report")
+    p.add_argument("--force", action="store_true", help=BUSY_HELP)
 
 
 def _add_san_bench(sub, paper: dict, budget: dict) -> None:

@@ -260,7 +260,11 @@ def _print_welch(args, df) -> None:
             print(f"- {title}: not trained on both sides")
             continue
         ci = "" if w.interval is None else f" [{w.interval[0]:+.1f}, {w.interval[1]:+.1f}]"
-        p = "" if w.p is None else f", df {w.df:.1f}, p = {stats.p_text(w.p)}, Holm p = {stats.p_text(adjusted)}"
+        p = (
+            ""
+            if w.p is None
+            else f", df {w.df:.1f}, p = {stats.p_text(w.p)}, Holm p = {stats.p_text(adjusted)}"
+        )
         wanted = (
             ""
             if tested.seeds_wanted == 0
@@ -310,6 +314,26 @@ def cmd_bench(args) -> int:
     )
     folder = Path("results") / "bench" / ("peak" if args.peak_only else "")
     _print_bench(report, write_json(args.out or folder / f"{report['machine']['device']}.json", report))
+    return 0
+
+
+def cmd_bench_engine(args) -> int:
+    """``python -m attnlib bench-engine``: the engine against ``--base``'s, whole runs (and ``--profile``:
+    where an epoch goes), written to ``--out``. ConfigError / MachineBusy propagate."""
+    import torch
+
+    from attnlib.lab import engine_bench
+    from attnlib.lab.machine import machine, refuse_if_shared
+    from attnlib.util import write_json
+
+    if not args.force:
+        refuse_if_shared(machine(torch.device("cpu")), args.threads, "the engines' times would be wrong")
+    report = engine_bench.compare(
+        args.base, tuple(args.models), args.images, args.rounds, args.threads, geometries=tuple(args.geometry)
+    )
+    if args.profile:
+        report["breakdown"] = [engine_bench.breakdown(m, args.profile, args.threads) for m in args.models]
+    print(f"written {write_json(args.out, report)}")
     return 0
 
 
@@ -388,6 +412,7 @@ COMMANDS = {
     "table3": cmd_table,
     "time": cmd_time,
     "bench": cmd_bench,
+    "bench-engine": cmd_bench_engine,
     "san-bench": cmd_san_bench,
     "train-cost": cmd_train_cost,
 }
