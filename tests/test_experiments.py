@@ -46,6 +46,7 @@ NAMES = [
 VARIANTS = {  # claim variants: out of the grid
     "resnet18_narrow": "resnet18",
     "learned_9h_pos_init": "learned_9h",
+    "learned_9h_init_re": "learned_9h",
     "learned_content_9h_init_official": "learned_content_9h",
     "learned_content_9h_ha_init_official": "learned_content_9h_ha",
     "quadratic_re_9h": "quadratic_aniso_9h",  # the [Re] Gaussian network and its HA variant (Table 3's pair)
@@ -58,7 +59,7 @@ def test_every_preset_covers_every_protocol_with_a_reason():
     assert sorted(experiments.names()) == sorted(NAMES)
     assert sorted(experiments.names(variants=True)) == sorted([*NAMES, *VARIANTS])
     assert {n: e.variant_of for n, e in EXPERIMENTS.items() if e.variant_of} == VARIANTS
-    assert PRESETS == ("paper", "budget", "smoke", "long")
+    assert PRESETS == ("paper", "budget", "smoke", "long", "budget30", "tokens16")
     for preset in PRESETS:
         assert set(PRESET_TABLE[preset]) == {e.protocol for e in EXPERIMENTS.values()}
         for p in PRESET_TABLE[preset].values():
@@ -71,6 +72,7 @@ def test_history_file_names_only_known_protocols_and_continues_their_reasons():
         ("long", "clip"),
         ("long", "clip_detail"),
         ("long", "plateau"),
+        ("tokens16", "pilot"),
     }
     protocols = {e.protocol for e in EXPERIMENTS.values()}
     entries = experiments._history_file()["history"]

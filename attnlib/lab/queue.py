@@ -49,12 +49,12 @@ class Outcome:
 
 
 def default_experiments(preset: str) -> list[str]:
-    """What `queue` trains by default: at `long` the runs the claims ledger needs
-    (`attnlib.lab.plan.LONG_PLAN`, in its order), else the tables' grid (`experiments.names()`)."""
+    """What `queue` trains by default: at a preset of `attnlib.lab.plan.PLANS` (`long`, `budget30`, `tokens16`)
+    the runs the claims ledger needs from it, in their order, else the tables' grid (`experiments.names()`)."""
     from attnlib import experiments
-    from attnlib.lab.plan import LONG_PLAN
+    from attnlib.lab.plan import PLANS
 
-    return list(LONG_PLAN) if preset == "long" else experiments.names()
+    return list(PLANS[preset]) if preset in PLANS else experiments.names()
 
 
 def pending(jobs: Sequence[Job], preset: str, results_dir, data=None) -> tuple[list[Job], list[Job]]:
