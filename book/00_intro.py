@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -239,7 +239,7 @@ book.show_ledger(
 # stay on a plateau of uniform attention when they start from the paper's small initialisation. Whether
 # attention comes close to ResNet18: {glue:text}`intro_v_near_resnet`. Hierarchical Attention keeps
 # {glue:text}`intro_ha_size` of its model's parameters at our budget (the report's "almost 1/5th":
-# {glue:text}`intro_v_ha_params`); whether it gains at least 5 points: {glue:text}`intro_v_ha_gain`, and
-# at our budget the sign of HA − model follows the learning rate as much as the model. Our runs agree with
+# {glue:text}`intro_v_ha_params`); whether it gains at least 5 points: {glue:text}`intro_v_ha_gain` (in one
+# pair of an earlier form, at seed 0, the sign of HA − model changed with the learning rate: chapter 4). Our runs agree with
 # the [Re] logs more on the order of the models than on the size of their gaps; what the papers claim for
 # 300 epochs on GPUs stays, for the most part, to be tested at that scale.

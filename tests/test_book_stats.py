@@ -347,3 +347,42 @@ def test_init_forms_set_the_two_initialisations_side_by_side(tmp_path):
     end, init, _ = probe_layers(book.load_all([name], params)[name], "peak")
     assert init is not None and official["layer 1 peak, model"] == f"{init[0]:.1f} → {end[0]:.1f}"
     assert official["layer 1 peak, model"] != re_form["layer 1 peak, model"]  # the two draws differ at init
+
+
+def test_ha_by_length_reads_every_seed_and_each_epoch(tmp_path):
+    """One row per training length saved on both sides: seeds, HA − model with its Welch interval (None with one
+    seed a side), and the per-epoch difference of the seed means from the histories."""
+    for name, seeds in {"learned_content_9h": (0, 1), "learned_content_9h_ha": (0, 1)}.items():
+        for seed in seeds:
+            train_run(name, "smoke", results_dir=tmp_path, seed=seed, progress=False)
+    params = book.check_params(preset="smoke", results_dir=tmp_path, train_missing=False)
+    rows, curves = book.ha_by_length("learned_content_9h", params, presets=("smoke", "long"))
+    assert list(rows["preset"]) == ["smoke"]  # nothing saved at long
+    a, b = (
+        list(seed_accuracies(tmp_path, "smoke", n)[0].values())
+        for n in ("learned_content_9h", "learned_content_9h_ha")
+    )
+    w = compare.welch(a, b)
+    assert rows.iloc[0]["seeds"] == "2 / 2" and rows.iloc[0]["points"] == pytest.approx(w.points)
+    assert rows.iloc[0]["interval"] == w.interval
+    epochs, gap = curves["smoke"]
+    assert list(epochs) == [1] and gap[-1] == pytest.approx(w.points)  # the last epoch is the final accuracy
+    rows1, _ = book.ha_by_length("learned_content_9h", params, presets=("smoke",), seeds=(0,))
+    assert rows1.iloc[0]["interval"] is None
+
+
+@pytest.mark.parametrize(
+    "points,intervals,reading",
+    [
+        ([-0.1, 0.5, -0.8], [(-2.8, 2.6), (-1.5, 2.5), None], "no trend toward the [Re] gain"),
+        ([-0.1, 2.0, 4.0], [(-2.8, 2.6), (1.0, 5.0), None], "toward the [Re] gain"),
+        ([-0.1, 2.5, 1.0], [(-2.8, 2.6), (-1.0, 6.0), None], "inconclusive"),  # 4.64 inside, 0 too
+        ([-0.1, 0.5, -0.8], [(-2.8, 2.6), None, None], "not measured"),  # no interval past the budget's
+    ],
+)
+def test_length_reading_follows_the_rule_fixed_before_the_runs(points, intervals, reading):
+    import pandas as pd
+
+    rows = pd.DataFrame({"preset": ["budget", "budget30", "long"], "epochs": [12, 30, 60], "seeds": "",
+                         "points": points, "interval": intervals})  # fmt: skip
+    assert book.length_reading(rows, 4.64) == reading

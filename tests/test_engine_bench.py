@@ -47,3 +47,60 @@ def test_breakdown_accounts_for_every_phase():
     assert sum(out["shares"].values()) == pytest.approx(1.0)
     assert out["seconds"]["forward"] > 0 and out["seconds"]["backward"] > 0
     assert out["operators"] and all(op["ms_per_step"] >= 0 for op in out["operators"])
+
+
+def test_throughput_counts_images_by_cpu_time(monkeypatch):
+    # a train step that burns a known CPU time: 16 images in 0.05 s of CPU are about 320 images/s (every
+    # reading of the clock adds 1 ms, so that the evaluation takes some time too)
+    clock = {"t": 0.0}
+
+    def process_time():
+        clock["t"] += 0.001
+        return clock["t"]
+
+    monkeypatch.setattr(engine_bench.time, "process_time", process_time)
+
+    def step(*args, **kwargs):
+        clock["t"] += 0.05
+
+    monkeypatch.setattr("attnlib.train.loop.train_step", step)
+    out = engine_bench.throughput("learned_9h", steps=3, rounds=2, preset="smoke")
+    assert out["model"] == "learned_9h" and out["steps"] == 3 and out["rounds"] == 2
+    assert out["train_images_per_s"] == pytest.approx(3 * 16 / (3 * 0.05 + 0.001))  # smoke batch 16
+    assert out["eval_images_per_s"] > 0
+    with pytest.raises(ConfigError, match="steps"):
+        engine_bench.throughput("learned_9h", steps=0)
+
+
+def test_engine_tables_show_every_model_and_phase(tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from attnbook import benchmarks
+
+    run = {"epoch_s": 10.0, "wall_s": 12.0, "peak_mib": 100.0, "train_images_per_s": 50.0}
+    report = {
+        "machine": {"cpu": "Some CPU", "device": "cpu", "cpu_flags": ["amx_bf16"], "torch_threads": 1,
+                    "usable_cores": 2},
+        "settings": {"base_commit": "a" * 40, "new": "b" * 40, "epoch_fraction": 0.1},
+        "rows": [{"model": "vit", "base": {**run, "epoch_s": 20.0}, "new": run, "ratio_epoch": 2.0,
+                  "ratio_run": 1.5}],
+        "geometry_rows": [{"model": "learned_9h", "geometry": "16x16", "base_step_s": 1.0, "new_step_s": 0.5,
+                           "ratio_step": 2.0}],
+        "breakdown": [{"model": "vit", "epoch_seconds": 100.0, "operators": [
+            {"name": "aten::mm", "share": 0.5}, {"name": "aten::bmm", "share": 0.2}, {"name": "aten::add", "share": 0.3}],
+            "shares": {"forward": 0.3, "backward": 0.5, "optimiser": 0.05, "evaluation": 0.1, "data": 0.03,
+                       "bookkeeping": 0.02, "probe": 0.0}}],
+    }  # fmt: skip
+    parts = benchmarks.engine_tables(report)
+    assert list(parts["runs"]["epoch ×"]) == ["2.00"] and list(parts["steps"]["×"]) == ["2.00"]
+    assert parts["gemm"] == {"vit": pytest.approx(0.7)}
+    assert list(parts["epoch"].iloc[0][["forward", "data, other"]]) == ["30%", "5%"]
+    (tmp_path / "bench").mkdir()
+    params = SimpleNamespace(results_dir=tmp_path)
+    assert benchmarks.engine_report(params) is None  # none saved
+    (tmp_path / "bench" / "engine.json").write_text(json.dumps(report))
+    assert benchmarks.engine_report(params)["rows"][0]["model"] == "vit"
+    assert benchmarks.bench_reports(params) == {}  # not a `bench` report: read by its own reader only
+    (tmp_path / "bench" / "engine.json").write_text(json.dumps({**report, "rows": [{"model": "vit"}]}))
+    assert benchmarks.engine_report(params) is None  # damaged: not shown

@@ -45,6 +45,7 @@ NAMES = [
 ]
 VARIANTS = {  # claim variants: out of the grid
     "resnet18_narrow": "resnet18",
+    "resnet18_narrow_s2d": "resnet18_narrow",
     "learned_9h_pos_init": "learned_9h",
     "learned_9h_init_re": "learned_9h",
     "learned_content_9h_init_official": "learned_content_9h",
@@ -177,7 +178,8 @@ def test_vit_parameter_count_equals_re_and_the_intended_form_differs_by_two_know
 
 def test_unknown_names_list_allowed_values():
     with pytest.raises(
-        ConfigError, match="experiment: got 'resnet50'; allowed: resnet18, resnet18_narrow, quadratic_iso_9h"
+        ConfigError,
+        match="experiment: got 'resnet50'; allowed: resnet18, resnet18_narrow, resnet18_narrow_s2d, quadratic_iso_9h",
     ):
         build_model("resnet50")
     with pytest.raises(ConfigError, match="preset: got 'fast'; allowed: paper, budget, smoke"):

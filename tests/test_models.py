@@ -200,3 +200,33 @@ def test_re_block_is_the_re_code_block():
         with pytest.raises(ConfigError) as err:
             make("paper", encoding="learned", **kwargs)
         assert err.value.parameter == parameter
+
+
+def test_resnet_on_the_attention_models_tokens():
+    """resnet18_narrow_s2d sees the attention models' 8x8 grid (48 channels) at budget; ResNet runs saved
+    before the field existed (all at the 32x32 image) still match their configuration."""
+    import torch.nn.functional as F
+
+    from attnlib.experiments import build_model
+    from attnlib.models import FAMILIES, resolved_difference
+    from attnlib.models.resnet import ResNetConfig
+
+    torch.manual_seed(0)
+    model = build_model("resnet18_narrow_s2d", "budget")
+    seen = []
+    model.stages[0].register_forward_hook(lambda m, i, o: seen.append(tuple(i[0].shape)))
+    x = torch.randn(2, 3, 32, 32)
+    out = model(x)
+    assert out.shape == (2, 10) and seen == [(2, 9, 8, 8)]
+    assert model.stem[0].in_channels == 48
+    # the same network fed the rearranged image by hand
+    manual = model.fc(model.stages(model.stem(F.pixel_unshuffle(x, 4))).mean(dim=(2, 3)))
+    torch.testing.assert_close(out, manual)
+    with pytest.raises(ConfigError, match="downsample"):
+        make("resnet", downsample=3)(x)
+    saved = {"width": 9, "blocks": [2, 2, 2, 2], "num_classes": 10}  # a config.json of before the field
+    now = {**saved, "downsample": 1}
+    assert resolved_difference(saved, now, ResNetConfig) == []
+    assert resolved_difference(saved, {**now, "downsample": 4}, FAMILIES["resnet"][0]) == [
+        "downsample: 1 saved, 4 now"
+    ]

@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_probe,
         _add_bench,
         _add_bench_engine,
+        _add_throughput,
         _add_tables,
         _add_time,
         _add_san_bench,
@@ -226,6 +227,17 @@ def _add_bench_engine(sub, paper: dict, budget: dict) -> None:
     )
     p.add_argument("--out", default="results/bench/engine.json", help="JSON report")
     p.add_argument("--force", action="store_true", help=BUSY_HELP)
+
+
+def _add_throughput(sub, paper: dict, budget: dict) -> None:
+    about = "per-core training and evaluation images/s of each budget model: the figures behind the estimates"
+    p = sub.add_parser("throughput", help=about, description=f"{about} (attnlib.lab.engine_bench.throughput)")
+    p.add_argument("--models", nargs="+", default=None, help="experiments (default: the tables' grid)")
+    p.add_argument(
+        "--steps", type=int, default=15, help="timed training steps and evaluation batches per round"
+    )
+    p.add_argument("--rounds", type=int, default=3, help="rounds per model (best)")
+    p.add_argument("--out", default="results/bench/throughput.json", help="JSON report")
 
 
 def _add_san_bench(sub, paper: dict, budget: dict) -> None:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from attnlib import experiments
-from attnlib.checks import check
+from attnlib.checks import check, check_choice, check_positive_int
 from attnlib.errors import ConfigError
 from attnlib.lab.cli import EXIT_INTERRUPTED, EXIT_MISSING, PROG
 from attnlib.train.distributed import distributed_env
@@ -28,7 +28,9 @@ def cmd_list(args) -> int:
     from attnlib.lab import plan
     from attnlib.results.tables import collect
 
-    estimate = args.preset == "budget"  # the preset whose per-core throughputs were measured
+    estimate = (
+        args.preset in plan.THROUGHPUT
+    )  # the presets of the budget models, whose throughputs were measured
     listed = experiments.names(variants=True)
     saved = collect(args.results_dir, args.preset, listed).set_index("experiment")
     done = saved["status"] == "complete"
@@ -56,11 +58,12 @@ def cmd_list(args) -> int:
     print(f"\n{args.preset}: {experiments.NOTES[args.preset]}")
     for protocol, p in experiments.PRESET_TABLE[args.preset].items():
         print(f"- {protocol}: {p.reason}")
-    if estimate:  # every budget run has a measured throughput (tests/test_experiments.py)
+    if estimate:  # every budget model has a measured throughput (tests/test_experiments.py)
         print(
             f"\nestimated total for the grid ({len(per_run)} runs, variants not counted): "
             f"{plan.grid_seconds(per_run) / 3600:.2f} h on 2 idle cores as two single-thread runs side by side "
-            "(train ... --threads 1), from the reference machine; full CIFAR-10, each run's time as listed"
+            "(train ... --threads 1), from the per-core throughputs of attnlib/protocol_history.yaml (its machine and engine "
+            "named there); full CIFAR-10, each run's time as listed"
         )
     if done.any():
         print(
@@ -317,6 +320,37 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_throughput(args) -> int:
+    """``python -m attnlib throughput``: per-core images/s of each model by CPU time (``engine_bench.throughput``),
+    written to ``--out`` with the machine; the lines of protocol_history.yaml's throughput table printed."""
+    import torch
+
+    from attnlib.lab import engine_bench
+    from attnlib.lab.machine import machine
+    from attnlib.util import write_json
+
+    names = args.models or experiments.names()
+    for name in names:  # every argument checked before anything is measured
+        check_choice("models", name, experiments.names(variants=True))
+    check_positive_int("steps", args.steps)
+    check_positive_int("rounds", args.rounds)
+    facts = machine(torch.device("cpu"))
+    rows = []
+    for name in names:
+        rows.append(engine_bench.throughput(name, args.steps, args.rounds))
+        print(
+            f"    {name}: [{rows[-1]['train_images_per_s']:.0f}, {rows[-1]['eval_images_per_s']:.0f}]",
+            flush=True,
+        )
+    report = {
+        "machine": facts,
+        "commit": engine_bench._commit(Path(engine_bench.__file__).resolve().parents[2], "HEAD"),
+        "rows": rows,
+    }
+    print(f"written {write_json(args.out, report)}")
+    return 0
+
+
 def cmd_bench_engine(args) -> int:
     """``python -m attnlib bench-engine``: the engine against ``--base``'s, whole runs (and ``--profile``:
     where an epoch goes), written to ``--out``. ConfigError / MachineBusy propagate."""
@@ -413,6 +447,7 @@ COMMANDS = {
     "time": cmd_time,
     "bench": cmd_bench,
     "bench-engine": cmd_bench_engine,
+    "throughput": cmd_throughput,
     "san-bench": cmd_san_bench,
     "train-cost": cmd_train_cost,
 }

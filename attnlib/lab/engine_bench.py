@@ -369,3 +369,55 @@ def breakdown(
         }
     finally:
         torch.set_num_threads(before)
+
+
+# ---------------------------------------------------------------------------- per-core throughput
+def throughput(name: str, steps: int = 20, rounds: int = 3, threads: int = 1, preset: str = "budget") -> dict:
+    """Per-core images/s of ``name`` at ``preset`` with this checkout's engine, the figures behind the
+    lab's estimates (``attnlib.lab.plan.THROUGHPUT``): ``steps`` training steps of the preset's batch
+    (momentum SGD, its clipping and label smoothing, bf16 where the run would use it) and as many
+    evaluation batches, each timed by the process's CPU time (a core shared with other jobs slows the
+    wall clock, far less the CPU time), best of ``rounds`` after two warm-up steps.
+    -> {"model", "train_images_per_s", "eval_images_per_s", "bf16", "steps", "rounds"}."""
+    import torch
+
+    from attnlib import experiments
+    from attnlib.models import make
+    from attnlib.train.device import autocast, use_bf16
+    from attnlib.train.loop import train_step
+    from attnlib.train.schedule import make_optimizer
+
+    check_choice("models", name, experiments.names(variants=True))
+    check_positive_int("steps", steps)
+    check_positive_int("rounds", rounds)
+    check_threads("threads", threads)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        rc = experiments.resolve(name, preset)
+        cfg, bs, dev = rc.train, rc.train.batch_size, torch.device("cpu")
+        bf16 = use_bf16(cfg.bf16, dev)
+        torch.manual_seed(0)
+        model = make(rc.family, **rc.model)
+        opt = make_optimizer(model, cfg)
+        x, y = torch.randn(bs, 3, 32, 32), torch.randint(0, 10, (bs,))
+        model.train()
+        for _ in range(2):  # warm-up
+            train_step(model, opt, x, y, cfg.label_smoothing, bf16, cfg.grad_clip)
+        best_train = best_eval = 0.0
+        for _ in range(rounds):
+            model.train()
+            start = time.process_time()
+            for _ in range(steps):
+                train_step(model, opt, x, y, cfg.label_smoothing, bf16, cfg.grad_clip)
+            best_train = max(best_train, steps * bs / (time.process_time() - start))
+            model.eval()
+            start = time.process_time()
+            with torch.no_grad(), autocast(dev, bf16):  # as attnlib.train.loop.evaluate
+                for _ in range(steps):
+                    model(x)
+            best_eval = max(best_eval, steps * bs / (time.process_time() - start))
+        return {"model": name, "train_images_per_s": best_train, "eval_images_per_s": best_eval, "bf16": bf16,
+                "steps": steps, "rounds": rounds}  # fmt: skip
+    finally:
+        torch.set_num_threads(before)

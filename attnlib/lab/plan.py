@@ -17,8 +17,16 @@ THROUGHPUT: dict[str, dict[str, tuple[float, float]]] = {
     for preset, table in experiments._history_file()["throughput"].items()
     if preset in PRESETS
 }
+
+
+def _grid_model(name: str) -> str:
+    """The model of the tables' grid that `name` is a variant of (through variants of variants), or itself."""
+    base = EXPERIMENTS[name].variant_of
+    return name if base is None else _grid_model(base)
+
+
 for _table in THROUGHPUT.values():  # a variant is its base's network (another init): the base's throughput
-    _table.update({e.name: _table[e.variant_of] for e in EXPERIMENTS.values() if e.variant_of in _table})
+    _table.update({n: _table[_grid_model(n)] for n in EXPERIMENTS if _grid_model(n) in _table})
 THROUGHPUT["long"] = THROUGHPUT["budget30"] = THROUGHPUT["budget"]  # these presets train the budget models
 REFERENCE_CORES = 2
 RUN_OVERHEAD_S = 15.0  # per run: building the model, attention maps of 100 images, 310 timed passes

@@ -55,7 +55,15 @@ from attnlib.measures import NEAR_UNIFORM, attention_peaks
 from attnlib.results.load import Runs
 from attnlib.results.tables import frame as results_frame
 
-from .benchmarks import bench_machine_markdown, bench_reports, peak_shared, profile_layout, throughput_tables
+from .benchmarks import (
+    bench_machine_markdown,
+    bench_reports,
+    engine_report,
+    engine_tables,
+    peak_shared,
+    profile_layout,
+    throughput_tables,
+)
 from .display import (
     glue_numbers,
     glue_str,
@@ -77,6 +85,8 @@ from .display import (
 )
 from .ha import (
     INIT_FORMS,
+    LENGTH_BAND,
+    ha_by_length,
     ha_cost_numbers,
     ha_effects,
     ha_effects_split,
@@ -85,6 +95,7 @@ from .ha import (
     ha_pair_numbers,
     ha_pairs,
     init_forms,
+    length_reading,
     paired_cell,
     welch_labels,
 )
@@ -222,6 +233,9 @@ __all__ = [
     "group",
     "ha_cost_numbers",
     "ha_effects",
+    "LENGTH_BAND",
+    "ha_by_length",
+    "length_reading",
     "init_forms",
     "INIT_FORMS",
     "ha_effects_split",
@@ -289,6 +303,8 @@ __all__ = [
     "split_title",
     "table3_frame",
     "throughput_tables",
+    "engine_report",
+    "engine_tables",
     "timing_markdown",
     "title",
     "training_table",

@@ -9,6 +9,9 @@ from pathlib import Path
 
 from attnbook.params import Params
 
+#: reports of results/bench/ that other commands write: `bench-engine` (``engine_report``), `throughput`
+OTHER_REPORTS = ("engine", "throughput")
+
 
 def bench_reports(params: Params) -> dict:
     """Saved speed benchmarks ``<results_dir>/bench/<device>.json`` (``python -m attnlib bench``), by device.
@@ -25,6 +28,8 @@ def bench_reports(params: Params) -> dict:
     folder = Path(params.results_dir) / "bench"
     reports = {}
     for f in sorted(folder.glob("*.json")):
+        if f.stem in OTHER_REPORTS:  # not `python -m attnlib bench`'s: read by their own readers
+            continue
         try:  # an untrusted file: read bounded, and used only if the appendix can show it
             report = read_json(f)
             rows = report.get("rows") if isinstance(report, dict) else None
@@ -255,3 +260,82 @@ def profile_layout(report: dict):
     out = pd.DataFrame(rows)
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     return out
+
+
+# ------------------------------------------------------------------------------ the training engine
+#: the GEMM operators of the profiler's tables (their self time is the matrix products' time)
+GEMMS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")
+
+
+def engine_report(params: Params) -> dict | None:
+    """``<results_dir>/bench/engine.json`` (``python -m attnlib bench-engine``), or None where it is missing or
+    is not such a report (an untrusted file: read bounded; a damaged one is logged and not shown)."""
+    import logging
+
+    from attnlib.results.store import read_json
+
+    path = Path(params.results_dir) / "bench" / "engine.json"
+    if not path.is_file():
+        return None
+    try:
+        report = read_json(path)
+        engine_tables(report)  # everything the appendix shows must parse
+        bench_machine_markdown({"machine": report["machine"]})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, ZeroDivisionError) as err:
+        reason = " ".join(f"{type(err).__name__}: {err}".split())[:200]
+        logging.getLogger("attnlib").warning("%s is damaged (%s); not shown", path, reason)
+        return None
+    return report
+
+
+def engine_tables(report: dict) -> dict:
+    """The engine report as the appendix shows it: ``runs`` (one budget epoch per model, the earlier commit's
+    engine against this one: epoch and whole-run seconds, their ratio, peak memory), ``steps`` (training steps
+    at another geometry), ``epoch`` (where one epoch goes with this engine: each phase's share, and the
+    matrix products' share of the profiled op time), each a DataFrame of text cells (None where the report has
+    no such rows), and ``gemm`` {model: GEMM share}."""
+    import pandas as pd
+
+    from attnbook.reference import shown_model
+
+    runs = pd.DataFrame(
+        {
+            "model": shown_model(r["model"]),
+            "epoch (s), before": f"{r['base']['epoch_s']:.1f}",
+            "epoch (s), now": f"{r['new']['epoch_s']:.1f}",
+            "epoch ×": f"{r['ratio_epoch']:.2f}",
+            "whole run ×": f"{r['ratio_run']:.2f}",
+            "memory (MiB)": f"{r['base']['peak_mib']:.0f} → {r['new']['peak_mib']:.0f}",
+        }
+        for r in report["rows"]
+    )
+    steps = pd.DataFrame(
+        {
+            "model": shown_model(r["model"]),
+            "tokens": r["geometry"],
+            "step (s), before": f"{r['base_step_s']:.2f}",
+            "step (s), now": f"{r['new_step_s']:.2f}",
+            "×": f"{r['ratio_step']:.2f}",
+        }
+        for r in report.get("geometry_rows") or []
+    )
+    gemm, epoch = {}, []
+    for b in report.get("breakdown") or []:
+        share = b["shares"]
+        gemm[b["model"]] = sum(o["share"] for o in b["operators"] if o["name"] in GEMMS)
+        epoch.append({
+            "model": shown_model(b["model"]),
+            "epoch (s)": f"{b['epoch_seconds']:.0f}",
+            "forward": f"{share['forward']:.0%}",
+            "backward": f"{share['backward']:.0%}",
+            "optimiser": f"{share['optimiser']:.0%}",
+            "evaluation": f"{share['evaluation']:.0%}",
+            "data, other": f"{share['data'] + share['bookkeeping'] + share.get('probe', 0):.0%}",
+            "GEMMs' op time": f"{gemm[b['model']]:.0%}",
+        })  # fmt: skip
+    return {
+        "runs": runs if len(runs) else None,
+        "steps": steps if len(steps) else None,
+        "epoch": pd.DataFrame(epoch) if epoch else None,
+        "gemm": gemm,
+    }

@@ -264,3 +264,64 @@ def init_forms(base: str, params: Params, seeds=range(10)):
             }
         )
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ HA − model against training length
+#: The presets HA − model of the [Re] Fig. 8 pair is read at (issue 48): 12 epochs (budget), 30 (budget30)
+#: and 60 (long), the same models and protocol but for the lr cap and clipping of `long`.
+LENGTH_PRESETS = ("budget", "budget30", "long")
+#: The reading decided before the 30-epoch runs: within this many points of 0 at every length, with the
+#: [Re] logs' gain outside the longest interval, there is "no trend toward the [Re] gain".
+LENGTH_BAND = 2.0
+
+
+def ha_by_length(base: str, params: Params, presets=LENGTH_PRESETS, seeds=range(10)):
+    """HA − model of ``base`` at each training length of ``presets``: (rows, curves). ``rows``: a DataFrame, one
+    row per preset with a saved seed on both sides (preset, epochs, seeds per side, the difference in points,
+    its 95% Welch interval or None below 2 seeds a side); ``curves``: {preset: (epochs, HA − model of the
+    seed means after every epoch, in points)} from the saved histories. Never trains."""
+    from dataclasses import replace
+
+    import numpy as np
+    import pandas as pd
+
+    from attnlib import experiments
+    from attnlib.results.load import read_seeds
+
+    rows, curves = [], {}
+    for preset in presets:
+        at = replace(params, preset=preset)
+        a, b = seed_map(base, at, seeds), seed_map(base + "_ha", at, seeds)
+        if not a or not b:
+            continue
+        w = compare.welch(list(a.values()), list(b.values()))
+        epochs = experiments.resolve(base, preset).train.epochs
+        rows.append({"preset": preset, "epochs": epochs, "seeds": f"{len(a)} / {len(b)}", "points": w.points,
+                     "interval": w.interval})  # fmt: skip
+        mean = {}
+        for name, found in ((base, a), (base + "_ha", b)):
+            saved = read_seeds(name, preset, results_dir=params.results_dir, data=params.data, seeds=found)
+            acc = np.array([saved[s].run.history["test_acc"].to_numpy(float) for s in found])
+            mean[name] = 100 * acc.mean(axis=0)
+        curves[preset] = (np.arange(1, epochs + 1), mean[base + "_ha"] - mean[base])
+    return pd.DataFrame(rows, columns=["preset", "epochs", "seeds", "points", "interval"]), curves
+
+
+def length_reading(rows, logged: float, band: float = LENGTH_BAND, longer_than: int = 12) -> str:
+    """The reading of ``ha_by_length``'s rows decided before the 30-epoch runs, judged on the longest length
+    with an interval (2 seeds a side or more), which must be longer than ``longer_than`` epochs (the budget's)
+    or the reading is "not measured": "toward the [Re] gain" when that interval lies above 0 and holds
+    ``logged`` (the [Re] logs' HA − model) and the difference grows with length; "no trend toward the [Re]
+    gain" when every difference is within ``band`` points of 0 and ``logged`` lies above that interval;
+    "inconclusive" otherwise."""
+    with_ci = [r for r in rows.itertuples() if r.interval is not None and r.epochs > longer_than]
+    if not with_ci:
+        return "not measured"
+    last = max(with_ci, key=lambda r: r.epochs)
+    points = [r.points for r in sorted(rows.itertuples(), key=lambda r: r.epochs)]
+    rising = all(b >= a for a, b in zip(points, points[1:], strict=False))
+    if last.interval[0] > 0 and last.interval[0] <= logged <= last.interval[1] and rising:
+        return "toward the [Re] gain"
+    if all(abs(p) <= band for p in points) and logged > last.interval[1]:
+        return "no trend toward the [Re] gain"
+    return "inconclusive"

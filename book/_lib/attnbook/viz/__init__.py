@@ -33,6 +33,7 @@ from .centres import centre_trajectories, quadratic_centres
 from .curves import (
     LAYER_MEASURES,
     error_vs_alpha,
+    gap_by_length,
     layer_colours,
     layer_series,
     loss_curve,
@@ -102,6 +103,7 @@ __all__ = [
     "set_style",
     "shared_scale",
     "step_curves",
+    "gap_by_length",
     "token_attention",
     "training_curves",
     "window_maps",

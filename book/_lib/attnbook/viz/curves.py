@@ -303,3 +303,27 @@ def measures_vs_epochs(
     if title:
         fig.suptitle(title)
     return fig
+
+
+def gap_by_length(rows, curves: Mapping[str, tuple], logged: float, band: float) -> Figure:
+    """HA − model (points) against training length: each length's per-epoch curve (seed means) and its final
+    difference with its 95% Welch interval (a point without an interval where a side has one seed), the
+    [Re] logs' difference at 300 epochs as a dashed line and the band of "no trend" around 0."""
+    fig, ax = plt.subplots(figsize=(PAGE_WIDTH * 0.75, 3.2), layout="constrained")
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    ax.axhspan(-band, band, color="0.9", zorder=0, label=f"within ±{band:g} points")
+    ax.axhline(0, color="0.5", linewidth=0.8)
+    ax.axhline(
+        logged, color="0.3", linestyle="--", linewidth=1, label=f"[Re] logs, 300 epochs ({logged:+.1f})"
+    )
+    for i, r in enumerate(rows.itertuples()):
+        x, gap = curves[r.preset]
+        color = colors[i % len(colors)]
+        ax.plot(x, gap, color=color, linewidth=1, alpha=0.6)
+        err = None if r.interval is None else [[r.points - r.interval[0]], [r.interval[1] - r.points]]
+        ax.errorbar([r.epochs], [r.points], yerr=err, fmt="o", color=color, capsize=4,
+                    label=f"{r.epochs} epochs, seeds {r.seeds}")  # fmt: skip
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("HA − model (points)")
+    fig.legend(loc="outside right upper", fontsize=8, frameon=False)
+    return fig
