@@ -396,3 +396,50 @@ def below_target(table, preset: str) -> list[tuple[str, float]]:
     low = attention_rows(table)
     low = low[low["accuracy"] < experiments.BUDGET_TARGET]
     return list(zip(low["experiment"], low["accuracy"], strict=True))
+
+
+# ------------------------------------------------------------------ ResNet18: locality or resolution?
+#: The resolution control (issue 48): the narrow ResNet18 on the 32x32 image and on the attention models'
+#: space-to-depth grid.
+RESOLUTION_PAIR = ("resnet18_narrow", "resnet18_narrow_s2d")
+
+
+def resolution_control(params: Params):
+    """(table, numbers): the narrow ResNet18 on the 32x32 image, the same network on the attention models' token
+    grid, and the best paper attention model within COMPARABLE_SIZE of the latter's parameters (by its mean
+    over the saved seeds, among those with the most seeds), each over every saved seed of ``params.preset``;
+    ``numbers``: the two differences in points with their 95% Welch intervals, Holm-adjusted over the two
+    ("resolution": tokens − image; "locality": attention − ResNet on tokens), and the attention model's name.
+    Never trains."""
+    import pandas as pd
+
+    from attnbook.runs import seed_accuracies
+    from attnlib.analysis import rules
+    from attnlib.analysis import stats as compare
+
+    image, tokens = RESOLUTION_PAIR
+    size = experiments.count_parameters(tokens, params.preset)
+    rivals = [n for n in (*rules.QUADRATIC, *rules.LEARNED_POSITIONAL, *rules.LEARNED_CONTENT)
+              if max(size, p := experiments.count_parameters(n, params.preset)) / min(size, p) <= rules.COMPARABLE_SIZE]  # fmt: skip
+    best = compare.best_by_seed_mean({n: seed_accuracies(n, params) for n in rivals})
+    names = [image, tokens] + ([best[0]] if best else [])
+    grid = experiments.resolve(tokens, params.preset).model.get("downsample", 1)
+    side = 32 // grid
+    rows = []
+    for name in names:
+        acc = seed_accuracies(name, params)
+        seen = "32×32 pixels" if name == image else f"{side}×{side} grid, {3 * grid * grid} channels"
+        rows.append({"model": title(name), "input": seen, "params": f"{experiments.count_parameters(name, params.preset):,}",
+                     "seeds": len(acc), "test accuracy": compare.mean_sd(acc) if acc else NOT_FOUND_CELL})  # fmt: skip
+    tests = {}
+    if len(names) == 3:
+        pairs = {"resolution": (image, tokens), "locality": (tokens, names[2])}
+        accs = {k: (seed_accuracies(a, params), seed_accuracies(b, params)) for k, (a, b) in pairs.items()}
+        tests = {k: compare.welch(*v) for k, v in accs.items() if v[0] and v[1]}
+    adjusted = dict(zip(tests, compare.holm([w.p for w in tests.values()]), strict=True))
+    numbers = {"attention": title(names[2]) if len(names) == 3 else None}
+    for key, w in tests.items():
+        numbers[key] = w.difference
+        numbers[f"{key}_verdict"] = compare.family_verdict(w, adjusted[key])
+        numbers[f"{key}_seeds"] = f"{w.n[0]} / {w.n[1]}"
+    return pd.DataFrame(rows), numbers
