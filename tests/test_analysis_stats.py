@@ -81,3 +81,14 @@ def test_p_values_never_print_as_zero():
     assert stats.p_text(0.0474) == "0.047" and stats.p_text(0.0004) == "< 0.001"
     assert stats.p_text(0.0005) == "0.001" and stats.p_text(0.004, 2) == "< 0.01"
     assert stats.p_text(1.0) == "1.000"
+
+
+def test_noninferiority_is_welch_one_sided_against_the_margin():
+    base, variant = [0.405, 0.41, 0.415], [0.399, 0.40, 0.401]
+    above, below = stats.noninferiority(base, variant, 2.0)
+    want = sp.ttest_ind([v * 100 + 2 for v in variant], [b * 100 for b in base], equal_var=False,
+                         alternative="greater")  # fmt: skip
+    assert above == pytest.approx(want.pvalue) and above + below == pytest.approx(1.0)
+    assert above < 0.05  # −1 point, tight: within the margin
+    assert stats.noninferiority(base, [0.379, 0.38, 0.381], 2.0)[1] < 0.05  # −3: worse than the margin
+    assert stats.noninferiority([0.4], variant, 2.0) == (None, None)  # one seed: no test

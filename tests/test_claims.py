@@ -172,7 +172,9 @@ def test_peak_verdicts_follow_the_peaks():
 def test_content_and_layer_similarity_verdicts():
     # image dependence counts only where training raised it above initialisation (random content
     # projections already make the maps depend on the image)
-    ev = Evidence("x", runs={"learned_content_9h": _probed([0.3, 0.1], [0.2, 0.2], 0.0, key="image_dependence")})
+    ev = Evidence(
+        "x", runs={"learned_content_9h": _probed([0.3, 0.1], [0.2, 0.2], 0.0, key="image_dependence")}
+    )
     assert _verdict("content_maps", ev) == REPRODUCED
     # the saved 60-epoch control: above the bar, yet below where it started in every layer
     ev.runs["learned_content_9h"] = _probed(
@@ -253,6 +255,12 @@ def test_saved_attention_rows_give_the_profile():
     assert _verdict("ha_layers_differ", ha) == REPRODUCED
     att["rows"] = np.repeat(rows[:, :1], 2, axis=1)  # ... HA's layers alike (σ = 1), its model's not: fail
     assert _verdict("ha_layers_differ", ha) == NOT_REPRODUCED
+    # a pair alike by construction (positional-only shared block) is left out of the family, not failed
+    same = Evidence(
+        "x", runs={"quadratic_re_9h_ha": _run(attention=dict(att)), "quadratic_re_9h": _run(attention=att)}
+    )
+    assert rules.SAME_MAPS_BY_CONSTRUCTION == ("quadratic_re_9h",)
+    assert _verdict("ha_layers_differ", same) == NOT_MEASURED
 
 
 def test_ha_gain_verdict_follows_the_welch_intervals():
@@ -334,7 +342,11 @@ def test_every_ledger_row_names_the_models_it_is_judged_on():
     seeds' preset for a claim over seeds, the HA family as one phrase, the Fig. 8 model with its control."""
     ev = Evidence(
         "budget",
-        runs={"learned_9h": _measured([1, 1], [6.0, 2.0]), claims.FIG8_MODEL: _run(), claims.FIG8_CONTROL: _run()},
+        runs={
+            "learned_9h": _measured([1, 1], [6.0, 2.0]),
+            claims.FIG8_MODEL: _run(),
+            claims.FIG8_CONTROL: _run(),
+        },
         presets={"learned_9h": "long", claims.FIG8_MODEL: "long", claims.FIG8_CONTROL: "long"},
         accuracies={"learned_9h": [0.5, 0.52], "quadratic_iso_9h": [0.55, 0.56]},
     )
@@ -357,4 +369,3 @@ def test_every_ledger_row_names_the_models_it_is_judged_on():
     assert table.set_index("claim").loc["Learned positional heads attend at fixed shifts", "judged on"] == (
         "SA learned 2D, 9 heads (long)"
     )
-

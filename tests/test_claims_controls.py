@@ -89,6 +89,14 @@ def test_quadratic_vs_learned_over_seeds_with_holm():
     assert _verdict("quadratic_vs_learned", Evidence("x", accuracies=learned | below))[1] == NOT_REPRODUCED
     holds_zero = above | {"quadratic_aniso_9h": [0.35, 0.41, 0.47]}  # its interval holds 0: no verdict
     assert _verdict("quadratic_vs_learned", Evidence("x", accuracies=learned | holds_zero))[1] == INCONCLUSIVE
+    # "as well as": a pair a point below, tightly, is within the 2-point margin (the old superiority test
+    # called it lower); four points below, tightly, is worse by more than the margin
+    tight = {"learned_9h": [0.405, 0.41, 0.415]}
+    within = above | {"quadratic_aniso_9h": [0.399, 0.40, 0.401]}
+    text, verdict = _verdict("quadratic_vs_learned", Evidence("x", accuracies=tight | within))
+    assert verdict == REPRODUCED and "non-inferior within 2" in text and "-1.0 [" in text
+    beyond = above | {"quadratic_aniso_9h": [0.369, 0.37, 0.371]}
+    assert _verdict("quadratic_vs_learned", Evidence("x", accuracies=tight | beyond))[1] == NOT_REPRODUCED
     one_seed = {"learned_9h": [0.40], "quadratic_iso_9h": [0.5]}  # no interval: inconclusive
     assert _verdict("quadratic_vs_learned", Evidence("x", accuracies=one_seed))[1] == INCONCLUSIVE
     assert _verdict("quadratic_vs_learned", Evidence("x", accuracies=above))[1] == NOT_MEASURED

@@ -38,6 +38,10 @@ HA_PAIRS = (
 )
 #: Every experiment of the HA pairs, each model before its HA variant: the family the ledger and the book test.
 HA_FAMILY = tuple(n for b in HA_PAIRS for n in (b, b + "_ha"))
+#: HA pairs whose HA model attends alike at every application by construction: a positional-only shared block,
+#: whose maps never depend on its input, so σ between its steps is 1 whatever it learns. They are left out of
+#: the claim that HA's layers attend differently, which they could only fail.
+SAME_MAPS_BY_CONSTRUCTION = ("quadratic_re_9h",)
 LEARNED_POSITIONAL = ("learned_9h", "learned_16h")
 LEARNED_CONTENT = ("learned_content_9h", "learned_content_16h")
 QUADRATIC = ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h")

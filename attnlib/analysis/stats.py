@@ -302,3 +302,18 @@ def best_by_seed_mean(accuracies: dict[str, list[float]]) -> tuple[str, float, i
     means = {m: sum(v) / len(v) for m, v in accuracies.items() if len(v) == full}
     best = max(means, key=means.get)
     return best, means[best], full
+
+
+def noninferiority(base, variant, margin: float) -> tuple[float | None, float | None]:
+    """One-sided Welch tests of "variant is at most `margin` points worse than base" (accuracies as fractions,
+    the margin in points): (p of H0 d ≤ −margin, p of H0 d ≥ −margin), d = m_variant − m_base. A small first p
+    says the variant is as good within the margin (non-inferior); a small second p says it is worse by more than
+    the margin. (None, None) with fewer than 2 seeds a side or no spread, as `Welch`."""
+    w = welch(base, variant)
+    if w.interval is None:
+        return None, None
+    shifted = [a + margin for a in _points(w.variant)]
+    with _quiet():
+        above = stats.ttest_ind(shifted, _points(w.base), equal_var=False, alternative="greater")
+        below = stats.ttest_ind(shifted, _points(w.base), equal_var=False, alternative="less")
+    return float(above.pvalue), float(below.pvalue)
