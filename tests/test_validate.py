@@ -15,7 +15,7 @@ import pytest
 
 from attnlib.lab.run import run_or_load
 from attnlib.results.config import run_dir
-from attnlib.results.load import DamagedResult, inspect_run, load_run
+from attnlib.results.load import DamagedResult, inspect_run, load_run, read
 from attnlib.results.tables import collect, table3
 from attnlib.results.validate import files_problem, history_problem, metrics_problem
 
@@ -170,6 +170,21 @@ def test_provenance_types_and_ranges_are_checked(copy, key, value, fragment):
 
     _edit(folder, change)
     _assert_damaged(copy, folder, fragment)
+
+
+def test_a_huge_integer_is_damaged_naming_its_key(copy):
+    """A 4,200-digit params (JSON parses it; math.isfinite would raise OverflowError on it): damaged, in one
+    line naming params, never an exception out of read or the tables."""
+    folder = run_dir(copy, "vit", "smoke")
+    text = (folder / "metrics.json").read_text()
+    metrics = json.loads(text)
+    (folder / "metrics.json").write_text(
+        text.replace(f'"params": {metrics["params"]}', '"params": 9' + "0" * 4199)
+    )
+    assert len(str(json.loads((folder / "metrics.json").read_text())["params"])) == 4200
+    _assert_damaged(copy, folder, "params is 9000")
+    saved = read("vit", "smoke", results_dir=copy)
+    assert saved.status == "damaged" and "params is" in saved.detail and len(saved.detail) < 300
 
 
 def test_deeply_nested_metrics_are_damaged_in_one_line(copy):

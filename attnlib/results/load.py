@@ -140,7 +140,7 @@ def _read(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[s
             return "damaged", wrong, None
     except OSError as err:  # a file named in "files" is a link, a FIFO, a device, too large, unreadable
         return "damaged", f"{err.filename or metrics_path} is unreadable ({err.strerror or err})", None
-    except (ValueError, TypeError, AttributeError) as err:
+    except (ValueError, TypeError, AttributeError, OverflowError) as err:  # OverflowError: a backstop
         return "damaged", f"{metrics_path} is unreadable ({type(err).__name__}: {err})", None
     config = json.loads(blobs["config.json"])  # checked: an object naming its experiment (files_problem)
     if fingerprint is not None and metrics["fingerprint"] != fingerprint:
