@@ -139,6 +139,13 @@ def test_read_regular_refuses_a_device_a_link_and_a_large_file(tmp_path, outside
     assert read_regular(outside) == b"precious\n"
 
 
+def test_read_regular_names_a_folder_by_its_path(tmp_path):
+    (tmp_path / "metrics.json").mkdir()
+    with pytest.raises(IsADirectoryError, match="is a folder, not a file") as err:
+        read_json(tmp_path / "metrics.json")
+    assert err.value.filename == str(tmp_path / "metrics.json")
+
+
 def test_read_json_refuses_deep_nesting(tmp_path):
     path = tmp_path / "metrics.json"
     path.write_text("[" * 100_000 + "]" * 100_000)  # a RecursionError in json, were it not caught

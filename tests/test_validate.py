@@ -71,6 +71,16 @@ def test_files_must_cover_an_optional_file_present_in_the_folder(copy):
     _assert_damaged(copy, folder, "lacks probe.npz")
 
 
+@pytest.mark.parametrize("name", ["metrics.json", "history.csv"])
+def test_a_result_file_that_is_a_folder_is_damaged_naming_its_path(copy, name):
+    """Not "3 is unreadable (Is a directory)": the line names the path, not the descriptor it was read by."""
+    folder = run_dir(copy, "vit", "smoke")
+    (folder / name).unlink()
+    (folder / name).mkdir()
+    _assert_damaged(copy, folder, f"{folder / name} is unreadable (is a folder, not a file)")
+    assert read("vit", "smoke", results_dir=copy).detail.startswith(str(folder / name))
+
+
 @pytest.mark.parametrize("kind", ["fifo", "link", "dev"])
 def test_a_result_file_that_is_no_regular_file_is_damaged_without_blocking(copy, kind, tmp_path):
     folder = run_dir(copy, "vit", "smoke")

@@ -64,12 +64,19 @@ MAX_JSON_DEPTH = 32  # what a results file nests (metrics.json: 3 levels); deepe
 
 def read_regular(path: str | Path, limit: int = MAX_RESULT_BYTES) -> bytes:
     """The bytes of `path`, a regular file of at most `limit` bytes, read without following a symbolic link
-    and without blocking on a FIFO; else an OSError naming the path (UnsafeFolder for a link, a FIFO, a
-    device or a folder; EFBIG for a larger file)."""
-    with open(open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-        st = os.fstat(f.fileno())
+    and without blocking on a FIFO; else an OSError naming the path (UnsafeFolder for a link, a FIFO or a
+    device; IsADirectoryError for a folder; EFBIG for a larger file)."""
+    fd = open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:  # the type is checked on the descriptor: open() of a folder's one raises an error naming "3", not `path`
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
         if not stat.S_ISREG(st.st_mode):
             raise unsafe(Path(path), "is not a regular file")
+    except OSError:
+        os.close(fd)
+        raise
+    with open(fd, "rb") as f:
         data = b"" if st.st_size > limit else f.read(limit + 1)  # one byte more: a file that grew while read
         if st.st_size > limit or len(data) > limit:
             raise OSError(errno.EFBIG, f"is larger than {limit} bytes, more than any result file", str(path))
