@@ -21,10 +21,11 @@ from attnlib.results.store import (
     UnsafeFolder,
     check_no_links,
     read_json,
+    read_npz,
     read_regular,
     sha256,
 )
-from attnlib.util import atomic_write, temp_name, write_json
+from attnlib.util import atomic_write, temp_name, write_json, write_npz
 
 
 @pytest.fixture
@@ -144,6 +145,18 @@ def test_read_regular_names_a_folder_by_its_path(tmp_path):
     with pytest.raises(IsADirectoryError, match="is a folder, not a file") as err:
         read_json(tmp_path / "metrics.json")
     assert err.value.filename == str(tmp_path / "metrics.json")
+
+
+def test_read_npz_reads_what_write_npz_writes_and_bounds_the_members(tmp_path):
+    import numpy as np
+
+    arrays = {"a": np.arange(6.0).reshape(2, 3), "b": np.array(3)}
+    write_npz(tmp_path / "x.npz", arrays)
+    data = (tmp_path / "x.npz").read_bytes()
+    got = read_npz(data)
+    assert set(got) == {"a", "b"} and all(np.array_equal(got[k], arrays[k]) for k in arrays)
+    with pytest.raises(ValueError, match="declare more than 100 bytes"):
+        read_npz(data, limit=100)
 
 
 def test_read_json_refuses_deep_nesting(tmp_path):

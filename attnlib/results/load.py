@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlib.results.config import config_difference, run_config, run_dir
-from attnlib.results.store import read_json
+from attnlib.results.store import read_json, read_npz
 from attnlib.results.validate import PROBE_FILE, files_problem, history_problem, metrics_problem
 
 
@@ -156,8 +156,7 @@ def _read(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[s
     def arrays(name: str) -> dict[str, np.ndarray] | None:
         if name not in blobs:
             return None
-        with np.load(io.BytesIO(blobs[name])) as z:
-            return dict(z)
+        return read_npz(blobs[name])  # each member's size checked before it is read
 
     try:
         run = RunResult(
