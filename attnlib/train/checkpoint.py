@@ -75,46 +75,46 @@ class Checkpoints:
     def load(self, check: Callable[[dict], str]) -> tuple[dict | None, str | None]:
         """(state, description) of the newest usable checkpoint, or (None, None) for a fresh start. ``check``
         says what is wrong with a checkpoint of this configuration ('' if nothing: `checkpoint_problem` below,
-        the one check of its contents); one that fails is reported in one line and the older one tried."""
+        the one check of its contents); one that fails is skipped for the older one. What was skipped and where
+        the run goes on from are said in one line ("checkpoint .../last.pt is damaged (...); resuming from
+        previous.pt (epoch 3)", or "...; training from scratch")."""
+        skipped: list[str] = []  # what is wrong with each checkpoint passed over
         for path in (self.last, self.previous):
-            if not path.exists():
+            if not path.exists() and not path.is_symlink():
                 continue
-            try:
-                state = torch.load(path, map_location="cpu", weights_only=True)
-            except Exception as err:  # truncated, corrupt or foreign file: report and try the older one
-                log.warning(
-                    "checkpoint %s is damaged (%s: %s); trying an older one",
-                    path,
-                    type(err).__name__,
-                    " ".join(str(err).split())[:300],
-                )
-                continue
-            if not isinstance(state, dict) or state.get("fingerprint") != self.fingerprint:
-                log.warning("checkpoint %s belongs to a different configuration; starting afresh", path)
+            state, problem, foreign = self._read(path, check)
+            if foreign:  # another configuration's: never resumed, nor an older one of it
+                log.warning("%s; starting afresh", "; ".join([*skipped, f"checkpoint {path} {problem}"]))
                 return None, None
-            saved = state.get("model_resolved")
-            if self.resolved is not None and isinstance(saved, dict):
-                diffs = resolved_difference(saved, self.resolved, type(self.model_config))
-                if diffs:
-                    log.warning(
-                        "checkpoint %s belongs to a different configuration (%s); starting afresh",
-                        path,
-                        "; ".join(f"model_resolved.{d}" for d in diffs),
-                    )
-                    return None, None
-            problem = check(state)
-            if problem:  # contents checked before use: types, ranges, weights' keys, shapes, finite values
-                log.warning("checkpoint %s is damaged (%s); trying an older one", path, problem)
+            if problem:
+                skipped.append(f"checkpoint {path} is damaged ({problem})")
                 continue
             where = f"{path.name} (epoch {state['epoch']}" + (
                 f", step {state['step']})" if state["step"] else ")"
             )
             if path == self.previous:
-                log.warning("falling back to the previous checkpoint %s", where)
+                log.warning("%s; resuming from %s", "; ".join(skipped or [f"no {self.last}"]), where)
             return state, where
-        if self.last.exists() or self.previous.exists():
-            log.warning("no usable checkpoint in %s; training from scratch", self.folder)
+        if skipped:
+            log.warning("%s; training from scratch", "; ".join(skipped))
         return None, None
+
+    def _read(self, path: Path, check: Callable[[dict], str]) -> tuple[dict | None, str, bool]:
+        """(state, what is wrong with it or '', whether it is another configuration's) of one checkpoint."""
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # noqa: BLE001 -- truncated, corrupt or foreign file, a link: damaged
+            return None, f"{type(err).__name__}: {' '.join(str(err).split())[:300]}", False
+        if not isinstance(state, dict) or state.get("fingerprint") != self.fingerprint:
+            return None, "belongs to a different configuration", True
+        saved = state.get("model_resolved")
+        if self.resolved is not None and isinstance(saved, dict):
+            diffs = resolved_difference(saved, self.resolved, type(self.model_config))
+            if diffs:
+                changed = "; ".join(f"model_resolved.{d}" for d in diffs)
+                return None, f"belongs to a different configuration ({changed})", True
+        # contents checked before use: types, ranges, weights' keys, shapes, finite values
+        return state, check(state), False
 
 
 def checkpoint_interval(seconds: float | None = None) -> float:
