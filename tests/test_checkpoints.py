@@ -116,8 +116,8 @@ def _killed_at(folder, point: str) -> None:
                 if point == "after" and len(saves) == 2:
                     os._exit(KILLED)
 
-            def keep_then_die(self):
-                keep(self)
+            def keep_then_die(self, folder):
+                keep(self, folder)
                 if point != "after" and len(saves) == 2:
                     os._exit(KILLED)
 

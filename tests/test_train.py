@@ -620,10 +620,10 @@ def test_checkpoint_rotation_always_leaves_a_last_checkpoint(tmp_path, monkeypat
     checkpoints.save(state(1))
     replace = os.replace
 
-    def killed_before_the_last_rename(src, dst):
+    def killed_before_the_last_rename(src, dst, **folders):
         if Path(dst).name == "last.pt":
             raise KeyboardInterrupt("killed")
-        replace(src, dst)
+        replace(src, dst, **folders)
 
     monkeypatch.setattr(os, "replace", killed_before_the_last_rename)
     with pytest.raises(KeyboardInterrupt):

@@ -122,12 +122,11 @@ def backfill_probe(
         dataset = _load_data(spec if is_synthetic(str(spec)) else data)
         images = first_test_images(dataset, run.config.get("attention_mean_images", 100))
         init = attention_probe(initial_model(run.config), images, device)
-        write_npz(
-            path / PROBE_FILE, probe_file(len(images), init, attention_probe(end_model, images, device))
-        )
+        probe = probe_file(len(images), init, attention_probe(end_model, images, device))
+        write_npz(path / PROBE_FILE, probe, results_dir)  # no folder below the results followed as a link
         metrics = dict(run.metrics)
         metrics["files"] = {**metrics["files"], PROBE_FILE: sha256(path / PROBE_FILE)}
-        write_json(path / "metrics.json", metrics)
+        write_json(path / "metrics.json", metrics, results_dir)
     return path / PROBE_FILE
 
 
@@ -333,13 +332,14 @@ def _write_result(
     timing = inference_wall_time(model, device, rc.timing_reps, rc.timing_warmup)
     hist = pd.DataFrame(fit.history)
     last = fit.history[-1]
-    write_json(path / "config.json", config)
-    write_bytes(path / "history.csv", hist.to_csv(index=False).encode())
-    write_npz(path / "attention.npz", attention)
-    write_npz(path / PROBE_FILE, probe_file(len(images), init_probe, end_probe))
+    root = path.parents[1]  # the results folder (run_dir): no folder below it is followed as a link
+    write_json(path / "config.json", config, root)
+    write_bytes(path / "history.csv", hist.to_csv(index=False).encode(), root)
+    write_npz(path / "attention.npz", attention, root)
+    write_npz(path / PROBE_FILE, probe_file(len(images), init_probe, end_probe), root)
     files = [*RESULT_FILES, PROBE_FILE]
     if fit.quadratic is not None:
-        write_npz(path / "centers.npz", {k: v.numpy() for k, v in fit.quadratic.items()})
+        write_npz(path / "centers.npz", {k: v.numpy() for k, v in fit.quadratic.items()}, root)
         files.append("centers.npz")
     metrics = {
         "test_accuracy": last["test_acc"],
@@ -377,7 +377,7 @@ def _write_result(
     }
     if (now := git_state()) != code:  # the tree changed while it trained (a merge, an edit)
         metrics["provenance"]["git_at_write"] = now
-    write_json(path / "metrics.json", metrics)  # last: marks the folder complete
+    write_json(path / "metrics.json", metrics, root)  # last: marks the folder complete
     (path / "checkpoints" / "previous.pt").unlink(missing_ok=True)  # keep last.pt: the trained weights
 
 

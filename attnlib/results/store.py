@@ -18,16 +18,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib import format as npy
 
-
-class UnsafeFolder(OSError):
-    """A results folder holds a symbolic link (or another non-regular file) where a run writes or reads:
-    writing through it could overwrite a file outside the results, reading it could hang or exhaust memory.
-    An OSError (errno ELOOP), so the command line reports it in one line (exit 5)."""
-
-
-def unsafe(path: Path, what: str) -> UnsafeFolder:
-    reason = f"{what}; refused: a results folder holds plain files and folders only"
-    return UnsafeFolder(errno.ELOOP, reason, str(path))
+from attnlib.util import UnsafeFolder, unsafe  # noqa: F401 -- UnsafeFolder: imported from here too
 
 
 def check_no_links(folder: str | Path, root: str | Path | None = None) -> None:

@@ -4,11 +4,13 @@ checkpoints mid-epoch."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import logging
 import math
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,23 +56,31 @@ class Checkpoints:
         if self.resolved is not None:
             tags["model_resolved"] = self.resolved
         torch.save({**state, **tags}, buf)
-        with atomic_write(self.last, before_replace=self._keep_previous) as f:
+        # neither this folder nor the one holding it (the run folder) is followed as a symbolic link, even one
+        # swapped in while the run trains: the write happens in the folder's descriptor (attnlib.util)
+        with atomic_write(self.last, root=self.folder.parent.parent, before_replace=self._keep_previous) as f:
             f.write(buf.getbuffer())
 
-    def _keep_previous(self) -> None:
+    def _keep_previous(self, folder: int) -> None:
         """previous.pt becomes a second name of the current last.pt, atomically (a hard link renamed onto
-        it); without hard links on this file system, a rename (a short window without last.pt)."""
-        if not self.last.exists():
-            return
-        link = temp_name(self.previous)
-        link.unlink(missing_ok=True)
+        it); without hard links on this file system, a rename (a short window without last.pt). By name in
+        `folder`, the checkpoints folder's descriptor; a link at last.pt is never followed."""
+        last, previous, link = self.last.name, self.previous.name, temp_name(self.previous).name
         try:
-            os.link(self.last, link)
-            os.replace(link, self.previous)
+            if not stat.S_ISREG(os.stat(last, dir_fd=folder, follow_symlinks=False).st_mode):
+                return
+        except FileNotFoundError:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(link, dir_fd=folder)
+        try:
+            os.link(last, link, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
+            os.replace(link, previous, src_dir_fd=folder, dst_dir_fd=folder)
         except OSError:
-            os.replace(self.last, self.previous)
+            os.replace(last, previous, src_dir_fd=folder, dst_dir_fd=folder)
         finally:
-            link.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(link, dir_fd=folder)
 
     def load(self, check: Callable[[dict], str]) -> tuple[dict | None, str | None]:
         """(state, description) of the newest usable checkpoint, or (None, None) for a fresh start. ``check``
