@@ -246,7 +246,9 @@ def train_run(
         )
     with trainer.distributed_session(device) as (info, dev):
         lock = RunLock(path)
-        _claim(path, lock, config, replace, info)
+        if _claim(path, lock, config, replace, info):  # completed by another process since it was read
+            log.warning("%s was completed by another process meanwhile; kept, not trained again", path)
+            return load_run(path, config["fingerprint"])
         try:
             torch.manual_seed(seed)
             model = make(rc.family, **rc.model)
@@ -293,10 +295,12 @@ def train_run(
     return result
 
 
-def _claim(path: Path, lock: RunLock, config: dict, replace: bool, info) -> None:
+def _claim(path: Path, lock: RunLock, config: dict, replace: bool, info) -> bool:
     """Rank 0 takes the run's lock and, under it, keeps a complete result of another configuration unless
-    `replace`; every rank learns the verdict (RunLocked / ResultExists). Then drops the temporary files of a
-    killed writer (never complete: safe to drop)."""
+    `replace`; every rank learns the verdict (RunLocked / ResultExists). True (the lock released) when the
+    folder holds a complete result of this configuration: another process (`queue` and `train` on the same
+    run at once) finished it after the caller read it, and it is not trained again. Else drops the temporary
+    files of a killed writer (never complete: safe to drop) and returns False."""
     import torch.distributed as dist
 
     refusal = None
@@ -307,18 +311,21 @@ def _claim(path: Path, lock: RunLock, config: dict, replace: bool, info) -> None
             refusal = ("locked", str(err))
         else:
             status, detail = inspect_run(path, expected=config)
-            if status == "stale" and not replace:
+            if status == "complete" or (status == "stale" and not replace):
                 lock.release()
-                refusal = ("exists", detail)
+                refusal = ("complete", "") if status == "complete" else ("exists", detail)
     if info.enabled:
         box = [refusal]
         dist.broadcast_object_list(box, src=0)
         refusal = box[0]
+    if refusal and refusal[0] == "complete":
+        return True
     if refusal:
         raise (RunLocked if refusal[0] == "locked" else ResultExists)(refusal[1])
     if info.is_main:
         for stray in [*path.glob(".*.tmp*"), *path.glob("checkpoints/.*.tmp*")]:
             stray.unlink(missing_ok=True)
+    return False
 
 
 def _write_result(
