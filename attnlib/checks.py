@@ -80,8 +80,11 @@ def synthetic_sizes(
 
 # Predicates of untrusted values (saved results, checkpoints): True/False, never raising.
 def is_number(v, low: float = -math.inf, high: float = math.inf) -> bool:
-    """A finite int or float (not a bool) in [low, high]."""
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and low <= v <= high
+    """A finite int or float (not a bool) in [low, high]. An int is finite however large: math.isfinite would
+    raise OverflowError on one past a float's range (a 4,200-digit `params`), so it is never asked."""
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return False
+    return (isinstance(v, int) or math.isfinite(v)) and low <= v <= high
 
 
 def in_range(low: int, high: int) -> Callable[[object], bool]:

@@ -79,6 +79,40 @@ def test_tables_and_folded_tables_show_the_payload_as_text(payload, monkeypatch)
     assert "seed<wbr>s" in shown[-1].data and "<b onclick" not in shown[-1].data
 
 
+#: Every bidirectional control: a right-to-left override in a results string would show "cifar10 ... evil"
+#: reordered (the page's text after it reversed) without being visible itself
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+
+
+def _bidi(text: str) -> list[str]:
+    return [c for c in text if c in BIDI]
+
+
+def test_bidirectional_controls_are_shown_as_code_points_not_obeyed(payload, monkeypatch):
+    """In Markdown (escaped, code spans of a damaged result's detail), glued text and tables (cells, headers,
+    caption): each control is written as its code point, which shows where it was and reorders nothing."""
+    from attnbook.phrases import visible
+
+    text = "cifar10\u202egpj.exe" + BIDI
+    assert visible(text).startswith("cifar10[U+202E]gpj.exe[U+202A]") and _bidi(visible(text)) == []
+    rendered = MarkdownIt("commonmark").render(escaped(text))
+    assert _bidi(rendered) == [] and "[U+202E]" in rendered
+    folder = run_dir(payload, "vit", "smoke")
+    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics["provenance"]["dataset"] = text
+    metrics["wall_time_device"] = text
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    frame = collect(payload, "smoke", ["vit", "vit_ha"])
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    table = frame[["experiment", "dataset", "wall_time_device"]].rename(columns={"dataset": "data\u202e"})
+    display.show_table(table, caption="caption \u2066x\u2069")
+    assert _bidi(shown[0].data) == [] and "cifar10[U+202E]gpj.exe" in shown[0].data
+    assert _bidi(markdown_table(frame[["experiment", "dataset"]])) == []
+    page = unused_markdown(pd.DataFrame([{"experiment": "vit", "status": "damaged", "detail": text}]))
+    assert "is damaged (``cifar10[U+202E]gpj.exe" in page and _bidi(page) == []  # a code span
+
+
 def test_timing_note_shows_the_timing_file_as_text(tmp_path):
     timing = tmp_path / "timing"
     timing.mkdir()

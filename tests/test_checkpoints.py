@@ -6,7 +6,9 @@ finite one."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 
 import pytest
 import torch
@@ -61,8 +63,11 @@ def test_a_bad_last_checkpoint_falls_back_to_previous_in_one_line(tmp_path, refe
     edit(tmp_path / "last.pt", DAMAGES[damage])
     with caplog.at_level(logging.WARNING, logger="attnlib"):
         model, out = run(tmp_path)
-    warning = next(r.getMessage() for r in caplog.records if "last.pt is damaged" in r.getMessage())
-    assert "\n" not in warning and "trying an older one" in warning, warning
+    warnings = [r.getMessage() for r in caplog.records if "checkpoint" in r.getMessage()]
+    assert len(warnings) == 1 and "\n" not in warnings[0], (
+        warnings
+    )  # what is wrong and what it does: one line
+    assert "last.pt is damaged" in warnings[0] and "; resuming from previous.pt (epoch 1)" in warnings[0]
     assert out.resumed.startswith("previous.pt (epoch 1")
     assert strip(out.history) == strip(ref.history) and same_weights(model.state_dict(), ref_weights)
 
@@ -74,7 +79,10 @@ def test_both_checkpoints_bad_start_afresh(tmp_path, reference, caplog):
     edit(tmp_path / "previous.pt", DAMAGES["NaN weights"])
     with caplog.at_level(logging.WARNING, logger="attnlib"):
         model, out = run(tmp_path)
-    assert "training from scratch" in caplog.text and out.resumed is None
+    warnings = [r.getMessage() for r in caplog.records if "checkpoint" in r.getMessage()]
+    assert len(warnings) == 1 and "\n" not in warnings[0], warnings
+    assert "last.pt is damaged" in warnings[0] and "previous.pt is damaged" in warnings[0]
+    assert warnings[0].endswith("; training from scratch") and out.resumed is None
     assert strip(out.history) == strip(ref.history) and same_weights(model.state_dict(), ref_weights)
 
 
@@ -87,6 +95,78 @@ def test_a_resumed_complete_run_is_reevaluated_not_trusted(tmp_path, reference, 
         _, out = run(tmp_path)
     assert out.history[-1]["test_acc"] == ref.history[-1]["test_acc"] != 0.99
     assert "says test accuracy 0.99" in caplog.text
+
+
+KILLED = 77  # the forked run's exit status when killed at its point
+
+
+def _killed_at(folder, point: str) -> None:
+    """`run(folder)` in a forked process killed at `point` of its second checkpoint (end of epoch 2) by
+    os._exit, as SIGKILL would: no finally block, no handler, no clean-up. "between": after last.pt (epoch 1)
+    became previous.pt too, before the new last.pt is renamed into place; "after": right after that rename;
+    "no hard links": on a file system without them, after last.pt was renamed to previous.pt (no last.pt)."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            saves, save, keep = [], Checkpoints.save, Checkpoints._keep_previous
+
+            def counted_save(self, state):
+                saves.append(state["epoch"])
+                save(self, state)
+                if point == "after" and len(saves) == 2:
+                    os._exit(KILLED)
+
+            def keep_then_die(self, folder):
+                keep(self, folder)
+                if point != "after" and len(saves) == 2:
+                    os._exit(KILLED)
+
+            def no_link(*args, **kwargs):
+                raise OSError(errno.EPERM, "Operation not permitted")
+
+            Checkpoints.save, Checkpoints._keep_previous = counted_save, keep_then_die
+            if point == "no hard links":
+                os.link = no_link
+            run(folder)
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == KILLED, status
+
+
+@pytest.mark.parametrize(
+    ("point", "resumed"),
+    [
+        ("between", "last.pt (epoch 1)"),
+        ("after", "last.pt (epoch 2)"),
+        ("no hard links", "previous.pt (epoch 1)"),
+    ],
+)
+def test_a_kill_at_the_checkpoint_swap_resumes_to_the_uninterrupted_run(
+    tmp_path, reference, caplog, point, resumed
+):
+    """Killed exactly while a checkpoint replaces the last one, the run resumes from a complete checkpoint
+    (the old one or the new one, never a part) and ends as an uninterrupted run would; where only previous.pt
+    is left, it says so in one line."""
+    ref_weights, ref = reference
+    _killed_at(tmp_path, point)
+    stray = [p.name for p in tmp_path.iterdir() if ".tmp" in p.name]
+    assert stray == (
+        [] if point == "after" else [stray[0]]
+    )  # a real kill leaves the new file's temporary copy
+    with caplog.at_level(logging.WARNING, logger="attnlib"):
+        model, out = run(tmp_path)
+    assert out.resumed == resumed
+    said = [
+        r.getMessage()
+        for r in caplog.records
+        if "checkpoint" in r.getMessage() or "last.pt" in r.getMessage()
+    ]
+    if point == "no hard links":
+        assert len(said) == 1 and said[0].endswith("last.pt; resuming from previous.pt (epoch 1)"), said
+    else:
+        assert said == []
+    assert strip(out.history) == strip(ref.history) and same_weights(model.state_dict(), ref_weights)
 
 
 def _poison(model):

@@ -14,6 +14,7 @@ from attnlib.checks import (
     check_fraction,
     check_positive_int,
     check_probability,
+    is_number,
     is_synthetic,
     synthetic_sizes,
 )
@@ -46,6 +47,13 @@ def test_checks_accept_valid_values():
     check_choice("norm", "pre", ("pre", "post"))
     check_probability("dropout", 0.0)
     check_fraction("level", 0.95)
+
+
+def test_is_number_never_raises():
+    """An int past a float's range is a finite number (math.isfinite would raise OverflowError on it)."""
+    huge = 10**4200
+    assert is_number(huge) and not is_number(huge, 0, 1e10) and not is_number(-huge, 0)
+    assert not is_number(float("nan")) and not is_number(float("inf")) and not is_number(True)
 
 
 def test_synthetic_specs():

@@ -64,7 +64,13 @@ def test_empty_results_dir_is_refused(cli, tmp_path, monkeypatch):
         ({"RANK": "zero"}, "RANK: got 'zero'; allowed: an integer"),
         ({"WORLD_SIZE": "two"}, "WORLD_SIZE: got 'two'"),
         ({"WORLD_SIZE": "2"}, "1 unless started by torchrun"),
-        ({"WORLD_SIZE": "2", "RANK": "5", "MASTER_ADDR": "x", "MASTER_PORT": "1"}, "RANK: got 5"),
+        ({"WORLD_SIZE": "2", "RANK": "5", "MASTER_ADDR": "x", "MASTER_PORT": "1"}, "RANK: got '5'"),
+        # ASCII digits only, quoted as given: int() reads Arabic-Indic 3 (U+0663) as 3 and '1_0' as 10
+        ({"WORLD_SIZE": "\u0663"}, "WORLD_SIZE: got '\u0663'; allowed: an integer"),
+        ({"RANK": "\uff11"}, "RANK: got '\uff11'"),  # a fullwidth 1
+        ({"LOCAL_RANK": "1_0"}, "LOCAL_RANK: got '1_0'"),
+        ({"WORLD_SIZE": "-1"}, "WORLD_SIZE: got '-1'"),
+        ({"WORLD_SIZE": "0"}, "WORLD_SIZE: got '0'; allowed: an integer >= 1"),
     ],
 )
 def test_bad_distributed_environment_is_one_line(cli, tmp_path, monkeypatch, env, fragment):

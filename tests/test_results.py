@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from helpers import leftovers
+from helpers import files, leftovers
 
 from attnlib.lab.lock import RunLock, RunLocked
 from attnlib.lab.run import ResultExists, run_or_load, train_run, trained_model
@@ -74,6 +74,43 @@ def test_second_run_is_refused_while_first_holds_the_lock(tmp_path):
         assert sorted(p.name for p in folder.iterdir()) == ["run.lock"]  # the refused run wrote nothing
     assert not (folder / "run.lock").exists()
     RunLock(folder).acquire().release()  # free again
+
+
+def test_a_lock_on_a_run_lock_just_removed_is_refused(tmp_path, monkeypatch):
+    """`queue` and `train` on one run: A releases (unlinks run.lock, then unlocks) while B has opened the old
+    file and locks it after, and C creates and locks a new run.lock; B's lock guards nothing. The release is
+    injected between B's open and its lock (B's claim runs on the old, removed file): B is refused."""
+    folder = tmp_path / "run"
+    claim = RunLock._claim
+
+    def released_meanwhile(self, fd):
+        if self is b:
+            self.path.unlink()  # A's release, after B opened run.lock and before B's flock
+            held.append(RunLock(folder).acquire())  # C takes a new run.lock, and keeps it: it trains
+        claim(self, fd)
+
+    held: list[RunLock] = []
+    monkeypatch.setattr(RunLock, "_claim", released_meanwhile)
+    b = RunLock(folder)
+    with pytest.raises(RunLocked, match="has just released it; rerun"):
+        b.acquire()
+    assert not b._lock.is_locked and held[0]._lock.is_locked  # C alone holds the lock
+    held[0].release()
+
+
+def test_a_run_completed_by_another_process_meanwhile_is_not_trained_again(copy, monkeypatch, caplog):
+    """`queue` and `train` on one run: one read it as not trained, the other finished it before the first took
+    the lock. Under the lock the complete result is found and kept: not trained again, not rewritten."""
+    from attnlib import train as trainer
+
+    folder = run_dir(copy, "vit", "smoke")
+    before = files(folder)
+    monkeypatch.setattr(trainer, "fit", lambda *a, **k: pytest.fail("trained a complete run again"))
+    with caplog.at_level(logging.WARNING, logger="attnlib"):
+        result = train_run("vit", "smoke", results_dir=copy, progress=False)  # past run_or_load's read
+    assert not result.trained and result.path == folder and files(folder) == before
+    assert "completed by another process meanwhile" in caplog.text
+    assert not (folder / "run.lock").exists()
 
 
 def test_stale_lock_file_is_taken_over(tmp_path, caplog):

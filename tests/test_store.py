@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from attnlib.lab.lock import RunLock
 from attnlib.lab.queue import Job, Queue
@@ -21,10 +22,11 @@ from attnlib.results.store import (
     UnsafeFolder,
     check_no_links,
     read_json,
+    read_npz,
     read_regular,
     sha256,
 )
-from attnlib.util import atomic_write, temp_name, write_json
+from attnlib.util import atomic_write, temp_name, write_json, write_npz
 
 
 @pytest.fixture
@@ -69,6 +71,72 @@ def test_train_refuses_a_run_folder_holding_a_link(tmp_path, outside, link, cli)
     assert code == 5 and err.count("\n") == 1 and "is a symbolic link" in err, err
     assert outside.read_text() == "precious\n"
     assert sorted(p.name for p in outside.parent.iterdir()) == before  # no last.pt landed outside
+
+
+def _swap_for_link(folder: Path, target: Path) -> Path:
+    """`folder` moved aside (to FOLDER.moved) and a link to `target` put in its place, as a hostile process
+    sharing the results would while a run writes. Returns where the folder went."""
+    moved = folder.with_name(folder.name + ".moved")
+    folder.rename(moved)
+    folder.symlink_to(target, target_is_directory=True)
+    return moved
+
+
+@pytest.mark.parametrize("swapped", ["checkpoints", "run folder"])
+def test_a_link_swapped_in_while_a_run_trains_is_refused_not_written_through(tmp_path, outside, swapped):
+    """The run folder or its checkpoints/ replaced by a link after the first step: the next checkpoint is
+    refused in one line (UnsafeFolder naming the link), nothing lands in the folder the link names."""
+    results = tmp_path / "results"
+    folder = run_dir(results, "resnet18", "smoke")
+    (outside.parent / "checkpoints").mkdir()  # where a link to the outside would take the checkpoints
+    link = folder / "checkpoints" if swapped == "checkpoints" else folder
+    target = outside.parent / "checkpoints" if swapped == "checkpoints" else outside.parent
+
+    def swap(epoch, step, x, y):
+        if link.is_dir() and not link.is_symlink():  # once it exists (checkpoints/: after the first save)
+            _swap_for_link(link, target)
+
+    before = sorted(str(p.relative_to(outside.parent)) for p in outside.parent.rglob("*"))
+    with pytest.raises(UnsafeFolder, match="is a symbolic link; refused") as err:
+        train_run("resnet18", "smoke", results_dir=results, progress=False, on_step=swap, checkpoint_every=0)
+    assert err.value.filename == str(link) and "\n" not in str(err.value)
+    assert sorted(str(p.relative_to(outside.parent)) for p in outside.parent.rglob("*")) == before
+    assert outside.read_text() == "precious\n"
+
+
+def test_a_link_swapped_in_during_a_checkpoint_write_is_never_written_through(tmp_path, outside):
+    """The swap at a known point inside the write (after the new checkpoint's bytes, before previous.pt and
+    the rename): the write finishes in the folder it began in, by its descriptor; the link's target is
+    untouched."""
+    from attnlib.train import Checkpoints
+
+    folder = tmp_path / "results" / "vit" / "smoke" / "checkpoints"
+    target = outside.parent / "checkpoints"
+    target.mkdir()
+    (target / "last.pt").write_text("precious\n")
+    checkpoints = Checkpoints(folder, "f")
+    checkpoints.save({"epoch": 1})
+    keep = Checkpoints._keep_previous
+
+    def swap_then_keep(self, *folder_fd):
+        _swap_for_link(folder, target)
+        keep(self, *folder_fd)
+
+    Checkpoints._keep_previous = swap_then_keep
+    try:
+        checkpoints.save({"epoch": 2})
+    finally:
+        Checkpoints._keep_previous = keep
+    assert (
+        sorted(p.name for p in target.iterdir()) == ["last.pt"]
+        and (target / "last.pt").read_text() == "precious\n"
+    )
+    moved = folder.with_name("checkpoints.moved")  # the original folder, where the write began
+    assert torch.load(moved / "last.pt", weights_only=True)["epoch"] == 2
+    assert torch.load(moved / "previous.pt", weights_only=True)["epoch"] == 1
+    with pytest.raises(UnsafeFolder, match="is a symbolic link") as err:  # the next save: refused
+        checkpoints.save({"epoch": 3})
+    assert err.value.filename == str(folder)
 
 
 def test_a_linked_results_folder_itself_is_allowed(tmp_path):
@@ -137,6 +205,25 @@ def test_read_regular_refuses_a_device_a_link_and_a_large_file(tmp_path, outside
         read_regular(big, limit=100)
     assert err.value.errno == errno.EFBIG
     assert read_regular(outside) == b"precious\n"
+
+
+def test_read_regular_names_a_folder_by_its_path(tmp_path):
+    (tmp_path / "metrics.json").mkdir()
+    with pytest.raises(IsADirectoryError, match="is a folder, not a file") as err:
+        read_json(tmp_path / "metrics.json")
+    assert err.value.filename == str(tmp_path / "metrics.json")
+
+
+def test_read_npz_reads_what_write_npz_writes_and_bounds_the_members(tmp_path):
+    import numpy as np
+
+    arrays = {"a": np.arange(6.0).reshape(2, 3), "b": np.array(3)}
+    write_npz(tmp_path / "x.npz", arrays)
+    data = (tmp_path / "x.npz").read_bytes()
+    got = read_npz(data)
+    assert set(got) == {"a", "b"} and all(np.array_equal(got[k], arrays[k]) for k in arrays)
+    with pytest.raises(ValueError, match="declare more than 100 bytes"):
+        read_npz(data, limit=100)
 
 
 def test_read_json_refuses_deep_nesting(tmp_path):

@@ -6,16 +6,19 @@ a result that fails is *damaged*, shown as such, never as a number."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import time
+import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from attnlib.lab.run import run_or_load
 from attnlib.results.config import run_dir
-from attnlib.results.load import DamagedResult, inspect_run, load_run
+from attnlib.results.load import DamagedResult, inspect_run, load_run, read
 from attnlib.results.tables import collect, table3
 from attnlib.results.validate import files_problem, history_problem, metrics_problem
 
@@ -69,6 +72,16 @@ def test_files_must_cover_an_optional_file_present_in_the_folder(copy):
     else:
         (folder / "probe.npz").write_bytes(b"not vouched for")
     _assert_damaged(copy, folder, "lacks probe.npz")
+
+
+@pytest.mark.parametrize("name", ["metrics.json", "history.csv"])
+def test_a_result_file_that_is_a_folder_is_damaged_naming_its_path(copy, name):
+    """Not "3 is unreadable (Is a directory)": the line names the path, not the descriptor it was read by."""
+    folder = run_dir(copy, "vit", "smoke")
+    (folder / name).unlink()
+    (folder / name).mkdir()
+    _assert_damaged(copy, folder, f"{folder / name} is unreadable (is a folder, not a file)")
+    assert read("vit", "smoke", results_dir=copy).detail.startswith(str(folder / name))
 
 
 @pytest.mark.parametrize("kind", ["fifo", "link", "dev"])
@@ -129,6 +142,107 @@ def test_a_forged_result_file_is_damaged(copy, name, data, fragment):
     _assert_damaged(copy, folder, fragment)
 
 
+def _npz(arrays: dict) -> bytes:
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def _arrays(folder, name: str) -> dict:
+    with np.load(folder / name) as z:
+        return dict(z)
+
+
+def _not_finite(arrays: dict, key: str | None, value: float) -> dict:
+    """`arrays` with every float member (or only `key`) filled with `value`."""
+    out = {k: a.copy() for k, a in arrays.items()}
+    for k, a in out.items():
+        if a.dtype.kind == "f" and key in (None, k):
+            a[...] = value
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "value", "fragment"),
+    [
+        (
+            "probe.npz",
+            None,
+            float("nan"),
+            "probe.npz holds pixels_per_token with 1 of 1 values not finite (the first: nan)",
+        ),
+        ("attention.npz", None, float("inf"), "values not finite (the first: inf)"),
+        ("probe.npz", "end_peak", float("-inf"), "holds end_peak with"),
+        ("probe.npz", "init_similarity", float("nan"), "holds init_similarity with"),  # NaN past layer 0
+    ],
+)
+def test_non_finite_arrays_are_damaged(copy, name, key, value, fragment):
+    """NaN or inf in a result's arrays is refused, as in history.csv or metrics.json."""
+    folder = run_dir(copy, "vit", "smoke")
+    _forge(folder, name, _npz(_not_finite(_arrays(folder, name), key, value)))
+    _assert_damaged(copy, folder, fragment)
+
+
+def test_the_first_layers_similarity_is_nan_by_design(copy):
+    """The one NaN runs save (the probe's σ of layer 0, which has no layer before it): complete with it, not
+    with an inf there."""
+    folder = run_dir(copy, "vit", "smoke")
+    arrays = _arrays(folder, "probe.npz")
+    assert np.isnan(arrays["init_similarity"][0]) and np.isnan(arrays["end_similarity"][0])
+    assert np.isfinite(arrays["init_similarity"][1:]).all()
+    assert inspect_run(folder) == ("complete", "")
+    arrays["end_similarity"][0] = np.inf
+    _forge(folder, "probe.npz", _npz(arrays))
+    _assert_damaged(copy, folder, "holds end_similarity whose first value is inf")
+
+
+def _npz_of_headers(headers: dict, extra: dict | None = None) -> bytes:
+    """An npz whose members hold only an .npy header ({key: header dict}), and `extra` members as given."""
+    from numpy.lib import format as npy
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        for key, header in headers.items():
+            member = io.BytesIO()
+            npy.write_array_header_1_0(member, header)
+            archive.writestr(f"{key}.npy", member.getvalue() + b"\0" * 64)
+        for name, data in (extra or {}).items():
+            archive.writestr(name, data)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("header", "extra", "fragment"),
+    [  # 8 GiB declared in a file of a few hundred bytes
+        (
+            {"descr": "<f8", "fortran_order": False, "shape": (2**30,)},
+            None,
+            "declares (1073741824,) of float64",
+        ),
+        ({"descr": "|O", "fortran_order": False, "shape": (3,)}, None, "is of dtype object, not numbers"),
+        (
+            {"descr": "<f8", "fortran_order": False, "shape": (2,)},
+            {"notes.txt": b"x"},
+            "'notes.txt' is not an .npy",
+        ),
+    ],
+)
+def test_npz_members_are_bounded_before_they_are_read(copy, monkeypatch, header, extra, fragment):
+    """Each member's declared shape and dtype are checked against what it holds before np.load allocates:
+    without a memory limit a forged 8 GiB header is refused, never allocated (numpy's read_array not called)."""
+    from numpy.lib import format as npy
+
+    calls = []
+    real = npy.read_array
+    monkeypatch.setattr(npy, "read_array", lambda *a, **k: calls.append(1) or real(*a, **k))
+    folder = run_dir(copy, "vit", "smoke")
+    _forge(folder, "attention.npz", _npz_of_headers({"maps": header}, extra))
+    status, detail = inspect_run(folder)
+    assert status == "damaged" and fragment in detail and "\n" not in detail, detail
+    assert calls == []  # refused from its header alone
+    _assert_damaged(copy, folder, "attention.npz is not an npz of numeric arrays")
+
+
 def test_load_run_reports_a_checked_file_that_does_not_parse_as_damaged(copy, monkeypatch):
     """The backstop: a checked file that does not parse (a check missed it: here the content check is
     switched off and the file forged with its checksum) raises DamagedResult in one line, not the reader's
@@ -170,6 +284,21 @@ def test_provenance_types_and_ranges_are_checked(copy, key, value, fragment):
 
     _edit(folder, change)
     _assert_damaged(copy, folder, fragment)
+
+
+def test_a_huge_integer_is_damaged_naming_its_key(copy):
+    """A 4,200-digit params (JSON parses it; math.isfinite would raise OverflowError on it): damaged, in one
+    line naming params, never an exception out of read or the tables."""
+    folder = run_dir(copy, "vit", "smoke")
+    text = (folder / "metrics.json").read_text()
+    metrics = json.loads(text)
+    (folder / "metrics.json").write_text(
+        text.replace(f'"params": {metrics["params"]}', '"params": 9' + "0" * 4199)
+    )
+    assert len(str(json.loads((folder / "metrics.json").read_text())["params"])) == 4200
+    _assert_damaged(copy, folder, "params is 9000")
+    saved = read("vit", "smoke", results_dir=copy)
+    assert saved.status == "damaged" and "params is" in saved.detail and len(saved.detail) < 300
 
 
 def test_deeply_nested_metrics_are_damaged_in_one_line(copy):

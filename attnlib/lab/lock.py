@@ -49,7 +49,16 @@ class RunLock:
         return self
 
     def _claim(self, fd: int) -> None:
-        """Under the lock: name the previous owner a record is left of (a killed run's), then write ours."""
+        """Under the lock: check that it is the lock of `run.lock` as it is now, name the previous owner a
+        record is left of (a killed run's), then write ours. A lock taken on a file its owner has just
+        removed (`release` unlinks it: a process that opened it before and locked it after) guards nothing:
+        a third process may hold the new run.lock; refused (RunLocked) rather than training beside it."""
+        held, now = os.fstat(fd), _stat(self.path)
+        if now is None or (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino):
+            raise RunLocked(
+                f"{self.path.parent} was being trained by another process, which has just released it; "
+                "rerun to take it over"
+            )
         if previous := _owner_of(os.pread(fd, MAX_JSON_BYTES, 0)):
             log.warning(
                 "taking over the lock of a run that no longer runs (%s) in %s", previous, self.path.parent
@@ -69,6 +78,13 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
 
 
 def _owner(path: Path) -> str:

@@ -122,12 +122,11 @@ def backfill_probe(
         dataset = _load_data(spec if is_synthetic(str(spec)) else data)
         images = first_test_images(dataset, run.config.get("attention_mean_images", 100))
         init = attention_probe(initial_model(run.config), images, device)
-        write_npz(
-            path / PROBE_FILE, probe_file(len(images), init, attention_probe(end_model, images, device))
-        )
+        probe = probe_file(len(images), init, attention_probe(end_model, images, device))
+        write_npz(path / PROBE_FILE, probe, results_dir)  # no folder below the results followed as a link
         metrics = dict(run.metrics)
         metrics["files"] = {**metrics["files"], PROBE_FILE: sha256(path / PROBE_FILE)}
-        write_json(path / "metrics.json", metrics)
+        write_json(path / "metrics.json", metrics, results_dir)
     return path / PROBE_FILE
 
 
@@ -247,7 +246,9 @@ def train_run(
         )
     with trainer.distributed_session(device) as (info, dev):
         lock = RunLock(path)
-        _claim(path, lock, config, replace, info)
+        if _claim(path, lock, config, replace, info):  # completed by another process since it was read
+            log.warning("%s was completed by another process meanwhile; kept, not trained again", path)
+            return load_run(path, config["fingerprint"])
         try:
             torch.manual_seed(seed)
             model = make(rc.family, **rc.model)
@@ -294,10 +295,12 @@ def train_run(
     return result
 
 
-def _claim(path: Path, lock: RunLock, config: dict, replace: bool, info) -> None:
+def _claim(path: Path, lock: RunLock, config: dict, replace: bool, info) -> bool:
     """Rank 0 takes the run's lock and, under it, keeps a complete result of another configuration unless
-    `replace`; every rank learns the verdict (RunLocked / ResultExists). Then drops the temporary files of a
-    killed writer (never complete: safe to drop)."""
+    `replace`; every rank learns the verdict (RunLocked / ResultExists). True (the lock released) when the
+    folder holds a complete result of this configuration: another process (`queue` and `train` on the same
+    run at once) finished it after the caller read it, and it is not trained again. Else drops the temporary
+    files of a killed writer (never complete: safe to drop) and returns False."""
     import torch.distributed as dist
 
     refusal = None
@@ -308,18 +311,21 @@ def _claim(path: Path, lock: RunLock, config: dict, replace: bool, info) -> None
             refusal = ("locked", str(err))
         else:
             status, detail = inspect_run(path, expected=config)
-            if status == "stale" and not replace:
+            if status == "complete" or (status == "stale" and not replace):
                 lock.release()
-                refusal = ("exists", detail)
+                refusal = ("complete", "") if status == "complete" else ("exists", detail)
     if info.enabled:
         box = [refusal]
         dist.broadcast_object_list(box, src=0)
         refusal = box[0]
+    if refusal and refusal[0] == "complete":
+        return True
     if refusal:
         raise (RunLocked if refusal[0] == "locked" else ResultExists)(refusal[1])
     if info.is_main:
         for stray in [*path.glob(".*.tmp*"), *path.glob("checkpoints/.*.tmp*")]:
             stray.unlink(missing_ok=True)
+    return False
 
 
 def _write_result(
@@ -333,13 +339,14 @@ def _write_result(
     timing = inference_wall_time(model, device, rc.timing_reps, rc.timing_warmup)
     hist = pd.DataFrame(fit.history)
     last = fit.history[-1]
-    write_json(path / "config.json", config)
-    write_bytes(path / "history.csv", hist.to_csv(index=False).encode())
-    write_npz(path / "attention.npz", attention)
-    write_npz(path / PROBE_FILE, probe_file(len(images), init_probe, end_probe))
+    root = path.parents[1]  # the results folder (run_dir): no folder below it is followed as a link
+    write_json(path / "config.json", config, root)
+    write_bytes(path / "history.csv", hist.to_csv(index=False).encode(), root)
+    write_npz(path / "attention.npz", attention, root)
+    write_npz(path / PROBE_FILE, probe_file(len(images), init_probe, end_probe), root)
     files = [*RESULT_FILES, PROBE_FILE]
     if fit.quadratic is not None:
-        write_npz(path / "centers.npz", {k: v.numpy() for k, v in fit.quadratic.items()})
+        write_npz(path / "centers.npz", {k: v.numpy() for k, v in fit.quadratic.items()}, root)
         files.append("centers.npz")
     metrics = {
         "test_accuracy": last["test_acc"],
@@ -377,7 +384,7 @@ def _write_result(
     }
     if (now := git_state()) != code:  # the tree changed while it trained (a merge, an edit)
         metrics["provenance"]["git_at_write"] = now
-    write_json(path / "metrics.json", metrics)  # last: marks the folder complete
+    write_json(path / "metrics.json", metrics, root)  # last: marks the folder complete
     (path / "checkpoints" / "previous.pt").unlink(missing_ok=True)  # keep last.pt: the trained weights
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlib.results.config import config_difference, run_config, run_dir
-from attnlib.results.store import read_json
+from attnlib.results.store import read_json, read_npz
 from attnlib.results.validate import PROBE_FILE, files_problem, history_problem, metrics_problem
 
 
@@ -140,7 +140,7 @@ def _read(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[s
             return "damaged", wrong, None
     except OSError as err:  # a file named in "files" is a link, a FIFO, a device, too large, unreadable
         return "damaged", f"{err.filename or metrics_path} is unreadable ({err.strerror or err})", None
-    except (ValueError, TypeError, AttributeError) as err:
+    except (ValueError, TypeError, AttributeError, OverflowError) as err:  # OverflowError: a backstop
         return "damaged", f"{metrics_path} is unreadable ({type(err).__name__}: {err})", None
     config = json.loads(blobs["config.json"])  # checked: an object naming its experiment (files_problem)
     if fingerprint is not None and metrics["fingerprint"] != fingerprint:
@@ -156,8 +156,7 @@ def _read(path: Path, fingerprint: str | None, expected: dict | None) -> tuple[s
     def arrays(name: str) -> dict[str, np.ndarray] | None:
         if name not in blobs:
             return None
-        with np.load(io.BytesIO(blobs[name])) as z:
-            return dict(z)
+        return read_npz(blobs[name])  # each member's size checked before it is read
 
     try:
         run = RunResult(

@@ -1,27 +1,24 @@
 """Reading the files of a results folder safely: never through a symbolic link (check_no_links,
-open_nofollow), reads bounded to regular files (read_regular, read_json), checksums (sha256). A results folder
-is untrusted input. The writers are attnlib.util's.
+open_nofollow), reads bounded to regular files (read_regular, read_json), arrays bounded before they are
+allocated (read_npz), checksums (sha256). A results folder is untrusted input. The writers are attnlib.util's.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import json
+import math
 import os
 import stat
+import zipfile
 from pathlib import Path
 
+import numpy as np
+from numpy.lib import format as npy
 
-class UnsafeFolder(OSError):
-    """A results folder holds a symbolic link (or another non-regular file) where a run writes or reads:
-    writing through it could overwrite a file outside the results, reading it could hang or exhaust memory.
-    An OSError (errno ELOOP), so the command line reports it in one line (exit 5)."""
-
-
-def unsafe(path: Path, what: str) -> UnsafeFolder:
-    reason = f"{what}; refused: a results folder holds plain files and folders only"
-    return UnsafeFolder(errno.ELOOP, reason, str(path))
+from attnlib.util import UnsafeFolder, unsafe  # noqa: F401 -- UnsafeFolder: imported from here too
 
 
 def check_no_links(folder: str | Path, root: str | Path | None = None) -> None:
@@ -64,12 +61,19 @@ MAX_JSON_DEPTH = 32  # what a results file nests (metrics.json: 3 levels); deepe
 
 def read_regular(path: str | Path, limit: int = MAX_RESULT_BYTES) -> bytes:
     """The bytes of `path`, a regular file of at most `limit` bytes, read without following a symbolic link
-    and without blocking on a FIFO; else an OSError naming the path (UnsafeFolder for a link, a FIFO, a
-    device or a folder; EFBIG for a larger file)."""
-    with open(open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-        st = os.fstat(f.fileno())
+    and without blocking on a FIFO; else an OSError naming the path (UnsafeFolder for a link, a FIFO or a
+    device; IsADirectoryError for a folder; EFBIG for a larger file)."""
+    fd = open_nofollow(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:  # the type is checked on the descriptor: open() of a folder's one raises an error naming "3", not `path`
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(path))
         if not stat.S_ISREG(st.st_mode):
             raise unsafe(Path(path), "is not a regular file")
+    except OSError:
+        os.close(fd)
+        raise
+    with open(fd, "rb") as f:
         data = b"" if st.st_size > limit else f.read(limit + 1)  # one byte more: a file that grew while read
         if st.st_size > limit or len(data) > limit:
             raise OSError(errno.EFBIG, f"is larger than {limit} bytes, more than any result file", str(path))
@@ -100,3 +104,42 @@ def read_json(path: str | Path, limit: int = MAX_JSON_BYTES):
 def sha256(path: str | Path, limit: int = MAX_RESULT_BYTES) -> str:
     """The sha256 of a regular file of at most `limit` bytes (`read_regular`)."""
     return hashlib.sha256(read_regular(path, limit)).hexdigest()
+
+
+_NPY_HEADERS = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
+
+
+def read_npz(data: bytes, limit: int = MAX_RESULT_BYTES) -> dict[str, np.ndarray]:
+    """The arrays of an npz file's bytes (what `attnlib.util.write_npz` writes: numeric arrays, no pickles),
+    each member's .npy header read first: ValueError in one line naming the member for one that is no .npy
+    array, of a dtype that is not numbers (object dtypes included), or whose declared shape and dtype take more
+    bytes than the member holds, and for members declaring more than `limit` bytes in all; so no forged header
+    makes np.load allocate what it claims (8 GiB from a 1 kB file). Zip errors are zipfile's (BadZipFile)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        members = archive.infolist()
+        if sum(m.file_size for m in members) > limit:  # the sizes every read from a member is held to
+            raise ValueError(f"its members declare more than {limit} bytes, more than any result file")
+        for member in members:
+            _npy_member_check(archive, member)
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        return {key: z[key] for key in z.files}
+
+
+def _npy_member_check(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> None:
+    """ValueError unless `member` is a .npy array of numbers whose data fits in the member (its header only is
+    read)."""
+    name = member.filename
+    if not name.endswith(".npy") or name.startswith("/") or ".." in name.split("/"):
+        raise ValueError(f"{name!r} is not an .npy array")
+    with archive.open(member) as f:
+        version = npy.read_magic(f)
+        if version not in _NPY_HEADERS:
+            raise ValueError(f"{name[:-4]} is an .npy of version {version}, not 1.0 or 2.0")
+        shape, _, dtype = _NPY_HEADERS[version](f)
+    if dtype.hasobject or dtype.kind not in "biuf":
+        raise ValueError(f"{name[:-4]} is of dtype {dtype}, not numbers")
+    declared = math.prod(shape) * dtype.itemsize
+    if min(shape, default=0) < 0 or declared > member.file_size:
+        raise ValueError(
+            f"{name[:-4]} declares {shape} of {dtype} ({declared} bytes) in a member of {member.file_size} bytes"
+        )

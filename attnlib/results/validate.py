@@ -28,7 +28,7 @@ import yaml
 from jsonschema import Draft202012Validator, validators
 
 from attnlib.checks import is_number, shown
-from attnlib.results.store import read_regular
+from attnlib.results.store import read_npz, read_regular
 
 RESULT_FILES = ("config.json", "history.csv", "attention.npz")  # what every complete result holds
 PROBE_FILE = "probe.npz"  # the standard attention probe (attnlib.measures.probe_file)
@@ -36,6 +36,11 @@ OPTIONAL_FILES = ("centers.npz", PROBE_FILE)  # listed in "files" whenever prese
 NOT_A_RESULT_FILE = ("metrics.json", "run.lock", "checkpoints")
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+# What a result's arrays may hold that is not finite: the probe's layer similarity σ_l compares layer l with
+# layer l − 1, so the first layer's (index 0 of init_similarity / end_similarity) has none and is NaN by design
+# (attnlib.measures.probe_heads; every saved probe.npz holds it). Any other NaN or inf makes a result damaged.
+NOT_FINITE_BY_DESIGN = {(PROBE_FILE, "init_similarity"), (PROBE_FILE, "end_similarity")}
+
 
 # the formats of metrics.json and of the timing and train-cost reports, as JSON Schema (schema.yaml); its checker
 # takes an integer to be an int (not a bool, not 1.0) and a number to be finite (no NaN, no inf)
@@ -119,18 +124,16 @@ def files_problem(path: str | Path, files: dict, blobs: dict[str, bytes]) -> str
 
 
 def _content_problem(name: str, data: bytes) -> str:
-    """'' when a result file parses as what readers take it for: an npz of numeric arrays (no pickles), a
+    """'' when a result file parses as what readers take it for: an npz of finite numeric arrays (no pickles,
+    every member's size bounded before it is read: `read_npz`; NaN only where NOT_FINITE_BY_DESIGN allows), a
     config.json object naming its experiment and preset."""
     if name.endswith(".npz"):
         try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as z:
-                for key in z.files:
-                    if z[key].dtype.kind not in "biuf":
-                        return f"holds {key} of dtype {z[key].dtype}, not numbers"
-        except Exception as err:  # noqa: BLE001 -- zip, format or pickle errors alike: not an npz of numbers
-            return (
-                f"is not an npz of numeric arrays ({type(err).__name__}: {' '.join(str(err).split())[:120]})"
-            )
+            arrays = read_npz(data)
+        except Exception as err:  # noqa: BLE001 -- zip, format or header errors alike: not an npz of numbers
+            said = str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}"
+            return f"is not an npz of numeric arrays ({' '.join(said.split())[:160]})"
+        return _not_finite(name, arrays)
     elif name == "config.json":
         try:
             config = json.loads(data)
@@ -142,6 +145,21 @@ def _content_problem(name: str, data: bytes) -> str:
             return "does not name its experiment, preset, family and fingerprint as strings"
         if not isinstance(config.get("model_resolved", {}), dict):
             return f"holds model_resolved {shown(config['model_resolved'])}, not an object"
+    return ""
+
+
+def _not_finite(name: str, arrays: dict[str, np.ndarray]) -> str:
+    """'' when every value of a result file's arrays is finite, but for the NaN of NOT_FINITE_BY_DESIGN."""
+    for key, a in arrays.items():
+        if a.dtype.kind != "f":
+            continue
+        if (name, key) in NOT_FINITE_BY_DESIGN and a.ndim == 1:  # the first layer's NaN, nothing else
+            if np.isinf(a[:1]).any():
+                return f"holds {key} whose first value is {a[0]}, not NaN or a finite number"
+            a = a[1:]
+        bad = ~np.isfinite(a)
+        if bad.any():
+            return f"holds {key} with {int(bad.sum())} of {a.size} values not finite (the first: {a[bad][0]})"
     return ""
 
 

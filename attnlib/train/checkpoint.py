@@ -4,11 +4,13 @@ checkpoints mid-epoch."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import logging
 import math
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,67 +56,75 @@ class Checkpoints:
         if self.resolved is not None:
             tags["model_resolved"] = self.resolved
         torch.save({**state, **tags}, buf)
-        with atomic_write(self.last, before_replace=self._keep_previous) as f:
+        # neither this folder nor the one holding it (the run folder) is followed as a symbolic link, even one
+        # swapped in while the run trains: the write happens in the folder's descriptor (attnlib.util)
+        with atomic_write(self.last, root=self.folder.parent.parent, before_replace=self._keep_previous) as f:
             f.write(buf.getbuffer())
 
-    def _keep_previous(self) -> None:
+    def _keep_previous(self, folder: int) -> None:
         """previous.pt becomes a second name of the current last.pt, atomically (a hard link renamed onto
-        it); without hard links on this file system, a rename (a short window without last.pt)."""
-        if not self.last.exists():
-            return
-        link = temp_name(self.previous)
-        link.unlink(missing_ok=True)
+        it); without hard links on this file system, a rename (a short window without last.pt). By name in
+        `folder`, the checkpoints folder's descriptor; a link at last.pt is never followed."""
+        last, previous, link = self.last.name, self.previous.name, temp_name(self.previous).name
         try:
-            os.link(self.last, link)
-            os.replace(link, self.previous)
+            if not stat.S_ISREG(os.stat(last, dir_fd=folder, follow_symlinks=False).st_mode):
+                return
+        except FileNotFoundError:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(link, dir_fd=folder)
+        try:
+            os.link(last, link, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
+            os.replace(link, previous, src_dir_fd=folder, dst_dir_fd=folder)
         except OSError:
-            os.replace(self.last, self.previous)
+            os.replace(last, previous, src_dir_fd=folder, dst_dir_fd=folder)
         finally:
-            link.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(link, dir_fd=folder)
 
     def load(self, check: Callable[[dict], str]) -> tuple[dict | None, str | None]:
         """(state, description) of the newest usable checkpoint, or (None, None) for a fresh start. ``check``
         says what is wrong with a checkpoint of this configuration ('' if nothing: `checkpoint_problem` below,
-        the one check of its contents); one that fails is reported in one line and the older one tried."""
+        the one check of its contents); one that fails is skipped for the older one. What was skipped and where
+        the run goes on from are said in one line ("checkpoint .../last.pt is damaged (...); resuming from
+        previous.pt (epoch 3)", or "...; training from scratch")."""
+        skipped: list[str] = []  # what is wrong with each checkpoint passed over
         for path in (self.last, self.previous):
-            if not path.exists():
+            if not path.exists() and not path.is_symlink():
                 continue
-            try:
-                state = torch.load(path, map_location="cpu", weights_only=True)
-            except Exception as err:  # truncated, corrupt or foreign file: report and try the older one
-                log.warning(
-                    "checkpoint %s is damaged (%s: %s); trying an older one",
-                    path,
-                    type(err).__name__,
-                    " ".join(str(err).split())[:300],
-                )
-                continue
-            if not isinstance(state, dict) or state.get("fingerprint") != self.fingerprint:
-                log.warning("checkpoint %s belongs to a different configuration; starting afresh", path)
+            state, problem, foreign = self._read(path, check)
+            if foreign:  # another configuration's: never resumed, nor an older one of it
+                log.warning("%s; starting afresh", "; ".join([*skipped, f"checkpoint {path} {problem}"]))
                 return None, None
-            saved = state.get("model_resolved")
-            if self.resolved is not None and isinstance(saved, dict):
-                diffs = resolved_difference(saved, self.resolved, type(self.model_config))
-                if diffs:
-                    log.warning(
-                        "checkpoint %s belongs to a different configuration (%s); starting afresh",
-                        path,
-                        "; ".join(f"model_resolved.{d}" for d in diffs),
-                    )
-                    return None, None
-            problem = check(state)
-            if problem:  # contents checked before use: types, ranges, weights' keys, shapes, finite values
-                log.warning("checkpoint %s is damaged (%s); trying an older one", path, problem)
+            if problem:
+                skipped.append(f"checkpoint {path} is damaged ({problem})")
                 continue
             where = f"{path.name} (epoch {state['epoch']}" + (
                 f", step {state['step']})" if state["step"] else ")"
             )
             if path == self.previous:
-                log.warning("falling back to the previous checkpoint %s", where)
+                log.warning("%s; resuming from %s", "; ".join(skipped or [f"no {self.last}"]), where)
             return state, where
-        if self.last.exists() or self.previous.exists():
-            log.warning("no usable checkpoint in %s; training from scratch", self.folder)
+        if skipped:
+            log.warning("%s; training from scratch", "; ".join(skipped))
         return None, None
+
+    def _read(self, path: Path, check: Callable[[dict], str]) -> tuple[dict | None, str, bool]:
+        """(state, what is wrong with it or '', whether it is another configuration's) of one checkpoint."""
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:  # noqa: BLE001 -- truncated, corrupt or foreign file, a link: damaged
+            return None, f"{type(err).__name__}: {' '.join(str(err).split())[:300]}", False
+        if not isinstance(state, dict) or state.get("fingerprint") != self.fingerprint:
+            return None, "belongs to a different configuration", True
+        saved = state.get("model_resolved")
+        if self.resolved is not None and isinstance(saved, dict):
+            diffs = resolved_difference(saved, self.resolved, type(self.model_config))
+            if diffs:
+                changed = "; ".join(f"model_resolved.{d}" for d in diffs)
+                return None, f"belongs to a different configuration ({changed})", True
+        # contents checked before use: types, ranges, weights' keys, shapes, finite values
+        return state, check(state), False
 
 
 def checkpoint_interval(seconds: float | None = None) -> float:

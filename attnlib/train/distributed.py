@@ -26,22 +26,25 @@ from attnlib.train.device import resolve_device
 
 def distributed_env() -> tuple[int, int, int]:
     """(RANK, WORLD_SIZE, LOCAL_RANK) from the environment torchrun sets; (0, 1, 0) without it. ConfigError
-    naming the variable for a value that is not an integer in range, or WORLD_SIZE > 1 without torchrun's
-    MASTER_ADDR / MASTER_PORT (the process group could never form)."""
-    values = {}
+    naming the variable and quoting its value as given for one that is not ASCII digits (int() would take
+    '٣' or '1_0') or not in range, or WORLD_SIZE > 1 without torchrun's MASTER_ADDR / MASTER_PORT (the
+    process group could never form)."""
+    values, given = {}, {}
     for name, default in (("WORLD_SIZE", 1), ("RANK", 0), ("LOCAL_RANK", 0)):
-        text = os.environ.get(name, "").strip()
-        try:
-            values[name] = int(text) if text else default
-        except ValueError:
-            raise ConfigError(name, text, "an integer (set by torchrun)") from None
+        text = given[name] = os.environ.get(name, "")
+        digits = text.strip(" \t\r\n")
+        if digits and not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
+            raise ConfigError(name, text, "an integer (set by torchrun)")
+        values[name] = int(digits) if digits else default
     world, rank, local = values["WORLD_SIZE"], values["RANK"], values["LOCAL_RANK"]
-    check(1 <= world <= 1 << 16, "WORLD_SIZE", world, "an integer >= 1 (set by torchrun)")
-    check(0 <= rank < world, "RANK", rank, f"an integer in [0, WORLD_SIZE={world})")
-    check(0 <= local < world, "LOCAL_RANK", local, f"an integer in [0, WORLD_SIZE={world})")
+    check(1 <= world <= 1 << 16, "WORLD_SIZE", given["WORLD_SIZE"], "an integer >= 1 (set by torchrun)")
+    check(0 <= rank < world, "RANK", given["RANK"], f"an integer in [0, WORLD_SIZE={world})")
+    check(0 <= local < world, "LOCAL_RANK", given["LOCAL_RANK"], f"an integer in [0, WORLD_SIZE={world})")
     if world > 1 and not (os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT")):
         raise ConfigError(
-            "WORLD_SIZE", world, "1 unless started by torchrun (which sets MASTER_ADDR and MASTER_PORT too)"
+            "WORLD_SIZE",
+            given["WORLD_SIZE"],
+            "1 unless started by torchrun (which sets MASTER_ADDR and MASTER_PORT too)",
         )
     return rank, world, local
 

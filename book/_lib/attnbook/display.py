@@ -18,6 +18,7 @@ from attnbook.phrases import (
     fmt,
     ledger_markdown,
     title,
+    visible,
     word_list,
 )
 from attnbook.reference import model_tables, protocol_tables
@@ -38,7 +39,7 @@ def glue_str(name: str, text: str) -> None:
     reader does)."""
     from myst_nb import glue
 
-    glue(name, display_names(text), display=False)
+    glue(name, display_names(visible(text)), display=False)
 
 
 def glue_numbers(prefix: str, numbers: dict) -> None:
@@ -184,7 +185,9 @@ def show_table(
     if caption:
         styler = styler.set_caption(html.escape(caption))
     # the one tag the library's own headers write, a soft line break (no attributes: nothing to inject)
-    display(HTML(styler.to_html().replace("&lt;wbr&gt;", "<wbr>")))
+    # bidirectional controls of a results string shown as their code points (phrases.visible) in cells,
+    # headers and caption alike
+    display(HTML(visible(styler.to_html()).replace("&lt;wbr&gt;", "<wbr>")))
 
 
 #: A cell that reads as a number: "47.9", "-0.4", "+4.2 [+3.7, +4.6]", "12,086,844‡", "1.02×", "0.62".

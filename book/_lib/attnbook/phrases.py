@@ -52,12 +52,24 @@ def is_missing(value) -> bool:
 #: ASCII punctuation: a backslash before any of it makes (MyST) Markdown show it as typed (CommonMark)
 _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 
+#: The bidirectional controls (embeddings and overrides U+202A-U+202E, isolates U+2066-U+2069, the marks
+#: U+200E / U+200F / U+061C): in a results string they would reorder what the page shows around them
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+
+def visible(text) -> str:
+    """``text`` from a results file with every bidirectional control written as its code point ("[U+202E]"),
+    so that it shows as stored and reorders nothing. The one place the book does this: ``escaped`` (Markdown),
+    ``_code`` (code spans), ``glue_str`` and ``display.show_table`` (HTML) call it."""
+    return _BIDI.sub(lambda m: f"[U+{ord(m[0]):04X}]", str(text))
+
 
 def escaped(text) -> str:
     """``text`` (a string from a results file: a dataset, a device, a detail) as MyST Markdown that shows it
-    as typed on one line: every ASCII punctuation backslash-escaped, so that no HTML tag, role, directive,
-    link, emphasis or math can start in it, and line breaks made spaces (no block can start either)."""
-    return _PUNCTUATION.sub(r"\\\1", " ".join(str(text).split()))
+    as typed on one line: bidirectional controls made visible (``visible``), every ASCII punctuation
+    backslash-escaped, so that no HTML tag, role, directive, link, emphasis or math can start in it, and line
+    breaks made spaces (no block can start either)."""
+    return _PUNCTUATION.sub(r"\\\1", " ".join(visible(text).split()))
 
 
 def fmt(value, spec: str = "{:.1%}", missing: str = MISSING) -> str:
@@ -168,7 +180,7 @@ def _reason(detail) -> str:
 
 def _code(text) -> str:
     """``text`` (a results file's message, a path) for a double-backtick code span: as typed, on one line."""
-    return " ".join(str(text or "").replace("`", "'").split())
+    return " ".join(visible(text or "").replace("`", "'").split())
 
 
 def word_list(names) -> str:
