@@ -339,3 +339,35 @@ def engine_tables(report: dict) -> dict:
         "epoch": pd.DataFrame(epoch) if epoch else None,
         "gemm": gemm,
     }
+
+
+#: The run that checks the engine changes no model's function: learned_content_9h, seed 0, at budget, trained
+#: again with the new engine into results/bench/rerun/ (so it never stands in for the saved seed 0).
+RERUN = ("learned_content_9h", "budget", 0)
+
+
+def engine_rerun(params: Params) -> dict | None:
+    """The engine's rerun (``RERUN``) beside the saved seeds of the same experiment: {accuracy, commit, hours,
+    device, seeds: [accuracy of every saved seed]}, or None where the rerun is not complete. Never trains."""
+    from attnbook.runs import seed_accuracies
+    from attnlib.results.load import read
+
+    name, preset, seed = RERUN
+    saved = read(name, preset, seed=seed, results_dir=Path(params.results_dir) / "bench" / "rerun")
+    if not saved.complete:
+        return None
+    prov = saved.run.metrics["provenance"]
+    return {
+        "accuracy": saved.run.test_accuracy,
+        "commit": str((prov.get("git") or {}).get("commit", ""))[:7],
+        "minutes": prov.get("train_seconds", float("nan")) / 60,
+        "device": prov.get("device"),
+        "seeds": seed_accuracies(name, replace_preset(params, preset)),
+    }
+
+
+def replace_preset(params: Params, preset: str) -> Params:
+    """``params`` at another preset (the rerun is compared at its own)."""
+    from dataclasses import replace
+
+    return replace(params, preset=preset)
