@@ -197,7 +197,10 @@ book.show(
 # where its runs are not saved; each verdict names the preset, epochs and seeds it rests on —
 # computed from the saved results of the *{glue:text}`intro_preset`* preset (or, for a model saved at the
 # `long` preset, 60-epoch CPU runs of the same models, from that run: its value then says "(long)") by a
-# rule stated with each claim in the fold-out under the table (its measures are defined in
+# rule stated with each claim in the fold-out under the table. A claim about attention maps is judged again on
+# every seed saved at the *{glue:text}`intro_preset`* preset, each seed's runs alone, and its label ends with
+# that tally ("seeds 0–4: not reproduced on 5 of 5"); where the two disagree the verdict stays the one of
+# the longer runs, and the tally shows the disagreement (its measures are defined in
 # {ref}`the measures' definitions <def-measures>`); {ref}`chapter-reproduction` and
 # {ref}`chapter-hierarchical` repeat the claims their models test. Of the {glue:text}`intro_claims` claims,
 # {glue:text}`intro_n_reproduced` are reproduced, {glue:text}`intro_n_not_reproduced` not reproduced,

@@ -398,3 +398,20 @@ def test_pair_sum_is_the_broadcast_sum_exactly(height, width):
     row = torch.randn(2, height, dtype=torch.float64, requires_grad=True)
     col = torch.randn(2, width, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(pair_sum, (row, col))
+
+
+def test_the_readme_snippet_runs():
+    """The README's "Use the layers" code builds a learned-2D layer and an HA encoder and runs them as it says."""
+    import contextlib
+    import io
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Use the layers", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    shapes = printed.getvalue()
+    assert "torch.Size([8, 16, 16, 64]) torch.Size([8, 9, 256, 256]) torch.Size([8, 16, 16, 64])" in shapes

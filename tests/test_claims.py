@@ -369,3 +369,38 @@ def test_every_ledger_row_names_the_models_it_is_judged_on():
     assert table.set_index("claim").loc["Learned positional heads attend at fixed shifts", "judged on"] == (
         "SA learned 2D, 9 heads (long)"
     )
+
+
+def test_map_claims_are_judged_again_on_every_seed_of_the_ledgers_preset():
+    """A map claim's verdict comes from its seed-0 evidence; its label adds the verdict of each seed saved at the
+    ledger's preset, each judged on that seed's runs alone (issue 48: no "1 seed" where more are saved)."""
+    n, queries = 16, np.array([0, 5, 10, 15])
+    one_hot = np.zeros((2, 2, 3, 4, n))
+    one_hot[:, 0, :, range(4), queries] = 1.0
+    one_hot[:, 1] = 1 / n  # layers that differ: σ small
+    alike = np.repeat(one_hot[:, :1], 2, axis=1)  # both layers the same pattern: σ = 1
+
+    def att(rows):
+        return _run(
+            attention={"rows": rows, "rows_mean": rows.mean(0), "queries": queries, "grid": np.array([4, 4])}
+        )
+
+    seeds = {  # seed: (HA's maps, its model's maps) of the ViT pair
+        0: (one_hot, one_hot),
+        1: (alike, one_hot),  # HA's layers alike, its model's not: fails at seed 1
+        2: (one_hot, one_hot),
+    }
+    ev = Evidence("budget", runs={"vit_ha": att(seeds[0][0]), "vit": att(seeds[0][1])})
+    ev.own_seed_runs = {
+        "vit_ha": {s: att(v[0]) for s, v in seeds.items()},
+        "vit": {s: att(v[1]) for s, v in seeds.items()},
+    }
+    claim = next(c for c in claims.CLAIMS if c.key == "ha_layers_differ")
+    assert claims.seed_verdicts(ev, claim) == {0: REPRODUCED, 1: NOT_REPRODUCED, 2: REPRODUCED}
+    row = claims.ledger(ev, [claim]).iloc[0]
+    assert row["verdict"] == REPRODUCED  # the seed-0 evidence's
+    assert row["label"].endswith("at budget, seeds 0–2: reproduced on 2 of 3, not reproduced on 1 of 3")
+    del ev.own_seed_runs["vit"][2]  # a seed the model lacks is not judged
+    assert claims.seed_verdicts(ev, claim) == {0: REPRODUCED, 1: NOT_REPRODUCED}
+    gain = next(c for c in claims.CLAIMS if c.key == "ha_gain")
+    assert claims.seed_verdicts(ev, gain) == {}  # a claim over seeds already reads them all

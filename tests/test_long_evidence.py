@@ -287,7 +287,7 @@ def test_a_comparison_over_seeds_stays_where_the_seeds_are(monkeypatch):
 
     def saved(results_dir, name, preset, seeds_, data):
         found = seeds[preset, name] if (preset, name) in seeds else []
-        return (run() if found else None), list(found), {}
+        return (run() if found else None), list(found), {}, {}
 
     monkeypatch.setattr(claims, "_saved", saved)
     ev = claims.gather("unused", "budget")

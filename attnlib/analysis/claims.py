@@ -16,6 +16,7 @@ always come from the same preset, and a value taken from the longer preset names
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from attnlib import experiments
@@ -403,11 +404,56 @@ def evidence_models(ev: Evidence, key: str) -> str:
     return "; ".join(name(n) for n in saved)
 
 
+def seed_verdicts(ev: Evidence, claim: Claim) -> dict[int, str]:
+    """{seed: verdict} of a map claim judged on each saved seed at the ledger's own preset (`ev.preset`, never
+    the longer preset its seed-0 evidence may come from): for every seed s at which each model the claim reads
+    there (those of EVIDENCE saved at seed 0) has a run, the claim's test on those runs alone. {} for claims
+    that are not judged on maps, or with no model saved at the ledger's preset."""
+    names, kind = EVIDENCE.get(claim.key, ((), "maps"))
+    if kind != "maps":
+        return {}
+    if claim.key in ("ha_depth", "ha_not_sparse"):
+        names = (FIG8_MODEL, FIG8_CONTROL)
+    saved = [n for n in names if 0 in ev.own_seed_runs.get(n, {})]
+    if not saved:
+        return {}
+    seeds = sorted(set.intersection(*(set(ev.own_seed_runs[n]) for n in saved)))
+    verdicts = {}
+    for seed in seeds:
+        runs = {n: ev.own_seed_runs.get(n, {}).get(seed) for n in ev.runs}
+        at_seed = replace(ev, runs=runs, presets={}, seed_presets={})
+        verdicts[seed] = claim.test(at_seed)[1]
+    return verdicts
+
+
+def _tally(verdicts: dict[int, str], preset: str) -> str:
+    """ "at budget, seeds 0–4: not reproduced on 5 of 5" (each verdict's count, most frequent first); "" for
+    fewer than two seeds."""
+    if len(verdicts) < 2:
+        return ""
+    counts: dict[str, int] = {}
+    for v in verdicts.values():
+        counts[v] = counts.get(v, 0) + 1
+    said = ", ".join(
+        f"{v} on {k} of {len(verdicts)}" for v, k in sorted(counts.items(), key=lambda vk: -vk[1])
+    )
+    return f"at {preset}, seeds {_seed_span(sorted(verdicts))}: {said}"
+
+
+def _seed_span(seeds: list[int]) -> str:
+    return (
+        f"{seeds[0]}–{seeds[-1]}"
+        if seeds == list(range(seeds[0], seeds[-1] + 1))
+        else ", ".join(map(str, seeds))
+    )
+
+
 def ledger(evidence: Evidence, claims=CLAIMS):
     """One row per claim: source, where, words, measure, our value, verdict, rule, ``models`` (what the verdict
-    is judged on: ``evidence_models``), ``evidence`` (where the verdict comes from: ``evidence_scale``) and
-    ``label``, the verdict as the book shows it with its scale, "reproduced — at budget (4–12 epochs), 1 seed
-    each" (a pandas DataFrame)."""
+    is judged on: ``evidence_models``), ``evidence`` (where the verdict comes from: ``evidence_scale``, then for
+    a map claim its tally over every seed saved at the ledger's preset, ``seed_verdicts``) and ``label``, the
+    verdict as the book shows it with its scale, "reproduced — at budget (4–12 epochs), 1 seed each; at budget,
+    seeds 0–4: reproduced on 5 of 5" (a pandas DataFrame). The verdict is the seed-0 evidence's."""
     import pandas as pd
 
     rows = []
@@ -415,6 +461,8 @@ def ledger(evidence: Evidence, claims=CLAIMS):
         value, verdict = c.test(evidence)
         assert verdict in VERDICTS, verdict
         scale = "" if verdict == NOT_MEASURED else evidence_scale(evidence, c.key)
+        tally = _tally(seed_verdicts(evidence, c), evidence.preset)  # the map claims seed by seed
+        scale = "; ".join(filter(None, (scale, tally)))
         rows.append(
             {
                 "claim": c.key,
@@ -450,9 +498,9 @@ def theorem_error(kernel_size: int = 3, alpha: float = 40.0, seed: int = 0) -> f
     return conv_relative_error(conv, alpha, x)
 
 
-def _saved(results_dir, name: str, preset: str, seeds, data) -> tuple[object, list[float]]:
+def _saved(results_dir, name: str, preset: str, seeds, data) -> tuple:
     """(seed-0 RunResult or None, test accuracies of every saved seed among `seeds`, their inference wall times
-    {seed: (ms, device)}) of `name` at `preset`,
+    {seed: (ms, device)}, {seed: RunResult}) of `name` at `preset`,
     complete for today's configuration (`attnlib.results.load.read_seeds`: reads, never trains)."""
     found = read_seeds(name, preset, results_dir=results_dir, data=data, seeds=seeds)
     complete = {seed: saved for seed, saved in found.items() if saved.complete}
@@ -460,7 +508,8 @@ def _saved(results_dir, name: str, preset: str, seeds, data) -> tuple[object, li
     metrics = {seed: saved.run.metrics for seed, saved in complete.items()}
     walls = {s: (m.get("wall_time_ms"), m.get("wall_time_device")) for s, m in metrics.items()}
     walls = {s: w for s, w in walls.items() if isinstance(w[0], int | float) and w[0] > 0}
-    return first, [m["test_accuracy"] for m in metrics.values()], walls
+    runs = {seed: saved.run for seed, saved in complete.items()}
+    return first, [m["test_accuracy"] for m in metrics.values()], walls, runs
 
 
 # _paper_params' answers: {(name, ids of the registry objects behind it): (count, those objects)}
@@ -519,9 +568,10 @@ def gather(
                 ev.seed_presets[name] = prefer
     for resnet in (n for n in RESNETS if n in own):  # each moves when it and a model it is compared with do
         moves = resnet in has and any(n in has for n in paper_attention)
-        ev.runs[resnet], ev.accuracies[resnet], _ = (longer if moves else own)[resnet]
+        ev.runs[resnet], ev.accuracies[resnet], *_ = (longer if moves else own)[resnet]
         if moves:
             ev.presets[resnet] = ev.seed_presets[resnet] = prefer
+    ev.own_seed_runs = {n: own[n][3] for n in names}
     ev.runs = {n: ev.runs[n] for n in names}  # registry order, as before
     ev.accuracies = {n: ev.accuracies[n] for n in names}
     for base in HA_PAIRS:

@@ -88,6 +88,9 @@ class Evidence:
     wall_times: dict[str, dict] = field(default_factory=dict)
     train_cost: dict | None = None  # the train-cost report of the ledger's preset (attnlib.analysis.costs)
     timing: dict = field(default_factory=dict)  # {HA model: Table 3's timed ratio} (costs.table3_timing)
+    # {experiment: {seed: RunResult}}: every saved seed at the ledger's own `preset` (never the longer one), on
+    # which the map claims are judged again seed by seed (`attnlib.analysis.claims.seed_verdicts`)
+    own_seed_runs: dict[str, dict] = field(default_factory=dict)
 
     def preset_of(self, experiment: str) -> str:
         """The preset the evidence of `experiment` comes from."""
