@@ -409,7 +409,8 @@ def resolution_control(params: Params):
     grid, and the best paper attention model within COMPARABLE_SIZE of the latter's parameters (by its mean
     over the saved seeds, among those with the most seeds), each over every saved seed of ``params.preset``;
     ``numbers``: the two differences in points with their 95% Welch intervals, Holm-adjusted over the two
-    ("resolution": tokens − image; "locality": attention − ResNet on tokens), and the attention model's name.
+    ("resolution": tokens − image; "locality": attention − ResNet on tokens), the attention model's name and
+    ``resolution_share``, the part of the image ResNet's lead over the attention model that the grid takes away.
     Never trains."""
     import pandas as pd
 
@@ -438,6 +439,9 @@ def resolution_control(params: Params):
         tests = {k: compare.welch(*v) for k, v in accs.items() if v[0] and v[1]}
     adjusted = dict(zip(tests, compare.holm([w.p for w in tests.values()]), strict=True))
     numbers = {"attention": title(names[2]) if len(names) == 3 else None}
+    if len(tests) == 2:  # the share of the image ResNet's lead over the attention model that resolution is
+        total = tests["resolution"].points + tests["locality"].points
+        numbers["resolution_share"] = tests["resolution"].points / total if total else None
     for key, w in tests.items():
         numbers[key] = w.difference
         numbers[f"{key}_verdict"] = compare.family_verdict(w, adjusted[key])
