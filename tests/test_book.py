@@ -290,7 +290,7 @@ def test_chapter_runs_at_smoke(chapter, results_dir, tmp_path):
         (
             "04_hierarchical",
             {"preset": "huge"},
-            "preset: got 'huge'; allowed: paper, budget, smoke, long",
+            "preset: got 'huge'; allowed: paper, budget, smoke, long, budget30, tokens16",
         ),
         (
             "04_hierarchical",

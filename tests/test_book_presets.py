@@ -22,7 +22,7 @@ def test_long_preset_is_checked_like_preset(tmp_path):
     assert _params(tmp_path, long_preset="smoke").long_preset == "smoke"
     with pytest.raises(attnbook.ParameterError) as err:
         _params(tmp_path, long_preset="converge")
-    assert str(err.value) == "long_preset: got 'converge'; allowed: paper, budget, smoke, long"
+    assert str(err.value) == "long_preset: got 'converge'; allowed: paper, budget, smoke, long, budget30, tokens16"
     assert err.value._render_traceback_() == [f"ParameterError: {err.value}"]
 
 

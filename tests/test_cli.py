@@ -54,7 +54,7 @@ def test_list_budget_prints_the_grid_total(cli):
 @pytest.mark.parametrize(
     "argv,parameter",
     [
-        (["train", "resnet50", "--preset", "smoke"], "resnet18, resnet18_narrow, quadratic_iso_9h"),
+        (["train", "resnet50", "--preset", "smoke"], "resnet18, resnet18_narrow, resnet18_narrow_s2d, quadratic_iso_9h"),
         (["train", "vit", "--preset", "fast"], "paper, budget, smoke"),
         (["train", "vit", "--preset", "smoke", "--epochs", "-1"], "an integer >= 1"),
         (
