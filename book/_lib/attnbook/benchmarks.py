@@ -330,8 +330,8 @@ def engine_tables(report: dict) -> dict:
             "backward": f"{share['backward']:.0%}",
             "optimiser": f"{share['optimiser']:.0%}",
             "evaluation": f"{share['evaluation']:.0%}",
-            "data, other": f"{share['data'] + share['bookkeeping'] + share.get('probe', 0):.0%}",
-            "GEMMs' op time": f"{gemm[b['model']]:.0%}",
+            "other": f"{share['data'] + share['bookkeeping'] + share.get('probe', 0):.0%}",
+            "GEMMs": f"{gemm[b['model']]:.0%}",
         })  # fmt: skip
     return {
         "runs": runs if len(runs) else None,
