@@ -321,8 +321,8 @@ if engine is not None:
                         "the same two engines.", wrap_names=True)  # fmt: skip
     if parts["epoch"] is not None:
         book.show_table(parts["epoch"], caption="Where one budget epoch goes with this engine: the share of each "
-                        "phase (other: data, logging and probes), and the matrix products' share of the profiled operator time "
-                        "(GEMMs).", wrap_names=True)  # fmt: skip
+                        "phase (other: data, optimiser, logging and probes), and the matrix products' share of the profiled "
+                        "operator time (GEMMs); the first table gives the epoch's seconds.", wrap_names=True)  # fmt: skip
     ratios = {r["model"]: r["ratio_epoch"] for r in engine["rows"]}
     book.glue_text("engine_lc9", ratios.get("learned_content_9h", float("nan")), "{:.2f}×")
     book.glue_text("engine_min", min(ratios.values()), "{:.2f}×")

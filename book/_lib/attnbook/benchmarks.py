@@ -325,12 +325,10 @@ def engine_tables(report: dict) -> dict:
         gemm[b["model"]] = sum(o["share"] for o in b["operators"] if o["name"] in GEMMS)
         epoch.append({
             "model": shown_model(b["model"]),
-            "epoch (s)": f"{b['epoch_seconds']:.0f}",
             "forward": f"{share['forward']:.0%}",
             "backward": f"{share['backward']:.0%}",
-            "optimiser": f"{share['optimiser']:.0%}",
             "evaluation": f"{share['evaluation']:.0%}",
-            "other": f"{share['data'] + share['bookkeeping'] + share.get('probe', 0):.0%}",
+            "other": f"{1 - share['forward'] - share['backward'] - share['evaluation']:.0%}",
             "GEMMs": f"{gemm[b['model']]:.0%}",
         })  # fmt: skip
     return {
