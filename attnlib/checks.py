@@ -28,6 +28,14 @@ def check(ok: bool, name: str, value, allowed) -> None:
         raise ConfigError(name, value, allowed)
 
 
+def check_divisor(name: str, factor: int, size) -> None:
+    """Raise ConfigError unless ``factor`` divides every side of ``size`` (an image's (H, W)): a space-to-depth
+    input (``F.pixel_unshuffle``) by that factor."""
+    check(
+        all(side % factor == 0 for side in size), name, factor, f"a divisor of the image size {tuple(size)}"
+    )
+
+
 def check_positive_int(name: str, value, minimum: int = 1, allowed: str | None = None) -> None:
     """Raise ConfigError unless ``value`` is an int (not a bool) >= ``minimum``. ``allowed`` replaces the
     message's "an integer >= MINIMUM" where a caller says more (what 0 means, for instance)."""

@@ -49,7 +49,7 @@ from attnlib.attention import (
     QuadraticEncoding,
 )
 from attnlib.attention.encodings import LEARNED_FORMS, relative_shifts
-from attnlib.checks import check_choice, check_positive_int, check_probability
+from attnlib.checks import check_choice, check_divisor, check_positive_int, check_probability
 from attnlib.errors import ConfigError
 
 ENCODINGS = ("quadratic_iso", "quadratic_aniso", "learned")
@@ -225,10 +225,7 @@ class AttentionClassifier(nn.Module):
                     encoding.init_positional(cfg.positional_std)
 
     def forward(self, x: Tensor, return_attention: bool = False):
-        if x.shape[-1] % self.cfg.downsample or x.shape[-2] % self.cfg.downsample:
-            raise ConfigError(
-                "downsample", self.cfg.downsample, f"a divisor of the image size {tuple(x.shape[-2:])}"
-            )
+        check_divisor("downsample", self.cfg.downsample, x.shape[-2:])
         x = F.pixel_unshuffle(x, self.cfg.downsample)  # invertible down-sampling (B, 3r², H/r, W/r)
         x = self.embed(x.permute(0, 2, 3, 1))  # (B, H', W', D)
         x, maps = self.encoder(x, return_attention)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchvision.models.resnet import BasicBlock, conv1x1
 
-from attnlib.checks import check_positive_int
+from attnlib.checks import check_divisor, check_positive_int
 from attnlib.errors import ConfigError
 
 
@@ -64,11 +64,8 @@ class ResNet(nn.Module):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
 
     def forward(self, x: Tensor, return_attention: bool = False):
-        if self.cfg.downsample > 1:
-            if x.shape[-1] % self.cfg.downsample or x.shape[-2] % self.cfg.downsample:
-                raise ConfigError(
-                    "downsample", self.cfg.downsample, f"a divisor of the image size {tuple(x.shape[-2:])}"
-                )
+        if self.cfg.downsample > 1:  # r = 1: the image itself, untouched
+            check_divisor("downsample", self.cfg.downsample, x.shape[-2:])
             x = F.pixel_unshuffle(x, self.cfg.downsample)
         x = self.stages(self.stem(x))
         logits = self.fc(x.mean(dim=(2, 3)))

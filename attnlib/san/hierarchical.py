@@ -43,7 +43,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from attnlib.checks import check_positive_int
+from attnlib.checks import check_divisor, check_positive_int
 from attnlib.errors import ConfigError
 from attnlib.san.model import SA_TYPES, Bottleneck, conv1x1
 
@@ -152,10 +152,7 @@ class HierarchicalSAN(nn.Module):
 
     def forward(self, x, return_attention: bool = False):
         maps: list[torch.Tensor] = []
-        if x.shape[-1] % self.cfg.downsample or x.shape[-2] % self.cfg.downsample:
-            raise ConfigError(
-                "downsample", self.cfg.downsample, f"a divisor of the image size {tuple(x.shape[-2:])}"
-            )
+        check_divisor("downsample", self.cfg.downsample, x.shape[-2:])
         x = self.stem(F.pixel_unshuffle(x, self.cfg.downsample))  # r = 1: the image itself
         keys = None  # ψ of the first bottleneck's first input, then reused by every application
         for t, (transition, norm) in enumerate(zip(self.transitions, self.norms, strict=True)):
