@@ -16,6 +16,7 @@ always come from the same preset, and a value taken from the longer preset names
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -431,12 +432,7 @@ def _tally(verdicts: dict[int, str], preset: str) -> str:
     fewer than two seeds."""
     if len(verdicts) < 2:
         return ""
-    counts: dict[str, int] = {}
-    for v in verdicts.values():
-        counts[v] = counts.get(v, 0) + 1
-    said = ", ".join(
-        f"{v} on {k} of {len(verdicts)}" for v, k in sorted(counts.items(), key=lambda vk: -vk[1])
-    )
+    said = ", ".join(f"{v} on {k} of {len(verdicts)}" for v, k in Counter(verdicts.values()).most_common())
     return f"at {preset}, seeds {_seed_span(sorted(verdicts))}: {said}"
 
 

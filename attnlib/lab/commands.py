@@ -28,9 +28,8 @@ def cmd_list(args) -> int:
     from attnlib.lab import plan
     from attnlib.results.tables import collect
 
-    estimate = (
-        args.preset in plan.THROUGHPUT
-    )  # the presets of the budget models, whose throughputs were measured
+    # the presets of the budget models, whose per-core throughputs were measured
+    estimate = args.preset in plan.THROUGHPUT
     listed = experiments.names(variants=True)
     saved = collect(args.results_dir, args.preset, listed).set_index("experiment")
     done = saved["status"] == "complete"

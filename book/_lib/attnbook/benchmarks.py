@@ -345,8 +345,10 @@ RERUN = ("learned_content_9h", "budget", 0)
 
 
 def engine_rerun(params: Params) -> dict | None:
-    """The engine's rerun (``RERUN``) beside the saved seeds of the same experiment: {accuracy, commit, hours,
-    device, seeds: [accuracy of every saved seed]}, or None where the rerun is not complete. Never trains."""
+    """The engine's rerun (``RERUN``) beside the saved seeds of the same experiment: {accuracy, commit, seeds:
+    [accuracy of every saved seed at its preset]}, or None where the rerun is not complete. Never trains."""
+    from dataclasses import replace
+
     from attnbook.runs import seed_accuracies
     from attnlib.results.load import read
 
@@ -354,18 +356,9 @@ def engine_rerun(params: Params) -> dict | None:
     saved = read(name, preset, seed=seed, results_dir=Path(params.results_dir) / "bench" / "rerun")
     if not saved.complete:
         return None
-    prov = saved.run.metrics["provenance"]
+    commit = (saved.run.metrics["provenance"].get("git") or {}).get("commit", "")
     return {
         "accuracy": saved.run.test_accuracy,
-        "commit": str((prov.get("git") or {}).get("commit", ""))[:7],
-        "minutes": prov.get("train_seconds", float("nan")) / 60,
-        "device": prov.get("device"),
-        "seeds": seed_accuracies(name, replace_preset(params, preset)),
+        "commit": str(commit)[:7],
+        "seeds": seed_accuracies(name, replace(params, preset=preset)),
     }
-
-
-def replace_preset(params: Params, preset: str) -> Params:
-    """``params`` at another preset (the rerun is compared at its own)."""
-    from dataclasses import replace
-
-    return replace(params, preset=preset)

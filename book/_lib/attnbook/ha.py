@@ -280,8 +280,6 @@ def ha_by_length(base: str, params: Params, presets=LENGTH_PRESETS, seeds=range(
     row per preset with a saved seed on both sides (preset, epochs, seeds per side, the difference in points,
     its 95% Welch interval or None below 2 seeds a side); ``curves``: {preset: (epochs, HA − model of the
     seed means after every epoch, in points)} from the saved histories. Never trains."""
-    from dataclasses import replace
-
     import numpy as np
     import pandas as pd
 
@@ -290,19 +288,21 @@ def ha_by_length(base: str, params: Params, presets=LENGTH_PRESETS, seeds=range(
 
     rows, curves = [], {}
     for preset in presets:
-        at = replace(params, preset=preset)
-        a, b = seed_map(base, at, seeds), seed_map(base + "_ha", at, seeds)
+        runs = {}  # {name: [every complete run among seeds]}: what seed_map reads, with the histories
+        for name in (base, base + "_ha"):
+            found = read_seeds(name, preset, results_dir=params.results_dir, data=params.data, seeds=seeds)
+            runs[name] = [saved.run for saved in found.values() if saved.complete]
+        a, b = runs[base], runs[base + "_ha"]
         if not a or not b:
             continue
-        w = compare.welch(list(a.values()), list(b.values()))
+        w = compare.welch([r.test_accuracy for r in a], [r.test_accuracy for r in b])
         epochs = experiments.resolve(base, preset).train.epochs
         rows.append({"preset": preset, "epochs": epochs, "seeds": f"{len(a)} / {len(b)}", "points": w.points,
                      "interval": w.interval})  # fmt: skip
-        mean = {}
-        for name, found in ((base, a), (base + "_ha", b)):
-            saved = read_seeds(name, preset, results_dir=params.results_dir, data=params.data, seeds=found)
-            acc = np.array([saved[s].run.history["test_acc"].to_numpy(float) for s in found])
-            mean[name] = 100 * acc.mean(axis=0)
+        mean = {
+            n: 100 * np.mean([r.history["test_acc"].to_numpy(float) for r in rs], axis=0)
+            for n, rs in runs.items()
+        }
         curves[preset] = (np.arange(1, epochs + 1), mean[base + "_ha"] - mean[base])
     return pd.DataFrame(rows, columns=["preset", "epochs", "seeds", "points", "interval"]), curves
 

@@ -421,29 +421,28 @@ def resolution_control(params: Params):
     image, tokens = RESOLUTION_PAIR
     size = experiments.count_parameters(tokens, params.preset)
     rivals = [n for n in (*rules.QUADRATIC, *rules.LEARNED_POSITIONAL, *rules.LEARNED_CONTENT)
-              if max(size, p := experiments.count_parameters(n, params.preset)) / min(size, p) <= rules.COMPARABLE_SIZE]  # fmt: skip
-    best = compare.best_by_seed_mean({n: seed_accuracies(n, params) for n in rivals})
+              if rules._comparable(size, experiments.count_parameters(n, params.preset))]  # fmt: skip
+    acc = {n: seed_accuracies(n, params) for n in (image, tokens, *rivals)}  # each model's seeds read once
+    best = compare.best_by_seed_mean({n: acc[n] for n in rivals})
     names = [image, tokens] + ([best[0]] if best else [])
     grid = experiments.resolve(tokens, params.preset).model.get("downsample", 1)
     side = 32 // grid
     rows = []
     for name in names:
-        acc = seed_accuracies(name, params)
         seen = "32×32 pixels" if name == image else f"{side}×{side} grid, {3 * grid * grid} channels"
         rows.append({"model": title(name), "input": seen, "params": f"{experiments.count_parameters(name, params.preset):,}",
-                     "seeds": len(acc), "test accuracy": compare.mean_sd(acc) if acc else NOT_FOUND_CELL})  # fmt: skip
-    tests = {}
-    if len(names) == 3:
-        pairs = {"resolution": (image, tokens), "locality": (tokens, names[2])}
-        accs = {k: (seed_accuracies(a, params), seed_accuracies(b, params)) for k, (a, b) in pairs.items()}
-        tests = {k: compare.welch(*v) for k, v in accs.items() if v[0] and v[1]}
-    adjusted = dict(zip(tests, compare.holm([w.p for w in tests.values()]), strict=True))
+                     "seeds": len(acc[name]), "test accuracy": compare.mean_sd(acc[name]) if acc[name] else NOT_FOUND_CELL})  # fmt: skip
     numbers = {"attention": title(names[2]) if len(names) == 3 else None}
+    if len(names) < 3:
+        return pd.DataFrame(rows), numbers
+    pairs = {"resolution": (image, tokens), "locality": (tokens, names[2])}
+    tested = compare.family({k: (acc[a], acc[b]) for k, (a, b) in pairs.items()})  # Welch, Holm over the two
+    tests = {k: t.welch for k, t in tested.items() if t.welch is not None}
     if len(tests) == 2:  # the share of the image ResNet's lead over the attention model that resolution is
         total = tests["resolution"].points + tests["locality"].points
         numbers["resolution_share"] = tests["resolution"].points / total if total else None
     for key, w in tests.items():
         numbers[key] = w.difference
-        numbers[f"{key}_verdict"] = compare.family_verdict(w, adjusted[key])
+        numbers[f"{key}_verdict"] = tested[key].verdict
         numbers[f"{key}_seeds"] = f"{w.n[0]} / {w.n[1]}"
     return pd.DataFrame(rows), numbers
