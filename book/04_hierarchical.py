@@ -452,8 +452,9 @@ book.show_ledger(
 #   ViT: {glue:text}`ha_verdict_vit`. The report's "at least 5% gain in each case":
 #   {glue:text}`ha_v_ha_gain`; the [Re] logs themselves give {glue:text}`ha_re_logged_9` (9 heads) and
 #   {glue:text}`ha_re_logged_16` (16 heads).
-# - **Cost.** One training step of an HA model takes {glue:text}`ha_cost_memory` of its model's peak memory
-#   and {glue:text}`ha_cost_step` of its time (HA / model, the range over the pairs, one measured step each),
+# - **Cost.** Training an HA model holds {glue:text}`ha_cost_memory` of its model's memory (weights,
+#   optimiser state, gradients and one step's peak) and one step takes {glue:text}`ha_cost_step` of its time
+#   (HA / model, the range over the pairs, one measured step each),
 #   so "deeper models without memory constraints": {glue:text}`ha_v_ha_train_cost`; at inference it takes
 #   {glue:text}`ha_cost_inference` of its model's wall time per image; whether HA is faster:
 #   {glue:text}`ha_v_ha_inference_time`.

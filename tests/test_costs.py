@@ -48,7 +48,8 @@ def test_inference_time_with_one_common_seed_is_inconclusive_and_nothing_saved_i
     assert costs.ha_inference_time(Evidence("budget"))[1] == NOT_MEASURED
 
 
-ENTRY = dict(step_s=0.5, epoch_s=250.0, peak_mib=100.0, params=10, bf16=False, batch=100)  # one model's
+ENTRY = dict(step_s=0.5, epoch_s=250.0, peak_mib=60.0, weights_mib=10.0, optimizer_mib=10.0, gradients_mib=20.0,
+             total_mib=100.0, params=10, bf16=False, batch=100)  # one model's  # fmt: skip
 
 
 def _report(memory_ha: float) -> dict:
@@ -57,8 +58,8 @@ def _report(memory_ha: float) -> dict:
         protocol=dict(threads=1),
         machine=dict(cpu="Test CPU", cpu_flags=["avx2"], torch="2", cpu_capability="AVX2"),
         git=dict(commit="abcdef0123"),
-        models={"vit": ENTRY, "vit_ha": {**ENTRY, "peak_mib": memory_ha}},
-        ratios={"vit_ha": dict(time=1.0, memory=memory_ha / 100.0)},
+        models={"vit": ENTRY, "vit_ha": {**ENTRY, "peak_mib": memory_ha - 40, "total_mib": memory_ha}},
+        ratios={"vit_ha": dict(time=1.0, memory=memory_ha / 100.0, step_memory=(memory_ha - 40) / 60)},
     )
 
 
@@ -86,9 +87,9 @@ def test_train_cost_row_reads_the_saved_report(tmp_path, memory_ha, verdict):
         (dict(load="shared"), "(load is 'shared', not an object)"),
         (dict(machine=dict(cpu_flags="avx2")), "(machine.cpu_flags is 'avx2', not a list of strings)"),
         (dict(ratios={"vit_ha": 0.5}), "(ratios.vit_ha is 0.5, not an object)"),
-        (dict(ratios={"vit_ha": dict(time=1.0)}), "(ratios.vit_ha lacks memory)"),
+        (dict(ratios={"vit_ha": dict(time=1.0, step_memory=1.0)}), "(ratios.vit_ha lacks memory)"),
         (
-            dict(ratios={"vit_ha": dict(time=1.0, memory="half")}),
+            dict(ratios={"vit_ha": dict(time=1.0, memory="half", step_memory=1.0)}),
             "(ratios.vit_ha.memory is 'half', not a number",
         ),
         (dict(models={"vit_ha": ENTRY}), "(models lacks vit)"),  # the pair's model, which the ledger reads
@@ -128,7 +129,14 @@ def test_train_cost_measures_each_pair_on_one_batch_and_the_ratios_are_its_numbe
 
     models, ratios = train_cost.measure_pair("vit", "smoke", torch.device("cpu"), rounds=1, min_run_time=0.01)
     ha, base = models["vit_ha"], models["vit"]
-    assert ratios["memory"] == pytest.approx(ha["peak_mib"] / base["peak_mib"])
+    assert ratios["memory"] == pytest.approx(ha["total_mib"] / base["total_mib"])
+    assert ratios["step_memory"] == pytest.approx(ha["peak_mib"] / base["peak_mib"])
+    for m in (ha, base):  # the sum of its parts; the weights are the parameters' and buffers' bytes
+        parts = ("weights_mib", "optimizer_mib", "gradients_mib", "peak_mib")
+        assert m["total_mib"] == pytest.approx(sum(m[k] for k in parts))
+        assert m["weights_mib"] >= m["params"] * 4 / 2**20 and m["optimizer_mib"] > 0 and m["gradients_mib"] > 0
+    # HA shares one layer's weights: it holds fewer weights, less momentum and fewer gradients
+    assert all(ha[k] < base[k] for k in ("weights_mib", "optimizer_mib", "gradients_mib"))
     assert ratios["time"] == pytest.approx(ha["round_step_s"][0] / base["round_step_s"][0])
     assert base["epoch_s"] == pytest.approx(math.ceil(50_000 / base["batch"]) * base["step_s"])
     assert ha["params"] < base["params"] and base["peak_mib"] > 0

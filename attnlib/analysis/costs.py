@@ -1,4 +1,4 @@
-"""HA's cost against its model (issue 29 §3): the training step's time and peak memory (``python -m attnlib
+"""HA's cost against its model (issue 29 §3): the training step's time and the memory training holds (``python -m attnlib
 train-cost``: ``results/train_cost/<preset>.json``, written by ``attnlib.lab.train_cost``) and the inference
 wall time each saved run measured (Table 3's protocol: 300 timed single-image passes after training), as the
 ledger's rows judge them. Reads only (the saved reports through `attnlib.results.timing`); a missing or
@@ -30,8 +30,8 @@ SAVES = 0.98  # HA / model below this: HA saves (memory, time); measurement nois
 
 @dataclass(frozen=True)
 class PairCost:
-    """What one HA pair costs, as ratios HA / model (None: not measured): peak memory and time of one training
-    step (``train-cost``), inference wall time per image from Table 3's timing report (``timed``: the two
+    """What one HA pair costs, as ratios HA / model (None: not measured): the memory training holds (weights,
+    optimiser state, gradients and one step's peak) and the time of one training step (``train-cost``), inference wall time per image from Table 3's timing report (``timed``: the two
     models interleaved in one process) and from the saved runs' own timings (``runs``: ratio of the seed
     means). The ledger's rows and the book's cost item format these numbers; nothing reads them back."""
 
@@ -63,9 +63,15 @@ def _measured_on(report: dict) -> str:
     return f"{machine}, commit {commit}{load}"
 
 
+def _held(model: dict) -> float:
+    """MiB a model's training holds between steps (weights, optimiser state, gradients): total less the step."""
+    return model["total_mib"] - model["peak_mib"]
+
+
 def ha_train_cost(ev: Evidence):
     """Each HA pair's training step, HA / model, from one run of ``train-cost`` (same batch, same machine):
-    peak memory judged (HA saves memory: ratio below SAVES for every pair), time per step and per epoch shown."""
+    the memory training holds judged (HA saves memory: ratio below SAVES for every pair), its parts, the time per
+    step and per epoch shown."""
     report = ev.train_cost
     if report is None:
         return "not measured (python -m attnlib train-cost)", NOT_MEASURED
@@ -76,8 +82,9 @@ def ha_train_cost(ev: Evidence):
         m, h = report["models"][base], report["models"][base + "_ha"]
         saves.append(c.memory < SAVES)
         parts.append(
-            f"{display(base)}: memory {c.memory:.2f}× ({h['peak_mib']:.0f} / {m['peak_mib']:.0f} MiB), time per step "
-            f"{c.step:.2f}× ({h['epoch_s'] / 60:.1f} / {m['epoch_s'] / 60:.1f} min per epoch)"
+            f"{display(base)}: memory {c.memory:.2f}× ({h['total_mib']:.0f} / {m['total_mib']:.0f} MiB, of which "
+            f"weights, optimiser state and gradients {_held(h):.0f} / {_held(m):.0f}), time per step {c.step:.2f}× "
+            f"({h['epoch_s'] / 60:.1f} / {m['epoch_s'] / 60:.1f} min per epoch)"
         )
     if not saves:
         return "not measured for the HA pairs", NOT_MEASURED

@@ -422,8 +422,8 @@ def cmd_train_cost(args) -> int:
     path = write_json(train_cost_path(args.results_dir, args.preset), report)
     for name, r in report["ratios"].items():
         m = report["models"][name]
-        print(f"{name}: step {m['step_s'] * 1e3:.1f} ms, peak {m['peak_mib']:.1f} MiB; HA / model: time "
-              f"{r['time']:.2f}x, memory {r['memory']:.2f}x")  # fmt: skip
+        print(f"{name}: step {m['step_s'] * 1e3:.1f} ms, memory {m['total_mib']:.1f} MiB (step's peak "
+              f"{m['peak_mib']:.1f}); HA / model: time {r['time']:.2f}x, memory {r['memory']:.2f}x")  # fmt: skip
     print(f"written {path}")
     return 0
 

@@ -197,8 +197,9 @@ def history_problem(path: str | Path, metrics: dict, data: bytes) -> str:
 
 def train_cost_problem(report) -> str:
     """'' when a train-cost report (`attnlib.lab.train_cost`, results/train_cost/PRESET.json) holds what the
-    ledger reads (`attnlib.analysis.costs`): per HA pair (ratios.NAME_ha) the ratios time and memory and both
-    its models, every model with its peak_mib, epoch_s and batch, the machine's fields typed
+    ledger reads (`attnlib.analysis.costs`): per HA pair (ratios.NAME_ha) the ratios time, memory and step_memory
+    and both its models, every model with its memory parts (weights, optimizer, gradients, peak, total), epoch_s
+    and batch, the machine's fields typed
     (SCHEMAS["train_cost"]); else what is wrong."""
     wrong = schema_problem(report, "train_cost")
     for name in {} if wrong else report["ratios"]:

@@ -201,7 +201,7 @@ def ha_pairs(frame):
 def ha_cost_numbers(evidence) -> dict[str, str]:
     """The range over the HA pairs of the ratios HA / model the ledger's rows ``ha_train_cost`` and
     ``ha_inference_time`` judge (``attnlib.analysis.costs.pair_costs`` of the ledger's evidence): ``memory``
-    and ``step`` (peak memory and time of one training step), ``inference`` (wall time per image: Table 3's
+    and ``step`` (the memory training holds and the time of one training step), ``inference`` (wall time per image: Table 3's
     timing where a pair has it, else each saved run's own), as "0.84× to 2.51×" (one pair: "1.38×"); "—"
     where nothing was measured."""
     from attnlib.analysis.costs import pair_costs
