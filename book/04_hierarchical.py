@@ -146,7 +146,10 @@ book.show_folded_table(quirk_models, "Where each difference was measured, and th
 # column, at the paper's settings, counted from the registry), and wall time is the median of 300 timed
 # forward passes of a single image after 10 warm-up passes, in float32 (the [Re] protocol), measured for
 # every model together in one process, interleaved (`python -m attnlib time`), on the machine named in the
-# fold-out below the table; "HA / model time" compares the two round by round. The learned-2D rows use
+# fold-out below the table. "HA / model" compares the two round by round: it is the median of the
+# per-round ratios, which drift between rounds can set apart from the ratio of the two medians beside it, even
+# in direction; a star marks the pairs whose middle half of per-round ratios holds 1, whose times the
+# measurement does not tell apart. The learned-2D rows use
 # {glue:text}`ha_heads` heads. The [Re] figures follow in a companion table: their accuracies are run-log
 # values (the best test accuracy encoded in the authors' run-folder names), not their printed table, which
 # we could not retrieve, and their parameter counts were derived from their code.
@@ -156,7 +159,7 @@ book.show_table(
     book.results_table(frame, params.preset, pairs=True, paper_params=paper_params),
     caption=f"[Re] Table 3, our models at preset {params.preset}: each model and its HA variant, test accuracy "
     "as mean ± sd over the n saved seeds, trainable parameters (as trained, and at the paper's settings) and "
-    "inference wall time per image (the median, as in Paper Table 1).",
+    "inference wall time per image (the median, as in Paper Table 1; * HA / model not told apart from 1).",
     wrap_names=True,
 )
 book.show_folded(book.timing_markdown(params), "How the wall times were measured")

@@ -614,6 +614,10 @@ def test_results_and_literature_tables_read_like_the_report():
         ["47.9\u00a0±\u00a00.1 (2)", "172,362", "2.36", "1.02×"],  # a number does not break across lines
         ["—", "—", book.NOT_MEASURED, ""],
     ]
+    # a ratio whose per-round quartiles hold 1 is starred (its direction not resolved), one beside 1 is not
+    for quartiles, cell in [((0.86, 1.09), "1.02×*"), ((1.01, 1.04), "1.02×")]:
+        frame = _seeds_frame().assign(time_ratio_p25=[None, quartiles[0], None], time_ratio_p75=[None, quartiles[1], None])
+        assert book.results_table(frame, "smoke", pairs=True).iloc[1, -1] == cell
     names = ["resnet18", "quadratic_iso_9h", "quadratic_aniso_9h", "san_pairwise", "learned_content_9h_ha"]
     literature = book.literature_table(names)  # laid out as Table 1: units in the grouped headers
     accuracy, params = "test accuracy (%)", "trainable parameters"

@@ -88,13 +88,23 @@ def results_table(frame, preset: str, *, pairs: bool = False, paper_params: dict
         if "wall_time_measured" in r:  # measured together (``table3_frame``), trained or not
             row[WALL_TIME, "ms"] = fmt(r["wall_time_ms"], "{:.2f}", NOT_MEASURED)
             if "time_ratio" in r:
-                row[WALL_TIME, "HA / model"] = fmt(r["time_ratio"], "{:.2f}×", "")
+                row[WALL_TIME, "HA / model"] = fmt(r["time_ratio"], "{:.2f}×", "") + _unresolved(r)
         else:
             row[WALL_TIME, "ms"] = fmt(r.get("wall_time_ms") if done else None, "{:.2f}", absent)
         rows.append(row)
     table = pd.DataFrame(rows)
     table.columns = pd.MultiIndex.from_tuples(table.columns)
     return table
+
+
+UNRESOLVED = "*"  # marks an HA / model time whose per-round ratios' middle half holds 1
+
+
+def _unresolved(r) -> str:
+    """UNRESOLVED where the quartiles of the per-round ratios HA / model hold 1 (the two models' times not
+    told apart: the median ratio's direction may differ from the ratio of the two medians beside it), else ""."""
+    low, high = r.get("time_ratio_p25"), r.get("time_ratio_p75")
+    return UNRESOLVED if not is_missing(low) and not is_missing(high) and low <= 1 <= high else ""
 
 
 def _accuracy_cell(r, done: bool, absent: str) -> str:
