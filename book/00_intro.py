@@ -100,7 +100,6 @@ from attnbook import viz
 from attnlib import experiments
 from attnlib.analysis import claims, rules
 from attnlib.analysis.rules import HA_FAMILY, HA_PAIRS
-from attnlib.results import tables
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke: the preset summarised below
@@ -116,11 +115,11 @@ params = book.check_params(
 viz.set_style()
 runs = book.load_all(list(dict.fromkeys(experiments.names() + list(HA_FAMILY))), params)
 frame = book.seeds_frame(runs, params)  # every model named by its mean over the saved seeds
-done = tables.complete(frame)
+times, total_seconds = book.training_time(params)  # the one count, as the appendix's compute section gives it
 book.glue_str("intro_preset", params.preset)
-book.glue_text("intro_done", len(done), "{:d}")
-book.glue_text("intro_total", len(frame), "{:d}")
-book.glue_text("intro_hours", done["cpu_seconds"].dropna().sum() / 3600, "{:.2f} CPU-hours")
+book.glue_text("intro_done", int((times["status"] == "complete").sum()), "{:d}")
+book.glue_text("intro_total", len(times), "{:d}")
+book.glue_text("intro_hours", total_seconds / 3600, "{:.2f} CPU-hours")
 best = book.best_attention(frame)
 book.glue_text("intro_best", best["model"], "{}")
 book.glue_text("intro_best_acc", best["accuracy"])
