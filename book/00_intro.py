@@ -100,6 +100,7 @@ from attnbook import viz
 from attnlib import experiments
 from attnlib.analysis import claims, rules
 from attnlib.analysis.rules import HA_FAMILY, HA_PAIRS
+from attnlib.results import tables
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke: the preset summarised below
@@ -120,7 +121,7 @@ book.glue_str("intro_preset", params.preset)
 book.glue_text("intro_done", int((times["status"] == "complete").sum()), "{:d}")
 book.glue_text("intro_total", len(times), "{:d}")
 book.glue_text("intro_hours", total_seconds / 3600, "{:.2f} CPU-hours")
-best = book.best_attention(frame)
+best = book.best_attention(frame[frame["experiment"].isin(tables.table1_names())])  # as chapter 2 picks it
 book.glue_text("intro_best", best["model"], "{}")
 book.glue_text("intro_best_acc", best["accuracy"])
 book.glue_text("intro_best_seeds", best["seeds"], "{:d}")
@@ -185,8 +186,9 @@ book.show(
 # {glue:text}`intro_scale` times larger than ours (median over the points shown) and reach about
 # {glue:text}`intro_gap` points more, after 300 epochs on GPUs against our few epochs on two CPU cores.
 #
-# Within our runs, always as the mean over the saved seeds of a model and among the attention models with
-# the most seeds (n = {glue:text}`intro_best_seeds`), the best is {glue:text}`intro_best`, at
+# Within our runs, always as the mean over the saved seeds of a model and among the paper's attention models
+# (those of Paper Table 1) with the most seeds (n = {glue:text}`intro_best_seeds`), the best is
+# {glue:text}`intro_best`, at
 # {glue:text}`intro_best_acc` test accuracy, {glue:text}`intro_best_gap` points {glue:text}`intro_best_where`
 # ResNet18 at {glue:text}`intro_resnet_acc` (n = {glue:text}`intro_resnet_seeds`). Not all of that lead is
 # locality: ResNet18 sees the 32×32 image and our attention models a coarse grid of it, and the narrow ResNet18
