@@ -134,20 +134,18 @@ if params.train_missing:  # papermill -p train_missing True, or ATTNLIB_TRAIN_MI
 runs = book.load_all(TABLE1, params)
 frame = book.seeds_frame(runs, params)  # accuracy: the mean over every saved seed
 book.glue_str("repro_preset", params.preset)
-book.glue_text("repro_done", len(tables.complete(frame)), "{:d}")
-book.glue_text("repro_total", len(frame), "{:d}")
 done = tables.complete(frame)
-book.glue_str("repro_data", "; ".join(sorted(set(done["dataset"].dropna()))) or "—")
+book.glue_str("repro_data", book.dataset_words(done["dataset"].dropna()))
 images = sorted({f"{int(n):,}" for n in done["test_images"].dropna()})
 book.glue_str("repro_test_images", ", ".join(images) or "—")
 
 # %% [markdown]
 # ## Paper Table 1: accuracy and size
 #
-# {glue:text}`repro_done` of the {glue:text}`repro_total` models of this table are saved at preset
-# *{glue:text}`repro_preset`* (data: {glue:text}`repro_data`; {glue:text}`repro_test_images` test
-# images). Accuracy is top-1 on the whole test split, as the mean ± standard deviation over the n saved
-# seeds of a model (n in brackets); "params" counts trainable parameters; wall time is the median of
+# Paper Table 1 sets each of the paper's models beside ResNet18, here at preset *{glue:text}`repro_preset`*.
+# Accuracy is top-1 on the whole test split ({glue:text}`repro_test_images` images of
+# {glue:text}`repro_data`), as the mean ± standard deviation over the n saved seeds of a model (n in
+# brackets); "params" counts trainable parameters; wall time is the median of
 # single-image forward passes in float32, measured for every model together, as for [Re] Table 3 in
 # {ref}`chapter-hierarchical` (the fold-out under the table names the machine). The figures of the papers
 # follow in a companion table, each marked with its kind; a model whose run is not saved shows "—".

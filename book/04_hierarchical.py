@@ -96,15 +96,14 @@ paper_params = {name: experiments.count_parameters(name, "paper") for name in TA
 book.glue_str("ha_preset", params.preset)
 book.glue_text("ha_heads", params.heads, "{:d}")
 done = tables.complete(frame)
-book.glue_str("ha_data", "; ".join(sorted(set(done["dataset"].dropna()))) or "—")
+book.glue_str("ha_data", book.dataset_words(done["dataset"].dropna()))
 
 # %% [markdown]
 # ## [Re] Table 3: each model and its HA variant
 #
 # Accuracy is top-1 on the whole test split, as mean ± standard deviation over the n saved seeds, "params"
-# counts trainable parameters of the model as trained at preset *{glue:text}`ha_preset`* (data:
-# {glue:text}`ha_data`; and, in the last
-# column, at the paper's settings, counted from the registry), and wall time is the median of 300 timed
+# counts trainable parameters of the model as trained at preset *{glue:text}`ha_preset`* on
+# {glue:text}`ha_data` (and, in the last column, at the paper's settings, counted from the registry), and wall time is the median of 300 timed
 # forward passes of a single image after 10 warm-up passes, in float32 (the [Re] protocol), measured for
 # every model together in one process, interleaved (`python -m attnlib time`), on the machine named in the
 # fold-out below the table. "HA / model" compares the two round by round: it is the median of the

@@ -22,6 +22,24 @@ NOT_MEASURED = "not measured"
 NOT_FOUND_CELL = "—"
 
 
+def dataset_words(specs) -> str:
+    """How a sentence names the data of saved runs, from their provenance's ``dataset`` specs
+    ("imagefolder-jpeg:../shared/data/cifar10" -> "CIFAR-10, JPEG copy"): the copy's kind, never a machine's
+    path; several kinds joined by "; ", NOT_FOUND_CELL for none."""
+    words = []
+    for spec in sorted({str(s) for s in specs if s}):
+        kind = spec.partition(":")[0]
+        if kind.startswith("imagefolder-"):
+            words.append(f"CIFAR-10, {'/'.join(f.upper() for f in kind.removeprefix('imagefolder-').split('+'))} copy")
+        elif kind == "torchvision-pickle":
+            words.append("CIFAR-10, torchvision's files")
+        elif kind.startswith("synthetic"):
+            words.append("synthetic images")
+        else:
+            words.append(kind)
+    return "; ".join(dict.fromkeys(words)) or NOT_FOUND_CELL
+
+
 def title(experiment: str) -> str:
     """How tables and figures name an experiment (the registry's title)."""
     from attnlib.experiments import get
