@@ -176,3 +176,6 @@ def test_show_table_sets_numbers_right_and_writes_no_nan(monkeypatch):
     style = page.split("</style>")[0]  # two columns right-aligned: their cells and their headers
     assert all(f in style for f in ("level0.col1", "level0.col2", "_row0_col1", "_row1_col2")), style
     assert "col0" not in style and "col3" not in style and "text-align: right" in style
+    # issue 49: a number never breaks across lines, whatever the table's class; a word cell may
+    nowrap = [rule for rule in style.split("}") if "nowrap" in rule]
+    assert any("_row0_col2" in rule for rule in nowrap) and not any("_row1_col2" in rule for rule in nowrap)

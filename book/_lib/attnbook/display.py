@@ -182,6 +182,7 @@ def show_table(
         )
     if whole_words:
         styler = styler.set_properties(subset=list(whole_words), **{"overflow-wrap": "normal"})
+    styler = styler.map(_whole_number)  # a number never breaks across lines, in any table
     if caption:
         styler = styler.set_caption(html.escape(caption))
     # the one tag the library's own headers write, a soft line break (no attributes: nothing to inject)
@@ -192,6 +193,18 @@ def show_table(
 
 #: A cell that reads as a number: "47.9", "-0.4", "+4.2 [+3.7, +4.6]", "12,086,844‡", "1.02×", "0.62".
 _NUMBER = re.compile(r"^[+\-−]?(\d[\d,]*(\.\d+)?|\.\d+)")
+
+
+#: The longest cell that ``_whole_number`` keeps on one line ("47.9 ± 0.1 (2)", "+4.2 [+3.7, +4.6]").
+WHOLE_NUMBER_CHARS = 24
+
+
+def _whole_number(value) -> str:
+    """The CSS that keeps a short number-like cell on one line (a wrap-names table may otherwise break
+    "11,124,606" after a comma), "" for any other cell."""
+    text = value if isinstance(value, str) else "" if value is None or isinstance(value, bool) else f"{value}"
+    short = len(text) <= WHOLE_NUMBER_CHARS and _NUMBER.match(text.strip())
+    return "white-space: nowrap; overflow-wrap: normal" if short else ""
 
 
 def number_columns(frame) -> list:
