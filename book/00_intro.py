@@ -166,15 +166,14 @@ book.show(
         verdicts=book.welch_labels(HA_BASES, params),
     ),
     "fig-glance",
-    f"Test accuracy against trainable parameters of every model saved at the *{params.preset}* preset "
-    "(filled circles: the mean over the n saved seeds written in its label, with a bar of ± one standard "
-    "deviation over those seeds where n ≥ 2) and of the published and [Re] figures that come with a parameter "
-    "count (hollow; [Re]: best accuracies in the authors' run logs, 300 epochs; parameter counts derived from "
-    "the authors' code). Colours are model families, labels the variant (heads, isotropic or not); "
-    "each arrow runs from a model to its Hierarchical-Attention variant ({ref}`chapter-hierarchical`). Beside "
-    "each of our arrows, framed in its model's colour: HA − model in accuracy points over every saved seed, with its "
-    "95% Welch interval in brackets and its p adjusted by Holm's method over the pairs tested, or the seeds per "
-    "side (n = model/HA) where a side has one seed and there is no interval.",
+    f"Test accuracy against trainable parameters. (a) Every model: ours (filled, preset {params.preset}) are "
+    f"about {scale} times smaller than the papers' (hollow) and about {gap} points below them, so only "
+    "comparisons within our cluster carry meaning ([Re]: best accuracies in the authors' run logs after 300 "
+    "epochs, parameter counts derived from their code). (b) Our models enlarged: each point is the mean over "
+    "the n saved seeds written in its label, with a bar of ± one standard deviation where n ≥ 2; an arrow "
+    "runs from a model to its Hierarchical-Attention variant ({ref}`chapter-hierarchical`), framed beside it "
+    "HA − model in points with its 95% Welch interval and its p adjusted by Holm's method over the pairs "
+    "tested (the seeds per side, n = model/HA, where a side has one seed). Colours are model families.",
 )
 
 # %% [markdown]

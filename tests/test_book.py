@@ -721,8 +721,12 @@ def test_results_at_a_glance():
         and isinstance(r.baseline, str)
         and ((points["experiment"] == r.baseline) & (points["source"] == r.source)).any()
     )
-    assert len(arrows) == 1 + re_pairs
+    # panel (b), ours enlarged, holds our arrow; panel (a), every point, the [Re] pairs' (issue 49)
+    overview = fig.axes[1]
+    theirs = [a for a in overview.texts if getattr(a, "arrow_patch", None) is not None and not a.get_text()]
+    assert len(arrows) == 1 and len(theirs) == re_pairs
     assert "verdict" in [t.get_text() for t in ax.texts] and ax.get_xscale() == "log"
+    assert "9h HA, n=1" not in [t.get_text() for t in overview.texts]  # ours are labelled in (b) only
     # no point label is written over an arrow (shaft or head), e.g. "9h HA" over its arrowhead
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()

@@ -110,8 +110,10 @@ def accuracy_vs_params(
     source_labels: Mapping[str, str] | None = None,
     verdicts: Mapping[str, str] | None = None,
 ) -> Figure:
-    """Test accuracy against parameter count, one point per model and source, an arrow from each model to
-    its HA variant (within one source).
+    """Test accuracy against parameter count in two panels: (a) every point, ours and the literature's, the
+    literature's labelled and ours framed; (b) ours enlarged, each labelled, with an arrow from each model to
+    its HA variant and the verdict boxes. ``fig.axes[0]`` is panel (b), ``fig.axes[1]`` panel (a) (drawn
+    above it); without literature points, panel (b) alone.
 
     points: a DataFrame with ``experiment``, ``group`` (one colour each), ``label`` (written next to the
     point), ``source`` ("ours" is drawn filled, every other source hollow, one marker each), ``params``,
@@ -128,26 +130,86 @@ def accuracy_vs_params(
     groups = list(dict.fromkeys(points["group"]))
     sources = list(dict.fromkeys(points["source"]))
     colours, markers = _colours(groups), _markers(sources)
-    fig, ax = plt.subplots(figsize=(6.8, 4.8), layout="constrained")  # about the column's width
+    ours, theirs = points[points["source"] == "ours"], points[points["source"] != "ours"]
+    fig = plt.figure(figsize=(6.8, 7.0 if len(theirs) else 4.8), layout="constrained")  # the column's width
+    grid = fig.add_gridspec(2 if len(theirs) else 1, 1, height_ratios=[1.5, 3.3] if len(theirs) else [1])
+    ax = fig.add_subplot(grid[-1])  # panel (b), first: ``fig.axes[0]``
+    overview = fig.add_subplot(grid[0]) if len(theirs) else None
+    mine = ours if len(ours) else points
+    arrows = _ha_arrows(ax, mine, colours)  # first, under the points
+    written = _glance_points(ax, mine, colours, markers, verdicts)
+    _axes(ax, mine, pad=4 if verdicts else 2, room=0.08)
+    _family_legend(fig, groups, colours)
+    if title:
+        fig.suptitle(title)
+    if overview is not None:
+        _overview(overview, points, colours, markers, mine, dict(source_labels or {}), sources)
+        ax.set_title("(b) our models, enlarged", loc="left", fontsize=9)
+    else:
+        ax.legend(handles=_source_handles(sources, markers, dict(source_labels or {})), loc="lower right", fontsize=8)
+    labelled = [(r.params, r.accuracy * 100, _point_label(r)) for r in mine.itertuples()]
+    _spread_boxes(ax, written, [(r.params, r.accuracy * 100) for r in mine.itertuples()])
+    avoid = [*written, *_legends(ax)]
+    _place_labels(
+        ax, labelled, fontsize=8, avoid=avoid, lines=arrows, bars=lambda: _bars(ax, mine)
+    )  # last: the axes limits and legends are final
+    return fig
+
+
+def _axes(ax, points, pad: float, room: float) -> None:
+    """Log parameter axis and accuracy axis fitted to ``points``: ``pad`` points of accuracy below the lowest,
+    ``room`` of the range (3 points at least) above the highest."""
     ax.set_xscale("log")
-    arrows = _ha_arrows(ax, points, colours)  # first, under the points
-    written = _glance_points(ax, points, colours, markers, verdicts)
     ax.set_xlabel("trainable parameters (log scale)")
     ax.set_ylabel("test accuracy (%)")
     ax.set_xlim(points["params"].min() / 1.6, points["params"].max() * 1.6)
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0f}"))
-    low = float(points["accuracy"].min() * 100) if len(points) else 0.0
-    ax.set_ylim(max(0.0, np.floor(low / 10) * 10 - (4 if verdicts else 2)), 100)  # room for the labels
-    _glance_legends(ax, groups, sources, colours, markers, dict(source_labels or {}))
-    if title:
-        ax.set_title(title)
-    labelled = [(r.params, r.accuracy * 100, _point_label(r)) for r in points.itertuples()]
-    _spread_boxes(ax, written, [(r.params, r.accuracy * 100) for r in points.itertuples()])
-    avoid = [*written, *_legends(ax)]
-    _place_labels(
-        ax, labelled, avoid=avoid, lines=arrows, bars=lambda: _bars(ax, points)
-    )  # last: the axes limits and legends are final
-    return fig
+    acc = points["accuracy"].astype(float) * 100
+    low, high = (float(acc.min()), float(acc.max())) if len(acc) else (0.0, 100.0)
+    ax.set_ylim(max(0.0, np.floor(low) - pad), min(100.0, high + max(3.0, room * (high - low))))
+
+
+def _overview(ax, points, colours, markers, ours, source_labels, sources) -> None:
+    """Panel (a): every point, ours small and framed (the frame is panel (b)), the literature's labelled,
+    their HA arrows dashed; the sources' legend."""
+    ax.set_xscale("log")
+    arrows = _ha_arrows(ax, points[points["source"] != "ours"], colours)
+    for r in points.itertuples():
+        filled = r.source == "ours"
+        ax.plot(r.params, r.accuracy * 100, markers[r.source], markersize=4 if filled else 6, color=colours[r.group],
+                mfc=colours[r.group] if filled else "white", mew=1.2, linestyle="none", zorder=3)  # fmt: skip
+    ax.set_xlim(points["params"].min() / 1.6, points["params"].max() * 2.5)
+    low = float(points["accuracy"].min() * 100)
+    ax.set_ylim(max(0.0, np.floor(low / 10) * 10 - 2), 100)
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:.0f}"))
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title("(a) every model, ours and the papers'", loc="left", fontsize=9)
+    x0, x1 = ours["params"].min() / 1.3, ours["params"].max() * 1.3
+    y0, y1 = ours["accuracy"].min() * 100 - 2, ours["accuracy"].max() * 100 + 2
+    ax.add_patch(matplotlib.patches.Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, edgecolor="0.4",
+                                              linewidth=0.8, linestyle=":", zorder=2))  # fmt: skip
+    ax.annotate("(b)", (x1, y1), textcoords="offset points", xytext=(3, 2), fontsize=8, color="0.3")
+    ax.legend(handles=_source_handles(sources, markers, source_labels), loc="lower right", fontsize=8)
+    theirs = [(r.params, r.accuracy * 100, _point_label(r)) for r in points.itertuples() if r.source != "ours"]
+    _place_labels(ax, theirs, fontsize=8, avoid=_legends(ax), lines=arrows)
+
+
+def _family_legend(fig, groups, colours) -> None:
+    """The models' colours, in a row under the panels."""
+    family = [plt.Line2D([], [], marker="o", color=colours[g], linestyle="none", label=g) for g in groups]
+    fig.legend(handles=family, loc="outside lower center", fontsize=8, ncols=4, frameon=False)
+
+
+def _source_handles(sources, markers, source_labels) -> list:
+    """The sources' markers and the HA arrow, as legend handles."""
+    kinds = [
+        plt.Line2D([], [], marker=markers[s], color="0.3", mfc="0.3" if s == "ours" else "white", mew=1.4,
+                   linestyle="none", label=source_labels.get(s, s))  # fmt: skip
+        for s in sources
+    ]
+    arrow = plt.Line2D([], [], color="0.3", marker=r"$\rightarrow$", markersize=12, linestyle="none",
+                       label="model → its HA variant")  # fmt: skip
+    return [*kinds, arrow]
 
 
 def _point_label(r) -> str:
@@ -275,40 +337,6 @@ def _verdict_box(ax, text: str, xy, colour):
         },
         zorder=4,
     )
-
-
-def _glance_legends(ax, groups, sources, colours, markers, source_labels) -> None:
-    """Two legends: the models' colours (upper left), the sources' markers and the HA arrow (lower right)."""
-    family = [plt.Line2D([], [], marker="o", color=colours[g], linestyle="none", label=g) for g in groups]
-    kinds = [
-        plt.Line2D(
-            [],
-            [],
-            marker=markers[s],
-            color="0.3",
-            mfc="0.3" if s == "ours" else "white",
-            mew=1.4,
-            linestyle="none",
-            label=source_labels.get(s, s),
-        )
-        for s in sources
-    ]
-    kinds.append(
-        plt.Line2D(
-            [],
-            [],
-            color="0.3",
-            marker=r"$\rightarrow$",
-            markersize=12,
-            linestyle="none",
-            label="model → its HA variant",
-        )
-    )
-    first = ax.legend(
-        handles=family, loc="upper left", fontsize=8, title="model", title_fontsize=8, frameon=True
-    )
-    ax.add_artist(first)
-    ax.legend(handles=kinds, loc="lower right", fontsize=8, frameon=True)
 
 
 #: Where a verdict box may stand around its point, in order of preference: (dx, dy) offset points, va, ha.
