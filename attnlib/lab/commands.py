@@ -9,7 +9,7 @@ from pathlib import Path
 from attnlib import experiments
 from attnlib.checks import check, check_choice, check_positive_int
 from attnlib.errors import ConfigError
-from attnlib.lab.cli import EXIT_INTERRUPTED, EXIT_MISSING, PROG
+from attnlib.lab.exits import EXIT_INTERRUPTED, EXIT_MISSING, PROG
 from attnlib.train.distributed import distributed_env
 
 
