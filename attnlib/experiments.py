@@ -506,13 +506,3 @@ def build_model(name: str, preset: str = "paper"):
 
     rc = resolve(name, preset)
     return make(rc.family, **rc.model)
-
-
-def count_parameters(name: str, preset: str = "paper") -> int:
-    """Trainable parameters of `name` at `preset` (built on the meta device: no memory, no init cost)."""
-    import torch
-
-    from attnlib.models.cost import trainable_parameters
-
-    with torch.device("meta"):  # every model of the registry builds there
-        return trainable_parameters(build_model(name, preset))

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from attnlib import experiments
+from attnlib.analysis.costs import count_parameters
 from attnlib.errors import ConfigError
 from attnlib.experiments import (
     EXPERIMENTS,
     PRESET_TABLE,
     PRESETS,
     build_model,
-    count_parameters,
     resolve,
 )
 from attnlib.lab import plan
