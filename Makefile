@@ -12,7 +12,7 @@ export JUPYTER_PATH := $(abspath $(VENV))/share/jupyter
 export MPLBACKEND   := Agg
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup test test-fast lint book check-book pdf chromium bench long seeds clean
+.PHONY: setup test test-fast lint rings book check-book pdf chromium bench long seeds clean
 
 # What the built book depends on: `check-book` rebuilds it only when one of these is newer than the build.
 BOOK_STAMP  := _build/html/.attnlib-built
@@ -29,6 +29,11 @@ $(STAMP): pyproject.toml
 
 lint: setup
 	$(PY) -m ruff check attnlib book/_lib book/*.py tests tools
+
+# Each ring's lines against its budget in CONTRIBUTING.md, and the modules, classes and functions grown too long
+# (tools/rings.py; tests/test_rings.py runs it too).
+rings:
+	$(PYTHON) tools/rings.py
 
 # The book is built once, with warnings as errors, before the suite; the suite checks that build
 # (tests/test_book.py, $$ATTNLIB_BUILT_BOOK) and `make check-book` opens it without building it again.

@@ -7,7 +7,8 @@ trains both the same way. `resolve(name, preset)` gives the one `RunConfig` a ru
 
 This module holds the configurations and the one-line reason of each; the dated history behind them (the
 runs and measurements that set a protocol, the per-core throughput table) is data, in
-`attnlib/protocol_history.yaml`, joined to the reasons here (`history`).
+`attnlib/protocol_history.yaml`, joined to the reasons here (`history`); each preset in words (`NOTES`) is
+`attnlib/presets.yaml`.
 
     >>> from attnlib.experiments import resolve, build_model
     >>> resolve("learned_content_9h_ha", "budget").model["hierarchical"]
@@ -90,15 +91,16 @@ class RunConfig(Preset):
 
 # ------------------------------------------------------------------------------------------ history
 @cache
-def _history_file() -> dict:
+def _data(file: str) -> dict:
+    """One of the package's YAML files (protocol_history.yaml, presets.yaml), read once."""
     import yaml
 
-    return yaml.safe_load(resources.files("attnlib").joinpath("protocol_history.yaml").read_text("utf-8"))
+    return yaml.safe_load(resources.files("attnlib").joinpath(file).read_text("utf-8"))
 
 
 def history(preset: str, protocol: str) -> str:
     """The dated history of `protocol` at `preset` (protocol_history.yaml), or "" when it has none."""
-    return _history_file()["history"].get(preset, {}).get(protocol, "")
+    return _data("protocol_history.yaml")["history"].get(preset, {}).get(protocol, "")
 
 
 # ------------------------------------------------------------------------------------------ experiments
@@ -385,25 +387,9 @@ def _longer(p: Preset) -> Preset:
 
 BUDGET_TARGET = 0.40  # test accuracy every attention model must reach at the budget preset (issue 7)
 
-NOTES = {
-    "paper": "The published protocols: Cordonnier et al.'s official code for ResNet18 and the paper's models, "
-    "the [Re] configs for SAN and ViT (their 300 / 100 epochs are GPU-days; these CPUs cannot).",
-    "budget": "4 epochs (2,000 steps of batch 100) for every model (8 for the positional-only learned-2D models, "
-    f"12 for the learned-2D models with content, 6 for ViT), so that the 16 runs fit in {GRID_HOURS:g} h on 2 CPU "
-    "cores (2 h until the learned models with content needed 12 epochs to reach the target); "
-    "a model and its HA variant share every setting; cosine schedule with 5% linear warm-up per step (1 epoch, "
-    "gradient clipping and lr 0.06 for the learned models with content); bf16 autocast where the CPU has fast bf16. "
-    f"Target: >= {BUDGET_TARGET:.0%} test accuracy for every attention model (checked by the budget reproduction; "
-    "if one falls short, change its protocol here and say why).",
-    "smoke": "Tests and CI: tiny models, 1 epoch on 64 synthetic images, a few seconds per run.",
-    "long": f"The budget's models and protocols trained for a fixed {LONG_EPOCHS} epochs on CPUs, with per-layer "
-    "attention measures logged every epoch: the runs behind the claims ledger.",
-    "budget30": "The budget's models and protocols trained for a fixed 30 epochs: HA against its model at a third "
-    "training length, between the budget's and the long preset's.",
-    "tokens16": "The paper models on the papers' 16x16 tokens (2x2 space-to-depth) at the budget's widths and depth, "
-    "the long recipe for a fixed number of epochs: the claims about where heads attend, at the geometry they were "
-    "made at.",
-}
+# Each preset in words (`python -m attnlib list`): presets.yaml, its {NAME}s this module's constants
+NOTES = {preset: text.format(GRID_HOURS=GRID_HOURS, BUDGET_TARGET=BUDGET_TARGET, LONG_EPOCHS=LONG_EPOCHS)
+         for preset, text in _data("presets.yaml")["notes"].items()}  # fmt: skip
 
 
 #: Every protocol, in the order the tables list them
@@ -506,13 +492,3 @@ def build_model(name: str, preset: str = "paper"):
 
     rc = resolve(name, preset)
     return make(rc.family, **rc.model)
-
-
-def count_parameters(name: str, preset: str = "paper") -> int:
-    """Trainable parameters of `name` at `preset` (built on the meta device: no memory, no init cost)."""
-    import torch
-
-    from attnlib.models.cost import trainable_parameters
-
-    with torch.device("meta"):  # every model of the registry builds there
-        return trainable_parameters(build_model(name, preset))

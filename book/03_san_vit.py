@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 import attnbook as book
 from attnbook import viz
-from attnlib import experiments
+from attnlib.analysis.costs import count_parameters
 from attnlib.san import ops
 from attnlib.san.model import SANConfig
 
@@ -181,7 +181,7 @@ else:  # the build machine has no GPU: the kernels are checked by the tests, thr
 names = ["san_pairwise", "san_pairwise_ha", "san_patchwise", "san_patchwise_ha", "vit", "vit_ha"]
 presets = list(dict.fromkeys(["paper", params.preset]))
 sizes = pd.DataFrame(
-    {f"parameters at preset {p}": [experiments.count_parameters(n, p) for n in names] for p in presets},
+    {f"parameters at preset {p}": [count_parameters(n, p) for n in names] for p in presets},
     index=[book.title(n) for n in names],
 )
 book.show_table(

@@ -59,6 +59,7 @@ import pandas as pd
 import attnbook as book
 from attnbook import viz
 from attnlib import experiments
+from attnlib.analysis.costs import count_parameters
 from attnlib.analysis.rules import HA_PAIRS
 from attnlib.results import tables
 
@@ -92,7 +93,7 @@ if params.train_missing:  # papermill -p train_missing True, or ATTNLIB_TRAIN_MI
     book.train_missing(TABLE3, params)
 runs = book.load_all(TABLE3, params)
 frame = book.table3_frame(runs, params)
-paper_params = {name: experiments.count_parameters(name, "paper") for name in TABLE3}
+paper_params = {name: count_parameters(name, "paper") for name in TABLE3}
 book.glue_str("ha_preset", params.preset)
 book.glue_text("ha_heads", params.heads, "{:d}")
 done = tables.complete(frame)

@@ -27,6 +27,7 @@
 import attnbook as book
 from attnbook import viz
 from attnlib import experiments
+from attnlib.analysis.costs import count_parameters
 from attnlib.lab import plan
 
 # %% tags=["parameters"]
@@ -132,7 +133,7 @@ for family in ("paper", "resnet", "san", "san_hier", "vit"):
 
 # %% tags=["remove-input"]
 for kind in ("pairwise", "patchwise"):
-    book.glue_text(f"app_san_{kind}_params", experiments.count_parameters(f"san_{kind}_ha", "paper"), "{:,}")
+    book.glue_text(f"app_san_{kind}_params", count_parameters(f"san_{kind}_ha", "paper"), "{:,}")
 
 # %% tags=["hide-input", "hide-output"]
 quirk_table, quirk_models = book.re_quirks_table("budget")

@@ -6,8 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlib import experiments
-from attnlib.analysis import claims, rules
+from attnlib.analysis import claims, costs, rules
 from attnlib.analysis.rules import (
     INCONCLUSIVE,
     NOT_MEASURED,
@@ -224,10 +223,10 @@ def test_near_resnet_is_judged_against_the_resnet_of_comparable_size():
     assert _verdict("near_resnet", ev) == NOT_REPRODUCED
     ev.runs["resnet18_narrow"].metrics = {"params": 100_000}  # 2.4x smaller: not comparable either
     assert _verdict("near_resnet", ev) == UNTESTABLE
-    assert experiments.count_parameters("resnet18_narrow", "budget") / experiments.count_parameters(
+    assert costs.count_parameters("resnet18_narrow", "budget") / costs.count_parameters(
         "quadratic_aniso_9h", "budget"
     ) == pytest.approx(1, abs=claims.COMPARABLE_SIZE - 1)
-    assert experiments.count_parameters("resnet18_narrow", "paper") == experiments.count_parameters(
+    assert costs.count_parameters("resnet18_narrow", "paper") == costs.count_parameters(
         "resnet18"
     )
     counts = {b: 100 for b in claims.HA_PAIRS} | {b + "_ha": 20 for b in claims.HA_PAIRS}

@@ -188,13 +188,12 @@ def test_forward_flops_of_a_tiny_model_by_hand():
 
 
 def test_table1_cost_counts_and_marks_printed_figures():
-    from attnlib import experiments
     from attnlib.analysis import costs
 
     table = costs.table1_cost(["quadratic_iso_9h", "resnet18"], "budget")
     assert list(table.columns) == list(costs.COST_COLUMNS)
     row = table.set_index("experiment").loc["quadratic_iso_9h"]
-    assert row["params"] == experiments.count_parameters("quadratic_iso_9h", "budget") and row["flops"] > 0
+    assert row["params"] == costs.count_parameters("quadratic_iso_9h", "budget") and row["flops"] > 0
     assert row["printed_params"] == row["printed_flops"] == "not found"  # never an estimate
     assert row["derived_params"] == 12_086_844  # the official code's count (research notes A.3), not printed
     assert pd.isna(table.set_index("experiment").loc["resnet18", "derived_params"])

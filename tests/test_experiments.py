@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from attnlib import experiments
+from attnlib.analysis.costs import count_parameters
 from attnlib.errors import ConfigError
 from attnlib.experiments import (
     EXPERIMENTS,
     PRESET_TABLE,
     PRESETS,
     build_model,
-    count_parameters,
     resolve,
 )
 from attnlib.lab import plan
@@ -76,7 +76,7 @@ def test_history_file_names_only_known_protocols_and_continues_their_reasons():
         ("tokens16", "pilot"),
     }
     protocols = {e.protocol for e in EXPERIMENTS.values()}
-    entries = experiments._history_file()["history"]
+    entries = experiments._data("protocol_history.yaml")["history"]
     assert entries, "protocol_history.yaml holds the dated history"
     for preset, by_protocol in entries.items():
         for protocol, text in by_protocol.items():
@@ -87,6 +87,14 @@ def test_history_file_names_only_known_protocols_and_continues_their_reasons():
     assert experiments.history("long", "clip") in PRESET_TABLE["long"]["attention"].reason
     assert set(plan.THROUGHPUT["budget"]) == set(EXPERIMENTS)  # a variant: its base's throughput
     assert all(plan.THROUGHPUT["budget"][v] == plan.THROUGHPUT["budget"][b] for v, b in VARIANTS.items())
+
+
+def test_every_preset_is_said_in_words_with_its_numbers_filled_in():
+    assert list(experiments.NOTES) == list(PRESETS)  # presets.yaml's notes
+    for text in experiments.NOTES.values():
+        assert text.strip() == text and "\n" not in text and "  " not in text and "{" not in text
+    assert f"{experiments.LONG_EPOCHS} epochs" in experiments.NOTES["long"]
+    assert f"{experiments.GRID_HOURS:g} h" in experiments.NOTES["budget"]
 
 
 def test_registry_imports_no_training_code():

@@ -12,7 +12,8 @@ import pytest
 from attnlib import experiments
 from attnlib.errors import ConfigError
 from attnlib.lab import plan, queue
-from attnlib.lab.cli import EXIT_USAGE, main
+from attnlib.lab.cli import main
+from attnlib.lab.exits import EXIT_USAGE
 from attnlib.lab.queue import Job, Queue
 
 

@@ -295,8 +295,8 @@ def test_san_init_is_pytorch_default_as_the_re_code(family):
 def test_re_figures_of_another_network_are_labelled_as_such():
     """learned_9h (and the quadratic models) are Paper A's official block; the [Re] figures in their rows
     are of the [Re] block's networks: labelled (``Reference.network``), and their counts are not ours."""
+    from attnlib.analysis.costs import count_parameters
     from attnlib.analysis.literature import RE, references
-    from attnlib.experiments import count_parameters
 
     for name in ("learned_9h", "quadratic_iso_9h", "quadratic_aniso_9h"):
         for ref in references(name, RE, "params"):
@@ -354,7 +354,8 @@ PAPER_A_MODELS = {  # unchanged by issue 30: their saved results stay complete
 
 @pytest.mark.parametrize("name", list(RE_COUNTS))
 def test_every_re_row_is_the_re_form_with_the_re_code_parameter_count(name):
-    from attnlib.experiments import count_parameters, get, resolve
+    from attnlib.analysis.costs import count_parameters
+    from attnlib.experiments import get, resolve
 
     assert get(name).source.startswith("[Re]")
     for preset in ("paper", "budget", "smoke"):
@@ -385,8 +386,9 @@ def test_the_init_variant_of_the_learned_content_pair_changes_only_the_init():
 def test_re_parameter_counts_in_the_literature_are_ours_unless_labelled():
     """A [Re] count listed for one of our experiments is that experiment's count at the paper preset, or is
     labelled as the count of another network (``Reference.network``)."""
+    from attnlib.analysis.costs import count_parameters
     from attnlib.analysis.literature import RE, references
-    from attnlib.experiments import EXPERIMENTS, count_parameters
+    from attnlib.experiments import EXPERIMENTS
 
     checked = 0
     for ref in references(source=RE, quantity="params"):

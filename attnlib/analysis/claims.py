@@ -513,11 +513,11 @@ _PARAMS: dict[tuple, tuple[int, tuple]] = {}
 
 
 def _paper_params(name: str) -> int:
-    """`experiments.count_parameters(name, "paper")`, counted once per process for each registry entry."""
+    """`costs.count_parameters(name, "paper")`, counted once per process for each registry entry."""
     sources = (experiments.EXPERIMENTS.get(name), experiments.PRESET_TABLE.get("paper"))
     key = (name, *map(id, sources))
     if key not in _PARAMS:
-        _PARAMS[key] = (experiments.count_parameters(name, "paper"), sources)
+        _PARAMS[key] = (costs.count_parameters(name, "paper"), sources)
     return _PARAMS[key][0]
 
 

@@ -1,8 +1,10 @@
-"""HA's cost against its model (issue 29 §3): the training step's time and the memory training holds (``python -m attnlib
-train-cost``: ``results/train_cost/<preset>.json``, written by ``attnlib.lab.train_cost``) and the inference
-wall time each saved run measured (Table 3's protocol: 300 timed single-image passes after training), as the
-ledger's rows judge them. Reads only (the saved reports through `attnlib.results.timing`); a missing or
-malformed report is "not measured".
+"""What the models cost. An experiment's size at a preset (`count_parameters`, `model_cost`, Table 1's columns:
+`table1_cost`), counted on the registry's model by `attnlib.models.cost`. HA's cost against its model (issue 29
+§3): the training step's time and the memory training holds (``python -m attnlib train-cost``:
+``results/train_cost/<preset>.json``, written by ``attnlib.lab.train_cost``) and the inference wall time each
+saved run measured (Table 3's protocol: 300 timed single-image passes after training), as the ledger's rows
+judge them. Reads only (the saved reports through `attnlib.results.timing`); a missing or malformed report is
+"not measured".
 """
 
 from __future__ import annotations
@@ -154,6 +156,30 @@ def ha_inference_time(ev: Evidence):
     return text, NOT_REPRODUCED if NOT_REPRODUCED in verdicts else INCONCLUSIVE
 
 
+def count_parameters(name: str, preset: str = "paper") -> int:
+    """Trainable parameters of experiment `name` at `preset` (built on the meta device: no memory, no init
+    cost)."""
+    import torch
+
+    from attnlib.models.cost import trainable_parameters
+
+    with torch.device("meta"):  # every model of the registry builds there
+        return trainable_parameters(experiments.build_model(name, preset))
+
+
+def model_cost(name: str, preset: str = "paper") -> dict[str, int]:
+    """{"params": trainable parameters, "flops": `forward_flops` on one 32×32 image} of experiment `name` built
+    at `preset` (fresh weights, seed 0; the global RNG is left as it was)."""
+    import torch
+
+    from attnlib.models.cost import forward_flops, trainable_parameters
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = experiments.build_model(name, preset)
+    return {"params": trainable_parameters(model), "flops": forward_flops(model)}
+
+
 #: Table 1's cost columns as `table1_cost` gives them.
 COST_COLUMNS = ("experiment", "model", "params", "flops", "printed_params", "printed_flops", "derived_params")
 
@@ -161,14 +187,13 @@ COST_COLUMNS = ("experiment", "model", "params", "flops", "printed_params", "pri
 def table1_cost(names=None, preset: str = "paper"):
     """Table 1 of Cordonnier et al. at `preset` (default the paper's settings): per model of `names` (default
     `table1_names`) its trainable parameters and the FLOPs of one forward pass on one 32×32 image, counted
-    live (`attnlib.models.cost.model_cost`: torch.utils.flop_counter, 2 per multiply-add), beside the paper's
+    live (`model_cost`: torch.utils.flop_counter, 2 per multiply-add), beside the paper's
     printed figures where the research notes hold one (`printed_params`, `printed_flops`: "not found" where
     none was read; never an estimate) and the parameters derived from the official code (`derived_params`,
     not printed anywhere; None where not derived). Reads no saved run."""
     import pandas as pd
 
     from attnlib.analysis import literature
-    from attnlib.models.cost import model_cost
 
     def printed(name: str, quantity: str):
         found = [r for r in literature.references(name, literature.PAPER, quantity) if r.kind == "printed"]

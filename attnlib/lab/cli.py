@@ -4,10 +4,7 @@ exit code; what each command does is `attnlib.lab.commands`.
 
 argparse only parses (strings and integers); the library checks every value once (ConfigError naming the
 parameter and the allowed values). Bad input exits non-zero with that one line, before anything is written;
-never a traceback. Exit codes: 1 no usable result (tables, loading), 2 bad input, 3 refused (another process
-trains the run, or `train` would replace a complete result of another configuration: `--force`), 4 diverged,
-5 a file-system error (read-only, full or missing folder: one line naming the path), 6 the load average says
-the cores are shared (a timing would be wrong), 130 interrupted.
+never a traceback; the exit codes are `attnlib.lab.exits`.
 """
 
 from __future__ import annotations
@@ -20,12 +17,18 @@ import threading
 
 from attnlib import experiments
 from attnlib.errors import ConfigError
+from attnlib.lab.exits import (
+    EXIT_BUSY,
+    EXIT_DIVERGED,
+    EXIT_FILES,
+    EXIT_INTERRUPTED,
+    EXIT_LOCKED,
+    EXIT_MISSING,
+    EXIT_USAGE,
+    PROG,
+)
 from attnlib.lab.train_cost import ROUNDS
 from attnlib.train.distributed import distributed_env
-
-PROG = "python -m attnlib"
-EXIT_MISSING, EXIT_USAGE, EXIT_LOCKED, EXIT_DIVERGED, EXIT_FILES, EXIT_INTERRUPTED = 1, 2, 3, 4, 5, 130
-EXIT_BUSY = 6
 
 
 class _Parser(argparse.ArgumentParser):

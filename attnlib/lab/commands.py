@@ -9,7 +9,7 @@ from pathlib import Path
 from attnlib import experiments
 from attnlib.checks import check, check_choice, check_positive_int
 from attnlib.errors import ConfigError
-from attnlib.lab.cli import EXIT_INTERRUPTED, EXIT_MISSING, PROG
+from attnlib.lab.exits import EXIT_INTERRUPTED, EXIT_MISSING, PROG
 from attnlib.train.distributed import distributed_env
 
 
@@ -25,6 +25,7 @@ def _minutes(seconds: float | None) -> str:
 def cmd_list(args) -> int:
     import pandas as pd
 
+    from attnlib.analysis.costs import count_parameters
     from attnlib.lab import plan
     from attnlib.results.tables import collect
 
@@ -38,7 +39,7 @@ def cmd_list(args) -> int:
         rc = experiments.resolve(name, args.preset)
         row = {
             "experiment": name,
-            "params": f"{experiments.count_parameters(name, args.preset):,}",
+            "params": f"{count_parameters(name, args.preset):,}",
             "epochs": rc.train.epochs,
             "batch": rc.train.batch_size,
             "lr": rc.train.lr,

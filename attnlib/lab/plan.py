@@ -14,7 +14,7 @@ from attnlib.experiments import CIFAR10_TEST, CIFAR10_TRAIN, EXPERIMENTS, PRESET
 # protocol_history.yaml).
 THROUGHPUT: dict[str, dict[str, tuple[float, float]]] = {
     preset: {name: tuple(ips) for name, ips in table.items()}
-    for preset, table in experiments._history_file()["throughput"].items()
+    for preset, table in experiments._data("protocol_history.yaml")["throughput"].items()
     if preset in PRESETS
 }
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnlib.lab.cli import EXIT_LOCKED  # `train` refused: its folder is locked by another process
+from attnlib.lab.exits import EXIT_LOCKED  # `train` refused: its folder is locked by another process
 from attnlib.lab.machine import check_threads
 from attnlib.results.store import check_no_links, open_nofollow
 

@@ -1,6 +1,7 @@
-"""What a model costs: trainable parameters and the floating-point operations of one forward pass on one
+"""What a built model costs: trainable parameters and the floating-point operations of one forward pass on one
 32×32 image, counted by ``torch.utils.flop_counter.FlopCounterMode`` (Table 1 of Cordonnier et al. lists
-#params and #FLOPs; the official code counts with ``thop`` on one 1×3×32×32 input).
+#params and #FLOPs; the official code counts with ``thop`` on one 1×3×32×32 input). An experiment's cost at a
+preset (the registry's model) is `attnlib.analysis.costs`'.
 
 FLOPs as FlopCounterMode counts them: 2 per multiply-add of the matrix products and convolutions (mm, addmm,
 bmm, baddbmm, convolution, scaled-dot-product attention, einsum through its bmm); softmax, normalisation,
@@ -43,14 +44,3 @@ def forward_flops(model: torch.nn.Module, shape=IMAGE) -> int:
 def trainable_parameters(model: torch.nn.Module) -> int:
     """Parameters that train (requires_grad)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
-def model_cost(name: str, preset: str = "paper") -> dict[str, int]:
-    """{"params": trainable parameters, "flops": `forward_flops` on one 32×32 image} of experiment `name` built
-    at `preset` (fresh weights, seed 0; the global RNG is left as it was)."""
-    from attnlib import experiments
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = experiments.build_model(name, preset)
-    return {"params": trainable_parameters(model), "flops": forward_flops(model)}

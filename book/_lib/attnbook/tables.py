@@ -22,6 +22,7 @@ from attnbook.phrases import (
     title,
 )
 from attnlib import experiments
+from attnlib.analysis.costs import count_parameters
 from attnlib.analysis.literature import PAPER, RE, REFERENCES, reference_value, references, short
 from attnlib.results.tables import attention_rows, complete
 
@@ -261,7 +262,7 @@ def architecture_table(names, presets=("paper", "budget")):
                 "hidden": both(2),
                 "heads": both(3),
                 "epochs": " / ".join(str(c[4].train.epochs) for c in per),
-                "parameters": " / ".join(f"{experiments.count_parameters(name, p):,}" for p in presets),
+                "parameters": " / ".join(f"{count_parameters(name, p):,}" for p in presets),
             }
         )
     return pd.DataFrame(rows)
@@ -429,9 +430,9 @@ def resolution_control(params: Params):
     from attnlib.analysis import stats as compare
 
     image, tokens = RESOLUTION_PAIR
-    size = experiments.count_parameters(tokens, params.preset)
+    size = count_parameters(tokens, params.preset)
     rivals = [n for n in (*rules.QUADRATIC, *rules.LEARNED_POSITIONAL, *rules.LEARNED_CONTENT)
-              if rules._comparable(size, experiments.count_parameters(n, params.preset))]  # fmt: skip
+              if rules._comparable(size, count_parameters(n, params.preset))]  # fmt: skip
     acc = {n: seed_accuracies(n, params) for n in (image, tokens, *rivals)}  # each model's seeds read once
     best = compare.best_by_seed_mean({n: acc[n] for n in rivals})
     names = [image, tokens] + ([best[0]] if best else [])
@@ -440,7 +441,7 @@ def resolution_control(params: Params):
     rows = []
     for name in names:
         seen = "32×32 pixels" if name == image else f"{side}×{side} grid, {3 * grid * grid} channels"
-        rows.append({"model": title(name), "input": seen, "params": f"{experiments.count_parameters(name, params.preset):,}",
+        rows.append({"model": title(name), "input": seen, "params": f"{count_parameters(name, params.preset):,}",
                      "seeds": len(acc[name]), "test accuracy": compare.mean_sd(acc[name]) if acc[name] else NOT_FOUND_CELL})  # fmt: skip
     numbers = {"attention": title(names[2]) if len(names) == 3 else None}
     if len(names) < 3:
