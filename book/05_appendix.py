@@ -26,7 +26,7 @@
 import attnbook as book
 from attnbook import viz
 from attnlib import experiments
-from attnlib.lab import plan
+from attnlib.analysis import plan
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke

@@ -11,6 +11,8 @@ import pytest
 import torch
 
 from attnlib import experiments
+from attnlib.analysis import plan
+from attnlib.analysis.plan import estimate_seconds, grid_seconds
 from attnlib.errors import ConfigError
 from attnlib.experiments import (
     EXPERIMENTS,
@@ -20,8 +22,6 @@ from attnlib.experiments import (
     count_parameters,
     resolve,
 )
-from attnlib.lab import plan
-from attnlib.lab.plan import estimate_seconds, grid_seconds
 from attnlib.lab.run import train_run
 from attnlib.results.load import inspect_run, load_run
 

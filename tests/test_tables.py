@@ -130,7 +130,7 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
     their CPU-hours (wall time x threads), the budget grid's further seeds and their CPU-hours."""
     from attnlib import experiments
     from attnlib.analysis import claims
-    from attnlib.lab import plan as lab_plan
+    from attnlib.analysis import plan as lab_plan
 
     keys = {c.key for c in claims.CLAIMS}
     assert set(lab_plan.LONG_PLAN) <= set(experiments.names(variants=True))

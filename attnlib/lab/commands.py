@@ -25,7 +25,7 @@ def _minutes(seconds: float | None) -> str:
 def cmd_list(args) -> int:
     import pandas as pd
 
-    from attnlib.lab import plan
+    from attnlib.analysis import plan
     from attnlib.results.tables import collect
 
     # the presets of the budget models, whose per-core throughputs were measured
@@ -134,7 +134,7 @@ def cmd_queue(args) -> int:
     from attnlib.lab.machine import usable_cores
 
     if args.asked:
-        from attnlib.lab import plan
+        from attnlib.analysis import plan
 
         if args.experiments or args.seeds != [0]:
             given, value = (

@@ -374,7 +374,7 @@ def breakdown(
 # ---------------------------------------------------------------------------- per-core throughput
 def throughput(name: str, steps: int = 20, rounds: int = 3, threads: int = 1, preset: str = "budget") -> dict:
     """Per-core images/s of ``name`` at ``preset`` with this checkout's engine, the figures behind the
-    lab's estimates (``attnlib.lab.plan.THROUGHPUT``): ``steps`` training steps of the preset's batch
+    lab's estimates (``attnlib.analysis.plan.THROUGHPUT``): ``steps`` training steps of the preset's batch
     (momentum SGD, its clipping and label smoothing, bf16 where the run would use it) and as many
     evaluation batches, each timed by the process's CPU time (a core shared with other jobs slows the
     wall clock, far less the CPU time), best of ``rounds`` after two warm-up steps.
