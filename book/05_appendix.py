@@ -263,7 +263,7 @@ if missing:
 # gradients; speed is measured here, never asserted in tests.
 
 # %% tags=["hide-input"]
-from attnlib.lab import bench  # noqa: E402
+from attnlib.results import bench  # noqa: E402
 
 reports = book.bench_reports(params)
 for device, report in reports.items():

@@ -12,7 +12,7 @@ import pytest
 
 import attnbook as book
 from attnlib import experiments
-from attnlib.lab import bench
+from attnlib.results import bench
 
 
 def _plain(name: str) -> str:

@@ -373,7 +373,7 @@ def cmd_bench_engine(args) -> int:
 def _print_bench(report: dict, out: Path) -> None:
     import pandas as pd
 
-    from attnlib.lab import bench
+    from attnlib.results import bench
     from attnlib.results.timing import machine_words
 
     with pd.option_context(

@@ -36,7 +36,8 @@ from pathlib import Path
 
 from attnlib.checks import check_choice, check_positive_int, synthetic_sizes
 from attnlib.errors import ConfigError
-from attnlib.lab.machine import check_threads, core_sharing, load_average, machine, usable_cores
+from attnlib.lab.machine import check_threads, load_average, machine, usable_cores
+from attnlib.results.timing import core_sharing
 
 # the models whose runs spend the CPU (issue 47); every other experiment of the registry is accepted too
 MODELS = (
