@@ -108,8 +108,8 @@ def cmd_train(args) -> int:
 def cmd_probe(args) -> int:
     import numpy as np
 
+    from attnlib.checks import resolve_device
     from attnlib.lab.run import backfill_probe
-    from attnlib.train.device import resolve_device
 
     path = backfill_probe(
         args.experiment,

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnlib.checks import MAX_SEED, is_synthetic
+from attnlib.checks import MAX_SEED, is_synthetic, resolve_device
 from attnlib.env import DATA_ENV, RESULTS_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 
@@ -121,8 +121,6 @@ def _preset_has_own_data(preset: str) -> bool:
 
 
 def _check_device(device) -> str:
-    from attnlib.train.device import resolve_device
-
     if not isinstance(device, str):
         raise ParameterError("device", device, "auto, cpu, cuda, cuda:N")
     try:
