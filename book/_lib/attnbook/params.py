@@ -90,9 +90,9 @@ class Params:
     long_preset: str = LONG_PRESET
 
     def run_kwargs(self) -> dict:
-        """Keyword arguments for ``attnlib.lab.run.run_or_load`` (besides the experiment). A chapter that
-        may train replaces a saved result of another configuration (``replace=True``): it shows the
-        preset's current protocol, so a result trained before the preset changed is retrained."""
+        """Keyword arguments for the lab's ``run_or_load`` (besides the experiment; ``runs.train_missing``). A
+        chapter that may train replaces a saved result of another configuration (``replace=True``): it shows
+        the preset's current protocol, so a result trained before the preset changed is retrained."""
         return dict(
             preset=self.preset,
             data=self.data,
