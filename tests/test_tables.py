@@ -25,8 +25,7 @@ def _book_params(results_dir):
 
 def test_the_cli_and_the_book_build_one_table(trained):
     """`collect` (the CLI's table) is `frame` of the saved runs, row for row the `frame` of the runs a
-    chapter loads, and the book's `results_frame` is that one function."""
-    assert book.results_frame is tables.frame
+    chapter loads."""
     cli = tables.collect(trained, "smoke", NAMES)
     chapter = tables.frame(book.load_all(NAMES, _book_params(trained)))
     assert list(cli.columns) == list(tables.COLUMNS)
