@@ -81,7 +81,7 @@ golden-write: setup
 bench: setup
 	$(PY) -m attnlib bench
 
-# The runs behind the claims ledger (attnlib.lab.plan.LONG_PLAN), one single-thread lane per core; stop it
+# The runs behind the claims ledger (attnlib.analysis.plan.LONG_PLAN), one single-thread lane per core; stop it
 # any time (Ctrl-C): each run saves a checkpoint, and the same command goes on from there.
 DATA ?= ../shared/data/cifar10
 long: setup

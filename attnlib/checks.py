@@ -1,13 +1,18 @@
-"""The argument checks every module uses, and the one parser of data specs: each raises
-attnlib.errors.ConfigError naming the parameter, the value and what is allowed."""
+"""The argument checks every module uses, the one parser of data specs and the one reading of a device name
+(`resolve_device`): each raises attnlib.errors.ConfigError naming the parameter, the value and what is
+allowed."""
 
 from __future__ import annotations
 
 import math
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from attnlib.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
 
 SYNTHETIC = "synthetic"
 SYNTHETIC_SIZES = (512, 256)  # (N_TRAIN, N_TEST) of a bare "synthetic" (attnlib.data.synthetic_cifar10)
@@ -59,6 +64,28 @@ def check_fraction(name: str, value) -> None:
     """Raise ConfigError unless ``value`` is a number strictly between 0 and 1 (a confidence level)."""
     if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value < 1:
         raise ConfigError(name, value, "a number strictly between 0 and 1")
+
+
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    """Which device a name means: None or "auto" -> CUDA when available, else CPU. Unknown or unavailable
+    devices -> ConfigError. (torch imported on first use: the results side imports these checks, not torch.)"""
+    import torch
+
+    if isinstance(device, torch.device):
+        return device
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError("device", device, "auto, cpu, cuda, cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device", device, "cpu (no CUDA device is available here)")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ConfigError("device", device, [f"cuda:{i}" for i in range(torch.cuda.device_count())])
+    if dev.type not in ("cpu", "cuda"):
+        raise ConfigError("device", device, "auto, cpu, cuda, cuda:N")
+    return dev
 
 
 # ------------------------------------------------------------------------------------------ data specs

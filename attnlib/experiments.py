@@ -278,7 +278,7 @@ def _paper_presets() -> dict[str, Preset]:
 
 # Budget: the whole 16-run grid on 2 CPU cores in <= GRID_HOURS (why 3.5 h: `history("budget", "grid")`);
 # `python -m attnlib list --preset budget` prints the estimate of every run and of the grid (the per-core
-# throughputs and the estimates built on them are the lab's planning: attnlib.lab.plan).
+# throughputs and the estimates built on them are the plan of the runs: attnlib.analysis.plan).
 GRID_HOURS = 3.5
 
 

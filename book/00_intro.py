@@ -99,6 +99,7 @@ import attnbook as book
 from attnbook import viz
 from attnlib import experiments
 from attnlib.analysis import claims, rules
+from attnlib.analysis.literature import PAPER, RE, short
 from attnlib.analysis.rules import HA_FAMILY, HA_PAIRS
 from attnlib.results import tables
 
@@ -160,8 +161,8 @@ book.show(
         points,
         source_labels={
             "ours": f"ours ({params.preset} preset)",
-            book.RE: f"{book.short(book.RE)}, run logs",
-            book.PAPER: f"{book.short(book.PAPER)}, claimed",
+            RE: f"{short(RE)}, run logs",
+            PAPER: f"{short(PAPER)}, claimed",
         },
         verdicts=book.welch_labels(HA_BASES, params),
     ),

@@ -66,6 +66,14 @@ from attnbook import viz
 from attnlib import experiments, theory
 from attnlib.analysis import rules
 from attnlib.analysis import stats as compare
+from attnlib.analysis.literature import (
+    NOT_FOUND,
+    PAPER,
+    RE,
+    RE_QUADRATIC_9H_HA,
+    best_reference,
+    reference_value,
+)
 from attnlib.measures import NEAR_UNIFORM, attention_peaks, uniform_reference
 from attnlib.results import tables
 
@@ -205,16 +213,16 @@ book.glue_text("repro_resnet_seeds", best["resnet_seeds"], "{:d}")
 for key, value in book.rank_counts(frame).items():  # the means over seeds
     book.glue_text(f"repro_rank_{key}", value, "{:d}")
 flips = book.rank_flips(frame)
-re_best = book.best_reference([n for n in TABLE1 if n != "resnet18"], book.RE, "test_accuracy")
-re_resnet = book.reference_value("resnet18", book.RE, "test_accuracy")
+re_best = best_reference([n for n in TABLE1 if n != "resnet18"], RE, "test_accuracy")
+re_resnet = reference_value("resnet18", RE, "test_accuracy")
 book.glue_text("repro_re_gap", None if re_best is None else (re_resnet - re_best.value) * 100, "{:.1f}")
 book.glue_text("repro_our_gap", best["gap"], "{:.1f}")
-book.glue_text("lit_paper_quadratic", book.reference_value("quadratic_iso_9h", book.PAPER, "test_accuracy"))
+book.glue_text("lit_paper_quadratic", reference_value("quadratic_iso_9h", PAPER, "test_accuracy"))
 book.glue_text(
-    "lit_re_quadratic", book.reference_value("quadratic_aniso_9h", book.RE, "test_accuracy"), "{:.2%}"
+    "lit_re_quadratic", reference_value("quadratic_aniso_9h", RE, "test_accuracy"), "{:.2%}"
 )
-book.glue_text("lit_re_quadratic_ha", book.RE_QUADRATIC_9H_HA.value, "{:.2%}")
-book.glue_text("lit_re_resnet", book.reference_value("resnet18", book.RE, "test_accuracy"), "{:.2%}")
+book.glue_text("lit_re_quadratic_ha", RE_QUADRATIC_9H_HA.value, "{:.2%}")
+book.glue_text("lit_re_resnet", reference_value("resnet18", RE, "test_accuracy"), "{:.2%}")
 book.glue_str("repro_epochs", book.epoch_range(params.preset))
 for key, name in (("quad", "quadratic_iso_9h"), ("pos", "learned_9h"), ("content", "learned_content_9h")):
     book.glue_text(f"repro_{key}_epochs", experiments.preset_for(name, params.preset).train.epochs, "{:d}")
@@ -308,7 +316,7 @@ book.glue_text("repro_resolution_share", resolution_numbers.get("resolution_shar
 # The papers' material that we could not find, for this chapter and for {ref}`chapter-hierarchical`:
 
 # %% tags=["hide-input"]
-book.note("\n".join(f"- {line}" for line in book.NOT_FOUND), "important")
+book.note("\n".join(f"- {line}" for line in NOT_FOUND), "important")
 
 # %% [markdown]
 # ## How our protocol differs from the papers'

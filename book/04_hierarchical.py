@@ -60,7 +60,9 @@ import attnbook as book
 from attnbook import viz
 from attnlib import experiments
 from attnlib.analysis.costs import count_parameters
+from attnlib.analysis.literature import RE, logged_gain, reference_value
 from attnlib.analysis.rules import HA_PAIRS
+from attnlib.measures import NEAR_UNIFORM
 from attnlib.results import tables
 
 # %% tags=["parameters"]
@@ -147,14 +149,14 @@ book.glue_numbers("ha_pairs", book.ha_pair_numbers(pairs))
 book.glue_numbers("ha_family", book.ha_family_numbers(params))  # every pair the tests weigh, both head counts
 headline = pairs[pairs["experiment"] == learned]
 book.glue_text("ha_our_gain", headline["gain"].iloc[0] if len(headline) else None, "{:+.1f}")
-re_acc = [book.reference_value(n, book.RE, "test_accuracy") for n in (learned, learned + "_ha")]
-re_params = [book.reference_value(n, book.RE, "params") for n in (learned, learned + "_ha")]
+re_acc = [reference_value(n, RE, "test_accuracy") for n in (learned, learned + "_ha")]
+re_params = [reference_value(n, RE, "params") for n in (learned, learned + "_ha")]
 book.glue_text("ha_re_gain", (re_acc[1] - re_acc[0]) * 100, "{:+.1f} points", missing="not found")
 book.glue_text("ha_re_size", re_params[1] / re_params[0], "{:.0%}", missing="not found")
 for heads_re in (9, 16):
     book.glue_text(
         f"ha_re_logged_{heads_re}",
-        book.logged_gain(f"learned_content_{heads_re}h"),
+        logged_gain(f"learned_content_{heads_re}h"),
         "{:+.2f} points",
         missing="not found",
     )
@@ -268,7 +270,7 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 
 # %% tags=["remove-input"]
 length_rows, length_curves = book.ha_by_length("learned_content_9h", params)
-logged_9 = book.logged_gain("learned_content_9h")
+logged_9 = logged_gain("learned_content_9h")
 book.glue_str("ha_length_reading", book.length_reading(length_rows, logged_9))
 book.glue_text("ha_length_saved", len(length_rows), "{:d}")
 book.show(
@@ -357,7 +359,7 @@ book.show_table(
         columns={
             "accuracy": "test accuracy",
             "peaks": "mean peak per layer, last epoch (× uniform)",
-            "flat": f"layers below {book.NEAR_UNIFORM:g}× throughout",
+            "flat": f"layers below {NEAR_UNIFORM:g}× throughout",
         }
     ),
     caption="The 60-epoch runs (preset long, seed 0) of the learned-2D model with content and its HA variant "

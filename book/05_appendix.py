@@ -27,8 +27,8 @@
 import attnbook as book
 from attnbook import viz
 from attnlib import experiments
+from attnlib.analysis import plan
 from attnlib.analysis.costs import count_parameters
-from attnlib.lab import plan
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke
@@ -319,7 +319,7 @@ if missing:
 # gradients; speed is measured here, never asserted in tests.
 
 # %% tags=["hide-input"]
-from attnlib.lab import bench  # noqa: E402
+from attnlib.results import bench  # noqa: E402
 
 reports = book.bench_reports(params)
 for device, report in reports.items():

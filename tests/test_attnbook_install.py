@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_attnbook_imports_from_any_folder(tmp_path):
-    code = "import attnbook, attnbook.viz, attnbook.sphinx; print(attnbook.__file__); print(attnbook.repo_root())"
+    code = "import attnbook, attnbook.viz, attnbook.sphinx; print(attnbook.__file__); print(attnbook.params.repo_root())"
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
@@ -63,3 +63,31 @@ def test_bookcheck_runs_as_a_script_from_the_root(tmp_path):
         [sys.executable, "tools/bookcheck.py", "--help"], cwd=ROOT, capture_output=True, text=True
     )
     assert usage.returncode == 0 and usage.stdout.startswith("usage: python tools/bookcheck.py")
+
+
+def _imports(path: Path) -> list[str]:
+    """Every module an import statement of ``path`` names (``from attnlib import lab`` as ``attnlib.lab``)."""
+    import ast
+
+    names = []
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    return names
+
+
+def test_the_book_reads_and_never_reaches():
+    """The kit and the chapters import neither the lab nor the trainer: they read saved runs through the
+    results and analysis sides. The one opt-in to training is runs.py's import of attnlib.lab.run
+    (``train_missing``, for a chapter allowed to train)."""
+    kit = ROOT / "book" / "_lib" / "attnbook"
+    reaching = {}
+    for path in sorted(kit.rglob("*.py")) + sorted((ROOT / "book").glob("[0-9][0-9]_*.py")):
+        found = sorted(
+            {n for n in _imports(path) if n.split(".")[:2] in (["attnlib", "lab"], ["attnlib", "train"])}
+        )
+        if found:
+            reaching[str(path.relative_to(ROOT))] = found
+    assert reaching == {"book/_lib/attnbook/runs.py": ["attnlib.lab.run", "attnlib.lab.run.run_or_load"]}

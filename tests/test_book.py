@@ -21,9 +21,14 @@ import yaml
 
 import attnbook as book
 from attnbook import display
-from attnbook.phrases import escaped
+from attnbook.display import png
+from attnbook.params import check_no_unknown_parameters, unknown_parameters
+from attnbook.phrases import MISSING, NOT_MEASURED, NOT_USED, escaped
 from attnlib import experiments
+from attnlib.analysis.literature import RE, REFERENCES, reference_value
+from attnlib.env import TRAIN_MISSING_ENV
 from attnlib.lab.run import run_or_load
+from attnlib.measures import attention_peaks
 from attnlib.results.load import DamagedResult, MissingResult
 from attnlib.results.tables import table3
 
@@ -107,11 +112,11 @@ def test_single_configuration_and_toc():
 
 # ------------------------------------------------------------------------------------------ parameters
 def test_check_params_resolves_defaults(monkeypatch, tmp_path):
-    monkeypatch.delenv(book.TRAIN_MISSING_ENV, raising=False)
+    monkeypatch.delenv(TRAIN_MISSING_ENV, raising=False)
     p = book.check_params(heads=16, preset="smoke", data=None, device="auto", seed=0, results_dir=tmp_path)
     assert (p.heads, p.preset, p.data, p.device, p.train_missing) == (16, "smoke", None, "cpu", True)
     assert p.results_dir == tmp_path.resolve()
-    monkeypatch.setenv(book.TRAIN_MISSING_ENV, "0")  # what the book build sets
+    monkeypatch.setenv(TRAIN_MISSING_ENV, "0")  # what the book build sets
     assert book.check_params(preset="budget").train_missing is False
     assert book.check_params(preset="budget", train_missing=True).train_missing is True
     assert book.check_params(preset="budget", data="synthetic:8:4").data == "synthetic:8:4"
@@ -149,24 +154,24 @@ def test_unknown_parameters_from_the_cells_run():
     parameters = 'preset = "budget"  # paper | budget\nseed: int = 0\nresults_dir = None\n'
     injected = '# Parameters\nheads = 7\npreset = "smoke"\n'
     history = ["", "import attnbook as book", parameters, injected, "params = book.check_params()"]
-    assert book.unknown_parameters(history) == (["heads"], ["preset", "seed", "results_dir"])
-    assert book.unknown_parameters(history[:3]) == ([], [])  # not run by papermill: nothing to check
+    assert unknown_parameters(history) == (["heads"], ["preset", "seed", "results_dir"])
+    assert unknown_parameters(history[:3]) == ([], [])  # not run by papermill: nothing to check
     injected_known = "# Parameters\nseed = 3\n"
-    assert book.unknown_parameters(["", parameters, injected_known]) == (
+    assert unknown_parameters(["", parameters, injected_known]) == (
         [],
         ["preset", "seed", "results_dir"],
     )
-    book.check_no_unknown_parameters()  # outside a kernel: checks nothing
+    check_no_unknown_parameters()  # outside a kernel: checks nothing
 
 
 def test_references_have_sources():
-    for r in book.REFERENCES:
+    for r in REFERENCES:
         assert r.where and r.kind in ("printed", "claimed", "run-log", "derived")
         assert r.experiment in experiments.EXPERIMENTS
         assert (0 < r.value <= 1) if r.quantity == "test_accuracy" else r.value > 1000
-    assert book.reference_value("learned_content_9h_ha", book.RE, "test_accuracy") == pytest.approx(0.91)
-    assert book.reference_value("vit", book.RE, "test_accuracy") != book.reference_value(
-        "vit", book.RE, "test_accuracy"
+    assert reference_value("learned_content_9h_ha", RE, "test_accuracy") == pytest.approx(0.91)
+    assert reference_value("vit", RE, "test_accuracy") != reference_value(
+        "vit", RE, "test_accuracy"
     )
 
 
@@ -214,7 +219,7 @@ def test_viz_figures_are_labelled():
     assert all(a.get_xlabel() == "column shift δ₂ (pixels)" for a in fig.axes if a.get_visible())
     fig = viz.error_vs_alpha(np.arange(1.0, 5.0), {"a": np.exp(-np.arange(1.0, 5.0))}, title="e")
     assert fig.axes[0].get_yscale() == "log" and "α" in fig.axes[0].get_xlabel()
-    assert book.png(fig).format == "png"
+    assert png(fig).format == "png"
     import pandas as pd
 
     calm = pd.DataFrame(
@@ -279,7 +284,7 @@ def test_chapter_runs_at_smoke(chapter, results_dir, tmp_path):
         assert any(k.endswith("image/png") for o in outputs for k in o.get("data", {}))
     assert not any(str(o.get("data", {}).get("text/plain", "")).startswith("<Figure") for o in outputs)
     if chapter in ("02_reproduction", "04_hierarchical", "05_appendix"):  # trained at smoke: no gaps
-        assert not any(book.MISSING in str(o.get("data", {}).get("text/markdown", "")) for o in outputs)
+        assert not any(MISSING in str(o.get("data", {}).get("text/markdown", "")) for o in outputs)
 
 
 @pytest.mark.slow
@@ -351,7 +356,7 @@ def _built_book(tmp_path) -> Path:
     command = [str(executable) if executable.exists() else shutil.which("jupyter-book")]
     command += ["build", "book", "-W", "-n", "--keep-going", "--path-output", str(tmp_path)]
     env = {
-        k: v for k, v in os.environ.items() if k != book.TRAIN_MISSING_ENV
+        k: v for k, v in os.environ.items() if k != TRAIN_MISSING_ENV
     }  # the build sets it to 0 itself
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
@@ -425,11 +430,11 @@ def test_attention_peaks_measure_distance_from_uniform():
         "san_pairwise": SimpleNamespace(attention={"weights_0": np.ones(3)}),  # no token maps
         "vit": None,
     }
-    assert np.allclose(book.attention_peaks(runs["learned_9h"]), [1, 1, 1])
-    assert np.allclose(book.attention_peaks(runs["learned_16h"]), [1, 1, keys])
-    assert book.attention_peaks(runs["san_pairwise"]) is None and book.attention_peaks(None) is None
-    assert book.peak_range(book.attention_peaks(runs["learned_9h"])) == "1.00×"
-    assert book.peak_range(book.attention_peaks(runs["learned_16h"])) == "1.00–16×"
+    assert np.allclose(attention_peaks(runs["learned_9h"]), [1, 1, 1])
+    assert np.allclose(attention_peaks(runs["learned_16h"]), [1, 1, keys])
+    assert attention_peaks(runs["san_pairwise"]) is None and attention_peaks(None) is None
+    assert book.peak_range(attention_peaks(runs["learned_9h"])) == "1.00×"
+    assert book.peak_range(attention_peaks(runs["learned_16h"])) == "1.00–16×"
     assert book.peak_range(None) == "—"  # a model without token maps (or not saved): the table's mark
 
 
@@ -469,11 +474,11 @@ def test_readme_quotes_the_saved_budget_grid():
 def test_one_run_is_one_reference():
     """A logged run is attached to one row only, so that comparisons of model order never count a pair that
     rests on one number twice (issue 15: the [Re] 93.65% quadratic run is the non-isotropic row's)."""
-    runs = [(r.source, r.where) for r in book.REFERENCES if r.quantity == "test_accuracy"]
+    runs = [(r.source, r.where) for r in REFERENCES if r.quantity == "test_accuracy"]
     assert len(runs) == len(set(runs))
-    assert book.reference_value("quadratic_aniso_9h", book.RE, "test_accuracy") == pytest.approx(0.9365)
-    assert book.reference_value("quadratic_iso_9h", book.RE, "test_accuracy") != book.reference_value(
-        "quadratic_iso_9h", book.RE, "test_accuracy"
+    assert reference_value("quadratic_aniso_9h", RE, "test_accuracy") == pytest.approx(0.9365)
+    assert reference_value("quadratic_iso_9h", RE, "test_accuracy") != reference_value(
+        "quadratic_iso_9h", RE, "test_accuracy"
     )  # NaN: no [Re] run of the isotropic model was found
     assert "[Re]" in experiments.get("quadratic_aniso_16h").source  # their non-isotropic 16-head run
 
@@ -544,7 +549,7 @@ def _results_frame():
             ("quadratic_iso_9h", "complete", 0.49, 235_574, 1.8),
             ("learned_content_9h", "complete", 0.478, 555_466, 4.57),
             ("learned_content_9h_ha", "stale", None, None, None),
-            ("resnet18", book.MISSING, None, None, None),
+            ("resnet18", MISSING, None, None, None),
         ],
         columns=["experiment", "status", "accuracy", "params", "wall_time_ms"],
     )
@@ -562,7 +567,7 @@ def _seeds_frame():
             "experiment": ["vit", "vit_ha", "san_pairwise_ha"],
             "pair": ["ViT", "ViT", "SAN pairwise"],
             "variant": ["normal", "HA", "HA"],
-            "status": ["complete", "complete", book.MISSING],
+            "status": ["complete", "complete", MISSING],
             "seeds": [1, 2, 0],
             "accuracy": [0.4337, 0.479, None],
             "accuracy_sd": [None, 0.001, None],
@@ -586,7 +591,7 @@ def test_results_and_literature_tables_read_like_the_report():
     ]  # one wall-time statistic in both tables, named in the header
     assert table.iloc[0].tolist() == ["SA quadratic (isotropic)", "9", "49.0", "235,574", "1.80"]
     assert table.iloc[2, :2].tolist() == ["SA learned 2D + content, HA", "9"]
-    assert table.iloc[2, 2] == book.NOT_USED["stale"] and table.iloc[3].tolist()[1:3] == ["—", "—"]
+    assert table.iloc[2, 2] == NOT_USED["stale"] and table.iloc[3].tolist()[1:3] == ["—", "—"]
     pairs = book.results_table(
         frame, "budget", pairs=True, paper_params={n: 2e6 for n in frame["experiment"]}
     )
@@ -601,7 +606,7 @@ def test_results_and_literature_tables_read_like_the_report():
     assert pairs.iloc[2, :2].tolist() == ["SA learned 2D + content, 9 heads", "HA"]
     assert pairs.iloc[0, 2:].tolist() == ["49.0", "235,574", "2,000,000", "1.80"]  # whole counts
     assert pairs["trainable parameters", "paper"].eq("2,000,000").all()
-    assert pairs.iloc[2, 2] == book.NOT_USED["stale"] and pairs.iloc[3, 3] == "—"  # a missing run: "—"
+    assert pairs.iloc[2, 2] == NOT_USED["stale"] and pairs.iloc[3, 3] == "—"  # a missing run: "—"
     shown = book.results_table(_seeds_frame(), "smoke", pairs=True)  # Table 3 with seeds
     assert shown.columns.tolist()[2:] == [
         ("test accuracy (%), smoke", "mean ± sd (n)"),
@@ -612,7 +617,7 @@ def test_results_and_literature_tables_read_like_the_report():
     assert shown.iloc[:, 2:].values.tolist() == [
         ["43.4 (1)", "665,418", "2.89", ""],
         ["47.9\u00a0±\u00a00.1 (2)", "172,362", "2.36", "1.02×"],  # a number does not break across lines
-        ["—", "—", book.NOT_MEASURED, ""],
+        ["—", "—", NOT_MEASURED, ""],
     ]
     # a ratio whose per-round quartiles hold 1 is starred (its direction not resolved), one beside 1 is not
     for quartiles, cell in [((0.86, 1.09), "1.02×*"), ((1.01, 1.04), "1.02×")]:
@@ -699,7 +704,7 @@ def test_results_at_a_glance():
             ("learned_content_9h", "complete", 0.478, 555_466),
             ("learned_content_9h_ha", "complete", 0.490, 141_706),
             ("san_pairwise", "complete", 0.595, 161_372),
-            ("san_pairwise_ha", book.MISSING, None, None),
+            ("san_pairwise_ha", MISSING, None, None),
         ],
         columns=["experiment", "status", "accuracy", "params"],
     )
@@ -746,7 +751,9 @@ def test_results_at_a_glance():
 def test_damaged_and_stale_results_in_the_book(damaged, monkeypatch):
     """The book's tables mark a damaged or stale result as such (not a crash, not its numbers, not "not
     yet trained") when it may not train; with training allowed it retrains both."""
-    monkeypatch.delenv(book.TRAIN_MISSING_ENV, raising=False)
+    from attnlib.results import tables
+
+    monkeypatch.delenv(TRAIN_MISSING_ENV, raising=False)
     names = ["vit", "vit_ha", "resnet18"]
     params = book.check_params(
         preset="smoke", data=None, device="cpu", results_dir=damaged, train_missing=False
@@ -754,13 +761,13 @@ def test_damaged_and_stale_results_in_the_book(damaged, monkeypatch):
     runs = book.load_all(names, params)
     assert all(runs[n] is None for n in names)
     assert runs.status["vit_ha"][0] == "damaged" and runs.status["vit"][0] == "stale"
-    frame = book.results_frame(runs).set_index("experiment")
+    frame = tables.frame(runs).set_index("experiment")
     assert list(frame["status"]) == ["stale", "damaged", "missing"]
     assert frame.loc[["vit", "vit_ha"], ["accuracy", "params"]].isna().all().all()
     table = book.results_table(frame.reset_index(), "smoke", pairs=True)
     cells = table.set_index(table["", "model"] + "/" + table["", "variant"])
-    assert cells.loc["ViT/HA", ("test accuracy (%)", "smoke")] == book.NOT_USED["damaged"]
-    assert cells.loc["ViT/normal", ("trainable parameters", "smoke")] == book.NOT_USED["stale"]
+    assert cells.loc["ViT/HA", ("test accuracy (%)", "smoke")] == NOT_USED["damaged"]
+    assert cells.loc["ViT/normal", ("trainable parameters", "smoke")] == NOT_USED["stale"]
     assert cells.loc["ResNet18/normal", ("wall time, median", "ms")] == "—"
     prose = book.unused_markdown(frame.reset_index())
     assert f"{escaped(book.title('vit_ha'))} is damaged" in prose  # display names, the details as code

@@ -15,6 +15,7 @@ from markdown_it import MarkdownIt
 
 import attnbook as book
 from attnbook import display
+from attnbook.params import repo_root
 from attnbook.phrases import escaped, markdown_table, unused_markdown
 from attnlib.results.config import run_dir
 from attnlib.results.load import inspect_run
@@ -116,7 +117,7 @@ def test_bidirectional_controls_are_shown_as_code_points_not_obeyed(payload, mon
 def test_timing_note_shows_the_timing_file_as_text(tmp_path):
     timing = tmp_path / "timing"
     timing.mkdir()
-    report = json.loads((book.repo_root() / "results" / "timing" / "budget.json").read_text())
+    report = json.loads((repo_root() / "results" / "timing" / "budget.json").read_text())
     report["machine"]["cpu"] = PAYLOAD
     (timing / "budget.json").write_text(json.dumps(report))
     params = book.check_params(preset="budget", results_dir=tmp_path, device="cpu", train_missing=False)

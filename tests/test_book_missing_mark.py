@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from docutils.core import publish_doctree
 
-from attnbook import MISSING
+from attnbook.phrases import MISSING
 from attnbook.sphinx import MISSING_MARK, missing_in_sentences
 
 ALLOWED = f"""

@@ -16,6 +16,7 @@ import pytest
 
 import attnbook as book
 from attnbook import display
+from attnbook.phrases import MISSING
 from attnbook.tables import below_target
 from attnlib.results import timing
 from attnlib.results.config import run_dir
@@ -109,7 +110,7 @@ def test_chapter_says_not_yet_trained_instead_of_crashing(chapter, folder, hosti
     results = {"missing": tmp_path / "absent", "hostile": hostile}[folder]
     nb = _run_chapter(chapter, results, tmp_path / f"{chapter}.ipynb")  # raises on a failing cell
     text = _texts(nb)
-    assert book.MISSING in text or "not saved" in text
+    assert MISSING in text or "not saved" in text
     assert "Traceback" not in text and "KeyError" not in text
 
 

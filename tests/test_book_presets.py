@@ -10,6 +10,7 @@ import pytest
 
 import attnbook
 from attnbook import display, maps
+from attnbook.params import LONG_PRESET, default_data
 from attnlib.analysis import claims
 
 
@@ -18,7 +19,7 @@ def _params(results_dir, **kw):
 
 
 def test_long_preset_is_checked_like_preset(tmp_path):
-    assert _params(tmp_path).long_preset == attnbook.LONG_PRESET == "long"
+    assert _params(tmp_path).long_preset == LONG_PRESET == "long"
     assert _params(tmp_path, long_preset="smoke").long_preset == "smoke"
     with pytest.raises(attnbook.ParameterError) as err:
         _params(tmp_path, long_preset="converge")
@@ -66,7 +67,7 @@ def test_data_defaults_to_the_librarys_one_default(tmp_path, monkeypatch):
     """A chapter's `data=None` is $ATTNLIB_DATA (what attnlib.data.load_cifar10 reads), else None: no folder
     of the book's own (reading needs none: a fingerprint records "cifar10" for any copy)."""
     monkeypatch.delenv(attnbook.params.DATA_ENV, raising=False)
-    assert attnbook.default_data() is None
+    assert default_data() is None
     assert (
         attnbook.check_params(preset="budget", data=None, results_dir=tmp_path, train_missing=True).data
         is None

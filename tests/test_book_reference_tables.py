@@ -11,8 +11,20 @@ import math
 import pytest
 
 import attnbook as book
+from attnbook.benchmarks import profile_layout, throughput_tables
+from attnbook.phrases import MISSING
+from attnbook.reference import (
+    REFERENCE_COLUMNS,
+    breakable,
+    model_table,
+    model_tables,
+    pack_groups,
+    protocol_tables,
+    training_table,
+)
+from attnbook.tables import group
 from attnlib import experiments
-from attnlib.lab import bench
+from attnlib.results import bench
 
 
 def _plain(name: str) -> str:
@@ -24,26 +36,26 @@ def _plain(name: str) -> str:
 
 
 def test_pack_groups_keeps_groups_whole_unless_too_big():
-    assert book.pack_groups({"a": [1, 2, 3], "b": [4, 5], "c": [6]}, most=4) == [
+    assert pack_groups({"a": [1, 2, 3], "b": [4, 5], "c": [6]}, most=4) == [
         (["a"], [1, 2, 3]),
         (["b", "c"], [4, 5, 6]),
     ]
-    assert book.pack_groups({"a": [1, 2, 3, 4, 5], "b": [6]}, most=2) == [
+    assert pack_groups({"a": [1, 2, 3, 4, 5], "b": [6]}, most=2) == [
         (["a"], [1, 2]),
         (["a"], [3, 4]),
         (["a", "b"], [5, 6]),
     ]
-    assert book.breakable("learned_content_9h") == "learned_<wbr>content_<wbr>9h"
+    assert breakable("learned_content_9h") == "learned_<wbr>content_<wbr>9h"
 
 
 @pytest.mark.parametrize("preset", ["budget", "paper"])
 def test_protocol_tables_keep_every_setting(preset):
-    full = book.training_table(preset)
-    settings, reasons = book.protocol_tables(preset)
+    full = training_table(preset)
+    settings, reasons = protocol_tables(preset)
     seen = []
     for families, table in settings:
         protocols = [_plain(c) for c in table.columns[1:]]
-        assert table.columns[0] == "setting" and 1 <= len(protocols) <= book.REFERENCE_COLUMNS
+        assert table.columns[0] == "setting" and 1 <= len(protocols) <= REFERENCE_COLUMNS
         assert families and set(families) <= {e.family for e in experiments.EXPERIMENTS.values()}
         shown = table.set_index("setting")
         assert list(shown.index) == [c for c in full.columns if c not in ("experiments", "why")]
@@ -58,14 +70,14 @@ def test_protocol_tables_keep_every_setting(preset):
 
 @pytest.mark.parametrize("family", ["paper", "resnet", "san", "san_hier", "vit"])
 def test_model_tables_keep_every_field(family):
-    full = book.model_table("budget", family)
-    chunks = book.model_tables("budget", family)
+    full = model_table("budget", family)
+    chunks = model_tables("budget", family)
     by_title = {book.title(n): n for n in full.index}  # the headers are display names, never code ids
     seen = []
     for groups, table in chunks:
         names = [by_title[c] for c in table.columns[1:]]
-        assert 1 <= len(names) <= book.REFERENCE_COLUMNS
-        assert {book.group(n) for n in names} == set(groups)
+        assert 1 <= len(names) <= REFERENCE_COLUMNS
+        assert {group(n) for n in names} == set(groups)
         shown = table.set_index("field")
         assert list(shown.index) == list(full.columns)
         for column, name in zip(table.columns[1:], names, strict=True):
@@ -110,7 +122,7 @@ def _report(batches=(100, 100)):
 def test_bench_tables_keep_every_figure():
     report = _report()
     rows = bench.table(report)
-    main, more, setup = book.throughput_tables(report)
+    main, more, setup = throughput_tables(report)
     assert main.columns.tolist() == list(book.benchmarks.THROUGHPUT_SHOWN.values())
     assert [c for _, c in more.columns] == [
         "shapes", "model", "dtype", "impl", "peak memory (MB)", "GFLOP per image", "achieved GFLOP/s",
@@ -131,7 +143,7 @@ def test_bench_tables_keep_every_figure():
                 assert float(cell) == pytest.approx(r[column], abs=5e-4)
     blocks = main[("", "model")].map(_plain).replace("", None).ffill()
     assert blocks.tolist() == rows["model"].tolist()
-    profile = book.profile_layout(report)
+    profile = profile_layout(report)
     assert [c for c in profile.columns[3:]] == [
         ("fp32", "attnlib"), ("fp32", "plain"), ("bf16", "attnlib"), ("bf16", "plain"),
     ]  # fmt: skip
@@ -142,13 +154,13 @@ def test_bench_tables_keep_every_figure():
         column = block[(r["dtype"], r["impl"])].tolist()
         assert column == [f"{1000.0 + k:.3f}", "0.800", f"{0.001 * k:.3f}"]
     unprofiled = [{k: v for k, v in r.items() if k != "profile"} for r in report["rows"]]
-    assert book.profile_layout(dict(rows=unprofiled)) is None
+    assert profile_layout(dict(rows=unprofiled)) is None
 
 
 def test_bench_setup_stays_in_the_rows_where_it_varies_within_a_shapes():
     report = _report()
     report["rows"][1]["batch"] = 50  # one measurement of the paper shapes at another batch
-    _, more, setup = book.throughput_tables(report)
+    _, more, setup = throughput_tables(report)
     assert setup is None
     assert more[("", "batch")].tolist()[:2] == ["100", "50"] and ("", "layers_timed") in more.columns
 
@@ -165,7 +177,7 @@ def test_show_table_sets_numbers_right_and_writes_no_nan(monkeypatch):
         {
             "model": ["SAN pairwise", "ViT, HA"],
             "size (MiB)": [0.62, 5.62],
-            "trainable parameters": ["161,372", book.MISSING],
+            "trainable parameters": ["161,372", MISSING],
             "field": [float("nan"), "learned"],
         }
     )

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 import attnbook as book
-from attnbook.phrases import escaped
+from attnbook.ha import INIT_FORMS, paired_cell
+from attnbook.phrases import NOT_MEASURED, VERDICT_SHORT, escaped, ledger_markdown
+from attnbook.tables import group, short_label
 from attnlib.analysis import stats as compare
 from attnlib.lab import timing
 from attnlib.lab.run import train_run
@@ -48,9 +50,9 @@ def test_ha_effects_is_welch_over_every_saved_seed(params, seeds):
         assert vit["p"] == f"{w.p:.3f}" and vit["ν"] == f"{w.df:.1f}"
         # SAN's HA side is not saved: a family of one test, whose Holm-adjusted p is its own
         assert vit["p (Holm)"] == f"{w.p:.3f}"
-    assert vit["verdict"] == book.VERDICT_SHORT[w.verdict] and vit["seeds asked"] == "3 per side"
+    assert vit["verdict"] == VERDICT_SHORT[w.verdict] and vit["seeds asked"] == "3 per side"
     pair = compare.paired(*(seed_accuracies(seeds, "smoke", n)[0] for n in ("vit", "vit_ha")))
-    assert pair.seeds == (0, 1) and vit["paired by seed"] == book.paired_cell(pair)
+    assert pair.seeds == (0, 1) and vit["paired by seed"] == paired_cell(pair)
     assert effects.loc["SAN pairwise", "p (Holm)"] == "—"
     san = effects.loc["SAN pairwise"]  # HA variant not trained: no comparison, but the model's seeds show
     assert san["verdict"] == "no saved pair" and san["seeds (model / HA)"] == "1 / 0"
@@ -89,7 +91,7 @@ def test_table3_frame_shows_seed_means_and_measured_wall_times(params, seeds, mo
     assert cells.loc["vit", accuracy] == f"{mean:.1f}\u00a0±\u00a0{sd:.1f} (2)"  # %, mean ± sd (n seeds)
     assert cells.loc["san_pairwise", accuracy] == f"{100 * frame.loc['san_pairwise', 'accuracy']:.1f} (1)"
     assert cells.loc["san_pairwise_ha", accuracy] == "—"
-    assert (cells["wall time, median", "ms"] == book.NOT_MEASURED).all()  # no timing file yet
+    assert (cells["wall time, median", "ms"] == NOT_MEASURED).all()  # no timing file yet
     assert "python -m attnlib time --preset smoke" in book.timing_markdown(params)
 
     monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))  # an idle machine, as the check sees it
@@ -101,7 +103,7 @@ def test_table3_frame_shows_seed_means_and_measured_wall_times(params, seeds, mo
         cells.loc["vit_ha", ("wall time, median", "HA / model")]
         == f"{report['ratios']['vit_ha']['ratio']:.2f}×"
     )
-    assert cells.loc["san_pairwise_ha", ("wall time, median", "ms")] == book.NOT_MEASURED  # trained or not
+    assert cells.loc["san_pairwise_ha", ("wall time, median", "ms")] == NOT_MEASURED  # trained or not
     assert book.timing_markdown(params).startswith("Wall times measured together in one process on ")
     (seeds / "timing" / "smoke.json").unlink()
 
@@ -152,7 +154,7 @@ def test_the_ledger_names_models_as_a_reader_does(params):
     id is left in them to rename (``make check-book`` fails on a code id in running text)."""
     from attnbook.phrases import display_names
 
-    text = book.ledger_markdown(book.claims_ledger(params))
+    text = ledger_markdown(book.claims_ledger(params))
     assert book.title("vit") in text and display_names(text) == text
 
 
@@ -304,8 +306,8 @@ def test_verdict_boxes_of_neighbouring_points_do_not_overlap():
             for e, p, a, b in rows
         ]
     )
-    points.insert(1, "group", [book.group(e) for e in points["experiment"]])
-    points.insert(2, "label", [book.short_label(e) for e in points["experiment"]])
+    points.insert(1, "group", [group(e) for e in points["experiment"]])
+    points.insert(2, "label", [short_label(e) for e in points["experiment"]])
     labels = {
         "vit_ha": "+0.7 [-0.2, +1.6]\nHolm p 0.29",
         "learned_content_16h_ha": "-1.2 [-4.0, +1.7]\nHolm p 0.48",
@@ -335,7 +337,7 @@ def test_init_forms_set_the_two_initialisations_side_by_side(tmp_path):
             train_run(name, "smoke", results_dir=tmp_path, seed=seed, progress=False)
     params = book.check_params(preset="smoke", results_dir=tmp_path, train_missing=False)
     table = book.init_forms("learned_content_9h", params)
-    assert list(table["initialisation"]) == list(book.INIT_FORMS)
+    assert list(table["initialisation"]) == list(INIT_FORMS)
     re_form, official = table.iloc[0], table.iloc[1]
     a, b = (list(seed_accuracies(tmp_path, "smoke", n)[0].values()) for n in list(trained)[:2])
     assert (

@@ -361,9 +361,9 @@ def test_every_ledger_row_names_the_models_it_is_judged_on():
     assert claims.evidence_models(ev, "ha_layers_differ") == (
         "each with its HA variant: SA learned 2D + content, 9 heads (long); ViT"
     )
-    import attnbook as book
+    from attnbook.ledger import ledger_table
 
-    table = book.ledger_table(claims.ledger(ev))
+    table = ledger_table(claims.ledger(ev))
     assert list(table.columns) == ["claim", "source", "judged on", "verdict"]
     assert table.set_index("claim").loc["Learned positional heads attend at fixed shifts", "judged on"] == (
         "SA learned 2D, 9 heads (long)"

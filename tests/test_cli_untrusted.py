@@ -15,6 +15,7 @@ import pytest
 import attnbook as book
 from attnbook.params import ParameterError
 from attnlib.checks import MAX_SEED, max_threads
+from attnlib.env import TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 from attnlib.lab.run import run_or_load
 from attnlib.train.distributed import distributed_env
@@ -110,14 +111,14 @@ def test_ctrl_c_while_the_modules_are_imported_is_one_line(tmp_path):
 
 
 def test_train_missing_accepts_only_the_documented_values(tmp_path, monkeypatch):
-    monkeypatch.setenv(book.TRAIN_MISSING_ENV, "maybe")
+    monkeypatch.setenv(TRAIN_MISSING_ENV, "maybe")
     with pytest.raises(ConfigError, match="ATTNLIB_TRAIN_MISSING: got 'maybe'; allowed: 0 or 1"):
         run_or_load("vit", "smoke", results_dir=tmp_path)
     with pytest.raises(ParameterError, match="ATTNLIB_TRAIN_MISSING"):
         book.check_params(preset="smoke", results_dir=tmp_path)
     assert not any(tmp_path.iterdir())
     for value, trains in (("0", False), ("off", False), ("1", True), ("yes", True)):
-        monkeypatch.setenv(book.TRAIN_MISSING_ENV, value)
+        monkeypatch.setenv(TRAIN_MISSING_ENV, value)
         assert book.check_params(preset="smoke", results_dir=tmp_path).train_missing is trains
 
 

@@ -1,4 +1,5 @@
-"""attnlib.train.device, the one device and dtype policy (issue 32), and the one train_step in its two uses."""
+"""The one device and dtype policy (issue 32): which device a name means (attnlib.checks.resolve_device) and
+where bf16 pays (attnlib.train.device); and the one train_step in its two uses."""
 
 import copy
 
@@ -6,9 +7,10 @@ import pytest
 import torch
 from torch import nn
 
+from attnlib.checks import resolve_device
 from attnlib.errors import ConfigError
 from attnlib.train import make_optimizer, train_step
-from attnlib.train.device import cpu_info, fast_bf16, resolve_device, use_bf16
+from attnlib.train.device import cpu_info, fast_bf16, use_bf16
 from attnlib.train.loop import TrainConfig
 
 

@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from attnlib import experiments
+from attnlib.analysis import plan
 from attnlib.analysis.costs import count_parameters
+from attnlib.analysis.plan import estimate_seconds, grid_seconds
 from attnlib.errors import ConfigError
 from attnlib.experiments import (
     EXPERIMENTS,
@@ -20,8 +22,6 @@ from attnlib.experiments import (
     build_model,
     resolve,
 )
-from attnlib.lab import plan
-from attnlib.lab.plan import estimate_seconds, grid_seconds
 from attnlib.lab.run import train_run
 from attnlib.results.load import inspect_run, load_run
 

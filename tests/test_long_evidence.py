@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from attnbook import viz
+from attnbook.phrases import markdown_table
 from attnlib import experiments
 from attnlib.analysis import claims, rules
 from attnlib.lab.run import train_run
@@ -172,6 +173,7 @@ def test_welch_labels_under_the_ha_points(tmp_path):
     import attnbook as book
     from attnlib.analysis import stats as compare
     from attnlib.lab.run import train_run
+    from attnlib.results.tables import frame
 
     for seed in (0, 1):
         train_run("vit", "smoke", results_dir=tmp_path, seed=seed, progress=False)
@@ -188,7 +190,7 @@ def test_welch_labels_under_the_ha_points(tmp_path):
     assert book.welch_labels(["vit"], params) == {"vit_ha": expected}
     # drawn under the point, and no variant's label is written over it
     runs = book.load_all(["vit", "vit_ha"], params)
-    points = book.glance_points(book.results_frame(runs))
+    points = book.glance_points(frame(runs))
     fig = viz.accuracy_vs_params(points, verdicts=book.welch_labels(["vit"], params))
     ax = fig.axes[0]
     fig.canvas.draw()
@@ -264,7 +266,7 @@ def test_ha_effects_split_keeps_every_column():
     assert main.iloc[0][("", "Δ [95% CI]")] == "+1.2 [−3.0,\u00a0+5.4]"  # wraps before the interval only
     missing = effects.assign(**{"HA acc.": "—"})
     assert book.ha_effects_split(missing)[0].iloc[0][("test accuracy (%)", "HA")] == "—"
-    md = book.markdown_table(details).splitlines()
+    md = markdown_table(details).splitlines()
     assert (
         md[0].replace("\\", "")
         == "| model | ν | p | paired by seed | seeds asked | [Re] log | same sign as [Re] |"
@@ -305,7 +307,7 @@ def test_a_comparison_over_seeds_stays_where_the_seeds_are(monkeypatch):
 
 
 def test_measure_endpoints_give_each_layers_first_and_last_epoch():
-    from attnbook.tables import measure_endpoints
+    from attnbook.ledger import measure_endpoints
 
     table = measure_endpoints({"a": _history(5, 3), "b": _history(4, 2, offset=0.25)})
     assert table[["model", "measure"]].values.tolist() == [

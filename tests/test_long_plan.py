@@ -1,7 +1,6 @@
-"""The long runs' plan (attnlib.lab.plan.LONG_PLAN) says what each run buys: the claims of the ledger it informs."""
+"""The long runs' plan (attnlib.analysis.plan.LONG_PLAN) says what each run buys: the claims of the ledger it informs."""
 
-from attnlib.analysis import claims
-from attnlib.lab import plan
+from attnlib.analysis import claims, plan
 
 
 def test_every_planned_run_names_claims_of_the_ledger():

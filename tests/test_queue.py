@@ -10,8 +10,9 @@ import time
 import pytest
 
 from attnlib import experiments
+from attnlib.analysis import plan
 from attnlib.errors import ConfigError
-from attnlib.lab import plan, queue
+from attnlib.lab import queue
 from attnlib.lab.cli import main
 from attnlib.lab.exits import EXIT_USAGE
 from attnlib.lab.queue import Job, Queue

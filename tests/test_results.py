@@ -203,7 +203,7 @@ def test_other_configuration_is_kept_unless_replace(copy):
 
 
 def test_book_retrains_a_result_of_another_configuration(copy):
-    """The book's documented rule (book.load_status): a chapter allowed to train retrains a result of an
+    """The book's documented rule (attnbook.runs.load_status): a chapter allowed to train retrains a result of an
     older configuration, so its parameters pass replace=True."""
     import attnbook as book
 

@@ -25,8 +25,7 @@ def _book_params(results_dir):
 
 def test_the_cli_and_the_book_build_one_table(trained):
     """`collect` (the CLI's table) is `frame` of the saved runs, row for row the `frame` of the runs a
-    chapter loads, and the book's `results_frame` is that one function."""
-    assert book.results_frame is tables.frame
+    chapter loads."""
     cli = tables.collect(trained, "smoke", NAMES)
     chapter = tables.frame(book.load_all(NAMES, _book_params(trained)))
     assert list(cli.columns) == list(tables.COLUMNS)
@@ -130,7 +129,7 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
     their CPU-hours (wall time x threads), the budget grid's further seeds and their CPU-hours."""
     from attnlib import experiments
     from attnlib.analysis import claims
-    from attnlib.lab import plan as lab_plan
+    from attnlib.analysis import plan as lab_plan
 
     keys = {c.key for c in claims.CLAIMS}
     assert set(lab_plan.LONG_PLAN) <= set(experiments.names(variants=True))

@@ -13,9 +13,9 @@ from torch import nn
 
 from attnlib.checks import max_threads
 from attnlib.errors import ConfigError
-from attnlib.lab import machine, timing
+from attnlib.lab import timing
 from attnlib.results.tables import table3, timing_columns
-from attnlib.results.timing import machine_line, wall_times
+from attnlib.results.timing import core_sharing, machine_line, wall_times
 
 IDLE, BUSY = (0.1, 0.2, 0.3), (7.5, 7.0, 6.0)
 
@@ -78,14 +78,14 @@ def test_ratio_is_paired_by_round():
 
 
 def test_core_sharing_reads_the_load():
-    assert machine.core_sharing(1, [0.3, 0.2, 0.1], usable=2)["shared"] is False
-    assert machine.core_sharing(1, [1.4, 1, 1], usable=2)["shared"] is False  # the other core is busy
-    assert machine.core_sharing(1, [3.0, 3, 3], usable=2)["shared"] is True  # the load 3–4
-    assert machine.core_sharing(2, [0.8, 0, 0], usable=2)["shared"] is True  # both cores needed
-    after = machine.core_sharing(1, [0.2, 0, 0], [1.1, 1, 1], usable=2)
+    assert core_sharing(1, [0.3, 0.2, 0.1], usable=2)["shared"] is False
+    assert core_sharing(1, [1.4, 1, 1], usable=2)["shared"] is False  # the other core is busy
+    assert core_sharing(1, [3.0, 3, 3], usable=2)["shared"] is True  # the load 3–4
+    assert core_sharing(2, [0.8, 0, 0], usable=2)["shared"] is True  # both cores needed
+    after = core_sharing(1, [0.2, 0, 0], [1.1, 1, 1], usable=2)
     assert after["other_load"] == pytest.approx(0.2) and after["shared"] is False  # own thread subtracted
-    assert machine.core_sharing(1, [0.2, 0, 0], usable=2, running=[2, 3, 2])["shared"] is True
-    assert machine.core_sharing(1, None, usable=2)["shared"] is None
+    assert core_sharing(1, [0.2, 0, 0], usable=2, running=[2, 3, 2])["shared"] is True
+    assert core_sharing(1, None, usable=2)["shared"] is None
 
 
 def test_time_command_writes_the_file_table3_reads(idle, cli, tmp_path):

@@ -289,10 +289,10 @@ def unnumbered_figures(html: str) -> list[str]:
 def experiment_ids() -> list[str]:
     """The code ids a sentence must not show: the registry's experiment names (``learned_9h``), and the
     names of its settings and plan constants (``GRID_HOURS``, ``BUDGET_TARGET``: the public upper-case names
-    of ``attnlib.experiments`` and ``attnlib.lab.plan`` with an underscore), which a reader knows by what
+    of ``attnlib.experiments`` and ``attnlib.analysis.plan`` with an underscore), which a reader knows by what
     they mean ("the budget's target accuracy"), not by their name in the code."""
     from attnlib import experiments
-    from attnlib.lab import plan
+    from attnlib.analysis import plan
 
     constants = {
         name

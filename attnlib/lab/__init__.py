@@ -1,4 +1,5 @@
-"""The lab: what writes, times and plans, apart from the science (run, queue, timing, bench, machine, plan, cli).
+"""The lab: what writes and times, apart from the science (run, queue, timing, bench, machine, cli); it trains
+what the plan of the runs (attnlib.analysis.plan) names.
 
 It may import the core and the results side; nothing in the core imports it.
 """

@@ -53,8 +53,9 @@ from torch import Tensor, nn
 from attnlib.attention import MultiHeadSelfAttention2d
 from attnlib.attention.reference import PlainAttention
 from attnlib.checks import check_choice, check_positive_int
-from attnlib.lab.machine import core_sharing, load_average, usable_cores
+from attnlib.lab.machine import load_average, usable_cores
 from attnlib.lab.measure import MEMORY_METHOD, MIN_RUN_TIME, block_times, compare, quiet_profiler, session
+from attnlib.results.timing import core_sharing
 from attnlib.train.device import autocast
 from attnlib.train.loop import train_step
 
@@ -333,27 +334,3 @@ def _utilisation(report: dict, start: dict, end: dict) -> None:
             if "infer_images_per_s" in r:
                 r["infer_speedup_vs_plain"] = r["infer_images_per_s"] / ref["infer_images_per_s"]
 
-
-def table(report: dict):
-    """The report's rows as a pandas DataFrame (one row per shapes x model x dtype x impl)."""
-    import pandas as pd
-
-    cols = [
-        "shapes", "model", "dtype", "impl", "batch", "layers_timed", "images_per_s", "speedup_vs_plain",
-        "infer_images_per_s", "infer_speedup_vs_plain", "peak_mem_mb", "gflop_per_image",
-        "achieved_gflops", "utilisation", "model_utilisation",
-    ]  # fmt: skip
-    df = pd.DataFrame(report["rows"])
-    return df[[c for c in cols if c in df.columns]]
-
-
-def profile_table(report: dict):
-    """Share of the profiled step's op time per category, one row per measurement (None if not profiled)."""
-    import pandas as pd
-
-    rows = [
-        {**{k: r[k] for k in ("shapes", "model", "dtype", "impl")}, "total_ms": r["profile"]["total_ms"],
-         **r["profile"]["category_share"]}
-        for r in report["rows"] if "profile" in r
-    ]  # fmt: skip
-    return pd.DataFrame(rows).fillna(0.0) if rows else None

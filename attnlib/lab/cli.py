@@ -126,7 +126,7 @@ def _add_queue(sub, paper: dict, budget: dict) -> None:
         action="store_true",
         help="instead of --experiments x --seeds: the seeds the HA comparisons still lack by the project's "
         "standard (3 per side, 5 while a pair is inconclusive after Holm's adjustment over the HA pairs; "
-        "attnlib.lab.plan.seeds_asked)",
+        "attnlib.analysis.plan.seeds_asked)",
     )
     p.add_argument("--dry-run", action="store_true", help="list what it would train; start nothing")
     p.add_argument("--lanes", type=int, help="runs side by side (default: one per core, at most one per job)")

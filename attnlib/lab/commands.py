@@ -25,8 +25,8 @@ def _minutes(seconds: float | None) -> str:
 def cmd_list(args) -> int:
     import pandas as pd
 
+    from attnlib.analysis import plan
     from attnlib.analysis.costs import count_parameters
-    from attnlib.lab import plan
     from attnlib.results.tables import collect
 
     # the presets of the budget models, whose per-core throughputs were measured
@@ -109,8 +109,8 @@ def cmd_train(args) -> int:
 def cmd_probe(args) -> int:
     import numpy as np
 
+    from attnlib.checks import resolve_device
     from attnlib.lab.run import backfill_probe
-    from attnlib.train.device import resolve_device
 
     path = backfill_probe(
         args.experiment,
@@ -135,7 +135,7 @@ def cmd_queue(args) -> int:
     from attnlib.lab.machine import usable_cores
 
     if args.asked:
-        from attnlib.lab import plan
+        from attnlib.analysis import plan
 
         if args.experiments or args.seeds != [0]:
             given, value = (
@@ -374,7 +374,7 @@ def cmd_bench_engine(args) -> int:
 def _print_bench(report: dict, out: Path) -> None:
     import pandas as pd
 
-    from attnlib.lab import bench
+    from attnlib.results import bench
     from attnlib.results.timing import machine_words
 
     with pd.option_context(

@@ -36,7 +36,8 @@ from pathlib import Path
 
 from attnlib.checks import check_choice, check_positive_int, synthetic_sizes
 from attnlib.errors import ConfigError
-from attnlib.lab.machine import check_threads, core_sharing, load_average, machine, usable_cores
+from attnlib.lab.machine import check_threads, load_average, machine, usable_cores
+from attnlib.results.timing import core_sharing
 
 # the models whose runs spend the CPU (issue 47); every other experiment of the registry is accepted too
 MODELS = (
@@ -374,7 +375,7 @@ def breakdown(
 # ---------------------------------------------------------------------------- per-core throughput
 def throughput(name: str, steps: int = 20, rounds: int = 3, threads: int = 1, preset: str = "budget") -> dict:
     """Per-core images/s of ``name`` at ``preset`` with this checkout's engine, the figures behind the
-    lab's estimates (``attnlib.lab.plan.THROUGHPUT``): ``steps`` training steps of the preset's batch
+    lab's estimates (``attnlib.analysis.plan.THROUGHPUT``): ``steps`` training steps of the preset's batch
     (momentum SGD, its clipping and label smoothing, bf16 where the run would use it) and as many
     evaluation batches, each timed by the process's CPU time (a core shared with other jobs slows the
     wall clock, far less the CPU time), best of ``rounds`` after two warm-up steps.

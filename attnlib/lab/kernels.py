@@ -13,10 +13,9 @@ from functools import partial
 
 import torch
 
-from attnlib.checks import check_choice, check_positive_int
+from attnlib.checks import check_choice, check_positive_int, resolve_device
 from attnlib.errors import ConfigError
 from attnlib.lab.measure import MIN_RUN_TIME, compare
-from attnlib.train.device import resolve_device
 
 
 # ------------------------------------------------------------------------------------------ SAN operations

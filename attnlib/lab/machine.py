@@ -1,27 +1,24 @@
 """What a measurement ran on, and whether its cores were shared: the one home of machine facts.
 
 `machine(device)` names the CPU (model, instruction sets, cores, torch and its threads) and the GPU; the load
-average and the runnable tasks of other processes say whether other work shared the cores (`core_sharing`);
-`refuse_if_shared` stops a measurement before it starts when they were (`MachineBusy`, unless forced).
+average and the runnable tasks of other processes say whether other work shared the cores
+(`attnlib.results.timing.core_sharing`, the rule a saved report is read by too); `refuse_if_shared` stops a
+measurement before it starts when they were (`MachineBusy`, unless forced).
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import statistics
 
 import torch
 
 from attnlib.checks import check, in_range, max_threads
+from attnlib.results.timing import core_sharing
 from attnlib.train.device import cpu_info  # the one reader of /proc/cpuinfo
 
 #: the instruction sets a report names (what decides how fast fp32 / bf16 matmuls can be)
 FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "fma")
-
-#: Other work may use this much of a core beyond the cores a measurement leaves free before its cores count
-#: as shared (load averages are averages: a short job of another user is not a second tenant).
-SHARED_MARGIN = 0.5
 
 
 class MachineBusy(RuntimeError):
@@ -85,41 +82,6 @@ def machine(device: torch.device) -> dict:
             tf32_matmul=torch.backends.cuda.matmul.allow_tf32,
         )
     return info
-
-
-def core_sharing(
-    threads: int,
-    load_before: list[float] | None,
-    load_after: list[float] | None = None,
-    *,
-    usable: int,
-    running: list[int] | None = None,
-) -> dict:
-    """Whether the load says the ``threads`` cores a measurement used were shared with other work.
-
-    The other work's load is the largest of: the 1-minute load average before the measurement; the one
-    after it minus this measurement's own ``threads`` (an underestimate when it lasted under a minute); and
-    the mean of ``running``, the runnable tasks of other processes sampled during it. The cores count as
-    shared when that load exceeds the cores the measurement leaves free (``usable − threads``) by more than
-    SHARED_MARGIN; unknown (None) when no load could be read."""
-    estimates = []
-    if load_before:
-        estimates.append(load_before[0])
-    if load_after:
-        estimates.append(max(0.0, load_after[0] - threads))
-    if running:
-        estimates.append(statistics.fmean(running))
-    free = max(0, usable - threads)
-    other = max(estimates) if estimates else None
-    return dict(
-        load_before=load_before,
-        load_after=load_after,
-        running_others=running,
-        other_load=None if other is None else round(other, 2),
-        free_cores=free,
-        shared=None if other is None else other > free + SHARED_MARGIN,
-        rule=f"shared when other work's load exceeds the {free} core(s) left free by more than {SHARED_MARGIN}",
-    )
 
 
 def refuse_if_shared(info: dict, threads: int, consequence: str, *, cpu_only: bool = True) -> dict:

@@ -28,8 +28,10 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from attnlib.lab.machine import check_threads, core_sharing, load_average, machine, refuse_if_shared
-from attnlib.train.device import cpu_info, resolve_device
+from attnlib.checks import resolve_device
+from attnlib.lab.machine import check_threads, load_average, machine, refuse_if_shared
+from attnlib.results.timing import core_sharing
+from attnlib.train.device import cpu_info
 
 MIN_RUN_TIME = 0.2  # seconds per measurement (torch's default)
 MiB = 2**20

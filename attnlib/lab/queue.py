@@ -1,6 +1,6 @@
 """Many trainings on one CPU machine: `python -m attnlib queue` runs experiments × seeds as N lanes of
 single-thread `python -m attnlib train` processes side by side (the fastest way on a few cores: no threads
-waiting for each other, see `attnlib.lab.plan.grid_seconds`).
+waiting for each other, see `attnlib.analysis.plan.grid_seconds`).
 
 Each lane takes the next job of the list when its last one ends, so the list's order is the order of
 priority. A job whose result is already complete is skipped; one cut off earlier resumes from its
@@ -49,10 +49,10 @@ class Outcome:
 
 
 def default_experiments(preset: str) -> list[str]:
-    """What `queue` trains by default: at a preset of `attnlib.lab.plan.PLANS` (`long`, `budget30`, `tokens16`)
+    """What `queue` trains by default: at a preset of `attnlib.analysis.plan.PLANS` (`long`, `budget30`, `tokens16`)
     the runs the claims ledger needs from it, in their order, else the tables' grid (`experiments.names()`)."""
     from attnlib import experiments
-    from attnlib.lab.plan import PLANS
+    from attnlib.analysis.plan import PLANS
 
     return list(PLANS[preset]) if preset in PLANS else experiments.names()
 

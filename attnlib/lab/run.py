@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from attnlib import experiments
-from attnlib.checks import check, is_synthetic
+from attnlib.checks import check, is_synthetic, resolve_device
 from attnlib.env import RECORD_HOST_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 from attnlib.lab.lock import RunLock, RunLocked
@@ -231,7 +231,7 @@ def train_run(
     rc = experiments.resolve(experiment, preset, epochs=epochs)
     spec = data if data is not None else rc.data
     config = run_config(experiment, preset, seed=seed, data=spec, epochs=epochs)
-    trainer.resolve_device(device)  # validate the device and the data before anything is written
+    resolve_device(device)  # validate the device and the data before anything is written
     trainer.checkpoint_interval(checkpoint_every)
     path = run_dir(results_dir, experiment, preset, seed)
     check_writable(path)
@@ -401,7 +401,6 @@ def run_or_load(
     during the book build), default True. replace: a complete result of another configuration in the same
     folder ("stale": e.g. trained with other epochs, or before the preset changed) is retrained over only
     with replace=True; otherwise training raises ResultExists and the result is kept."""
-    from attnlib.train import resolve_device
 
     call = inspect.signature(train_run).bind(experiment, preset, **kwargs)
     call.apply_defaults()

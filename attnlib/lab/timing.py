@@ -8,7 +8,7 @@ rounds in which every model takes ``reps / rounds`` passes in turn (the first mo
 round), so that a change of load during the measurement hits every model alike. The file records each
 model's median and quartiles, the median of each round, the machine (CPU model,
 instruction sets, torch, threads) and the load average before and after, and says whether that load shows
-the cores shared with other work (``attnlib.lab.machine.core_sharing``). The HA/model ratio of every pair is
+the cores shared with other work (``attnlib.results.timing.core_sharing``). The HA/model ratio of every pair is
 paired by round: the median over rounds of (HA's median in the round / its model's median in the same
 round), with the quartiles of those per-round ratios as its spread; a model and its HA variant are timed
 one after the other in every round, within a fraction of a second, so a change of load between rounds

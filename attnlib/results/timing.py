@@ -3,8 +3,9 @@
 still of today's configuration (`wall_times`), one row per model (`table`) and the machine it was measured on
 in one sentence (`machine_line`); and ``results/train_cost/<preset>.json``, written by ``python -m attnlib
 train-cost`` (`attnlib.lab.train_cost`), as the ledger reads it (`train_cost_report`). Where each report lives
-(`timing_path`, `train_cost_path`) and a report's machine in words (`machine_words`) have their one home here, so
-that reading a report imports no benchmark harness and no trainer.
+(`timing_path`, `train_cost_path`), a report's machine in words (`machine_words`) and whether its recorded load
+says the cores were shared (`core_sharing`, the one rule: the lab applies it while it measures) have their one
+home here, so that reading a report imports no benchmark harness and no trainer.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import functools
 import json
 import logging
 import re
+import statistics
 from pathlib import Path
 
 from attnlib import experiments
@@ -100,6 +102,46 @@ def table(report: dict):
             }
         )
     return pd.DataFrame(rows)
+
+
+#: Other work may use this much of a core beyond the cores a measurement leaves free before its cores count
+#: as shared (load averages are averages: a short job of another user is not a second tenant).
+SHARED_MARGIN = 0.5
+
+
+def core_sharing(
+    threads: int,
+    load_before: list[float] | None,
+    load_after: list[float] | None = None,
+    *,
+    usable: int,
+    running: list[int] | None = None,
+) -> dict:
+    """Whether the load says the ``threads`` cores a measurement used were shared with other work.
+
+    The other work's load is the largest of: the 1-minute load average before the measurement; the one
+    after it minus this measurement's own ``threads`` (an underestimate when it lasted under a minute); and
+    the mean of ``running``, the runnable tasks of other processes sampled during it. The cores count as
+    shared when that load exceeds the cores the measurement leaves free (``usable − threads``) by more than
+    SHARED_MARGIN; unknown (None) when no load could be read."""
+    estimates = []
+    if load_before:
+        estimates.append(load_before[0])
+    if load_after:
+        estimates.append(max(0.0, load_after[0] - threads))
+    if running:
+        estimates.append(statistics.fmean(running))
+    free = max(0, usable - threads)
+    other = max(estimates) if estimates else None
+    return dict(
+        load_before=load_before,
+        load_after=load_after,
+        running_others=running,
+        other_load=None if other is None else round(other, 2),
+        free_cores=free,
+        shared=None if other is None else other > free + SHARED_MARGIN,
+        rule=f"shared when other work's load exceeds the {free} core(s) left free by more than {SHARED_MARGIN}",
+    )
 
 
 def threads_words(threads) -> str:

@@ -2,11 +2,13 @@
 
 `fit` (loop) trains a model in place on two batch sources that follow the data contract and returns the
 per-epoch history; `checkpoint` writes and validates last.pt / previous.pt; `distributed` joins torchrun's
-process group and turns stop signals into a flag; `device` is the one device and dtype policy; `schedule` the
-learning-rate schedule and the optimizer. The public names of the former module attnlib/train.py are
-imported here from their homes; patch a name in its home module (``attnlib.train.loop.evaluate``).
+process group and turns stop signals into a flag; `device` is the one dtype policy (which device a name means:
+attnlib.checks.resolve_device); `schedule` the learning-rate schedule and the optimizer. The public names of the
+former module attnlib/train.py are imported here from their homes; patch a name in its home module
+(``attnlib.train.loop.evaluate``).
 """
 
+from attnlib.checks import resolve_device
 from attnlib.config import SCHEDULES, TrainConfig
 from attnlib.env import CHECKPOINT_SECONDS_ENV
 from attnlib.train.checkpoint import (
@@ -16,7 +18,7 @@ from attnlib.train.checkpoint import (
     checkpoint_interval,
     checkpoint_problem,
 )
-from attnlib.train.device import autocast, cpu_info, fast_bf16, resolve_device, use_bf16
+from attnlib.train.device import autocast, cpu_info, fast_bf16, use_bf16
 from attnlib.train.distributed import DistInfo, current_dist, distributed_session
 from attnlib.train.loop import (
     FitResult,

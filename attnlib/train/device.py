@@ -1,5 +1,6 @@
-"""The one device and dtype policy: which device a name means (`resolve_device`), where bf16 autocast pays
-(`fast_bf16`, `use_bf16`, `autocast`), and the one reader of the CPU's model name and flags (`cpu_info`)."""
+"""The one dtype policy: where bf16 autocast pays (`fast_bf16`, `use_bf16`, `autocast`), and the one reader of
+the CPU's model name and flags (`cpu_info`). Which device a name means is the core's
+(`attnlib.checks.resolve_device`)."""
 
 from __future__ import annotations
 
@@ -7,27 +8,6 @@ import functools
 import platform
 
 import torch
-
-from attnlib.errors import ConfigError
-
-
-def resolve_device(device: str | torch.device | None = None) -> torch.device:
-    """None or "auto" -> CUDA when available, else CPU. Unknown or unavailable devices -> ConfigError."""
-    if isinstance(device, torch.device):
-        return device
-    if device in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ConfigError("device", device, "auto, cpu, cuda, cuda:N") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device", device, "cpu (no CUDA device is available here)")
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise ConfigError("device", device, [f"cuda:{i}" for i in range(torch.cuda.device_count())])
-    if dev.type not in ("cpu", "cuda"):
-        raise ConfigError("device", device, "auto, cpu, cuda, cuda:N")
-    return dev
 
 
 def fast_bf16(device: torch.device) -> bool:

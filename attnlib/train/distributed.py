@@ -19,9 +19,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from attnlib.checks import check
+from attnlib.checks import check, resolve_device
 from attnlib.errors import ConfigError
-from attnlib.train.device import resolve_device
 
 
 def distributed_env() -> tuple[int, int, int]:

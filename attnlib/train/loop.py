@@ -32,6 +32,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from attnlib.checks import resolve_device
 from attnlib.config import TrainConfig
 from attnlib.errors import ConfigError
 from attnlib.models import logged_state
@@ -42,7 +43,7 @@ from attnlib.train.checkpoint import (
     checkpoint_interval,
     checkpoint_problem,
 )
-from attnlib.train.device import autocast, resolve_device, use_bf16
+from attnlib.train.device import autocast, use_bf16
 from attnlib.train.distributed import DistInfo, _all_reduce, _stop_request, current_dist
 from attnlib.train.schedule import Schedule, make_optimizer
 

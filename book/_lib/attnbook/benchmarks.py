@@ -59,8 +59,8 @@ def bench_reports(params: Params) -> dict:
 
 def peak_shared(report: dict) -> bool | None:
     """Whether a benchmark's matmul peak was measured on shared cores: its own flag, or for a report older
-    than that flag, ``attnlib.lab.machine.core_sharing`` of the load average it recorded at the start."""
-    from attnlib.lab.machine import core_sharing
+    than that flag, ``attnlib.results.timing.core_sharing`` of the load average it recorded at the start."""
+    from attnlib.results.timing import core_sharing
 
     if "peak_shared" in report.get("load", {}):
         return report["load"]["peak_shared"]
@@ -149,7 +149,7 @@ def bench_machine_markdown(report: dict) -> str:
     return text
 
 
-#: The columns of ``attnlib.lab.bench.table`` in the appendix's throughput table, under (group, header): what
+#: The columns of ``attnlib.results.bench.table`` in the appendix's throughput table, under (group, header): what
 #: each row measures, the training and inference speed with the speed-up over the plain formulation, and
 #: the utilisation of the matmul peak. Memory and FLOPs go to a second table (``THROUGHPUT_MORE``), the
 #: batch and layers timed of each shapes to a third (``throughput_tables``).
@@ -209,12 +209,12 @@ def _headed(frame, headers: dict):
 
 
 def throughput_tables(report: dict):
-    """(main, more, setup): the rows of ``attnlib.lab.bench.table(report)`` (one per shapes × model × dtype ×
+    """(main, more, setup): the rows of ``attnlib.results.bench.table(report)`` (one per shapes × model × dtype ×
     impl) in tables narrow enough for the text column, every figure kept (to 3 decimals; "—" for the
     speed-up of the plain formulation over itself). ``main``: the columns of ``THROUGHPUT_SHOWN``; ``more``:
     the four that name a row, then those of ``THROUGHPUT_MORE`` and any other; ``setup``: one row per shapes
     with its batch and layers timed, or None where they vary within a shapes (then they stay in ``more``)."""
-    from attnlib.lab import bench
+    from attnlib.results import bench
 
     rows = bench.table(report)
     named = set(THROUGHPUT_SHOWN) | set(THROUGHPUT_MORE)
@@ -229,7 +229,7 @@ def throughput_tables(report: dict):
 
 
 def profile_layout(report: dict):
-    """``attnlib.lab.bench.profile_table(report)`` narrow enough for the text column (None if not profiled): one
+    """``attnlib.results.bench.profile_table(report)`` narrow enough for the text column (None if not profiled): one
     row per shapes × model × op category, the first of each block the total op time of the profiled step
     ("op time (ms)"), then each category's share of it; one column per dtype and implementation, so
     attnlib and the plain formulation sit side by side. The shapes and model are written on the first row
@@ -237,7 +237,7 @@ def profile_layout(report: dict):
     import pandas as pd
 
     from attnbook.reference import shown_model
-    from attnlib.lab import bench
+    from attnlib.results import bench
 
     shares = bench.profile_table(report)
     if shares is None:

@@ -12,8 +12,8 @@ from attnbook.phrases import (
     word_list,
 )
 from attnlib import experiments
+from attnlib.analysis import plan
 from attnlib.analysis.literature import short
-from attnlib.lab import plan
 from attnlib.results.tables import collect
 
 

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnlib.checks import MAX_SEED, is_synthetic
+from attnlib.checks import MAX_SEED, is_synthetic, resolve_device
 from attnlib.env import DATA_ENV, RESULTS_ENV, TRAIN_MISSING_ENV
 from attnlib.errors import ConfigError
 
@@ -90,9 +90,9 @@ class Params:
     long_preset: str = LONG_PRESET
 
     def run_kwargs(self) -> dict:
-        """Keyword arguments for ``attnlib.lab.run.run_or_load`` (besides the experiment). A chapter that
-        may train replaces a saved result of another configuration (``replace=True``): it shows the
-        preset's current protocol, so a result trained before the preset changed is retrained."""
+        """Keyword arguments for the lab's ``run_or_load`` (besides the experiment; ``runs.train_missing``). A
+        chapter that may train replaces a saved result of another configuration (``replace=True``): it shows
+        the preset's current protocol, so a result trained before the preset changed is retrained."""
         return dict(
             preset=self.preset,
             data=self.data,
@@ -121,8 +121,6 @@ def _preset_has_own_data(preset: str) -> bool:
 
 
 def _check_device(device) -> str:
-    from attnlib.train.device import resolve_device
-
     if not isinstance(device, str):
         raise ParameterError("device", device, "auto, cpu, cuda, cuda:N")
     try:

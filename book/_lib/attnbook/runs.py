@@ -22,10 +22,11 @@ def load_status(experiment: str, params: Params):
 
 
 def train_missing(experiments, params: Params) -> list[str]:
-    """Train, through the lab (``attnlib.lab.run.run_or_load`` with ``params.run_kwargs()``), each run of
-    ``experiments`` at the chapter's preset and seed that results/ lacks, holds damaged or holds of another
-    configuration (replaced: a chapter shows its preset's current protocol). What a chapter calls, explicitly,
-    when it may train (``params.train_missing``); reading never trains. Returns the experiments trained."""
+    """Train, through the lab (its ``run_or_load``, with ``params.run_kwargs()``: the kit's one import of the
+    lab), each run of ``experiments`` at the chapter's preset and seed that results/ lacks, holds damaged or
+    holds of another configuration (replaced: a chapter shows its preset's current protocol). What a chapter
+    calls, explicitly, when it may train (``params.train_missing``); reading never trains. Returns the
+    experiments trained."""
     from attnlib.lab.run import run_or_load
 
     trained = []

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import re
 
-from attnbook.ledger import measure_endpoints  # noqa: F401 (its former home: kept importable from here)
 from attnbook.params import Params
 from attnbook.phrases import (
     NOT_FOUND_CELL,

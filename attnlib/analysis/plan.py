@@ -1,7 +1,8 @@
-"""Planning the lab's CPU time: the per-core throughput of each model (THROUGHPUT, measured:
-protocol_history.yaml) and the estimates built on it (estimate_seconds, grid_seconds: `python -m attnlib list`,
-the appendix's compute table), the `long` runs the ledger needs most (LONG_PLAN, within 30 CPU hours) and
-the seeds the HA comparisons still lack (seeds_asked: `make seeds`).
+"""The plan of the runs the analysis reads, and their CPU time: the per-core throughput of each model
+(THROUGHPUT, measured: protocol_history.yaml) and the estimates built on it (estimate_seconds, grid_seconds:
+`python -m attnlib list`, the appendix's compute table), the `long` runs the ledger needs most (LONG_PLAN,
+within 30 CPU hours), the runs of the other presets (PLANS: what `queue` trains by default) and the seeds the
+HA comparisons still lack (seeds_asked: `make seeds`). Data and reading only: the lab trains what it names.
 """
 
 from __future__ import annotations
