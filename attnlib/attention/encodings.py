@@ -228,29 +228,12 @@ class QuadraticEncoding(RelativeEncoding):
 LEARNED_FORMS = ("official", "attnlib", "re")
 
 
-class Learned2DEncoding(RelativeEncoding):
-    """Learned relative 2D encoding: two tables ``row_embeddings`` / ``col_embeddings`` of shape
-    (2·max_pos − 1, D_p), indexed by the row / column shift δ + max_pos − 1.
-
-    ``form`` says how the tables enter the score of head h for the query at q and the key at k (δ = k − q);
-    with content the layer adds q_h·k_h/√d_h to every form (q_h = X_q W_qry^(h) of width d_h):
-
-    - ``"official"`` (Cordonnier et al., ``Learned2DRelativeSelfAttention``): the last term of eq. (8),
-      v ᵀ Ŵ_key r_δ, through two maps ``head_keys_row`` / ``head_keys_col`` (D_p → heads):
-
-          A^(h)_{q,k} = w_row^(h)ᵀ r^row_{δ₁} + w_col^(h)ᵀ r^col_{δ₂}
-
-      It does not depend on the input. D_p = the hidden size (official ``position_encoding_size=-1``).
-    - ``"attnlib"`` (this library's earlier form): the official term plus, with content, the query-dependent
-      term of eq. (8), X_q W_qry Ŵ_key r_δ, as q_h·(r^row_{δ₁} + r^col_{δ₂})/√d_h (D_p = d_h). Without
-      content it is the official form. Same parameters as the official form.
-    - ``"re"`` ([Re] ``Learned2dRelativeSelfAttention`` with ``query_positional_score: True``): the first
-      half of the query scores the row shift and its second half the column shift, tables of width
-      D_p = d_h / 2, no head keys:
-
-          A^(h)_{q,k} = (q_h[:D_p]·r^row_{δ₁} + q_h[D_p:]·r^col_{δ₂}) / √d_h
-
-      It needs the queries, i.e. a layer with content.
+class _LearnedTables(RelativeEncoding):
+    """The parameters of ``Learned2DEncoding`` and their terms per axis, which each of its forms combines: two
+    tables ``row_embeddings`` / ``col_embeddings`` of shape (2·max_pos − 1, D_p), indexed by the row / column
+    shift δ + max_pos − 1 (``_shift_index``), and, for forms official and attnlib, two head keys
+    ``head_keys_row`` / ``head_keys_col`` (D_p → heads); ``_query_slices`` is the part of a query that meets
+    each table.
 
     ``key_bias`` gives the head keys biases (the [Re] code's ``nn.Linear`` default): a constant per head,
     which the softmax cancels (its gradient is zero), kept so that parameter counts equal that code's.
@@ -333,11 +316,6 @@ class Learned2DEncoding(RelativeEncoding):
         col = self.head_keys_col(self.col_embeddings.weight)
         return row[idx_row].permute(2, 0, 1), col[idx_col].permute(2, 0, 1)
 
-    def scores(self, height: int, width: int) -> Tensor:
-        """Input-independent positional scores (heads, N, N), N = height * width, δ = key − query
-        (forms official and attnlib)."""
-        return _grid_scores(*self.axis_scores(height, width))
-
     def _query_axis_scores(self, q: Tensor, height: int, width: int) -> tuple[Tensor, Tensor]:
         """Query-positional scores per axis: q_h^row·r^row_{k_i − q_i}/√d_h (B, heads, H, W, H) and
         q_h^col·r^col_{k_j − q_j}/√d_h (B, heads, H, W, W), with q_h^row, q_h^col the parts of the query
@@ -355,6 +333,41 @@ class Learned2DEncoding(RelativeEncoding):
         row = qr.gather(-1, idx_row.view(1, height, 1, 1, height).expand(b, height, width, heads, height))
         col = qc.gather(-1, idx_col.view(1, 1, width, 1, width).expand(b, height, width, heads, width))
         return row.permute(0, 3, 1, 2, 4), col.permute(0, 3, 1, 2, 4)
+
+    def extra_repr(self) -> str:
+        return f"heads={self.heads}, max_pos={self.max_pos}, pos_dim={self.pos_dim}, form={self.form!r}"
+
+
+class Learned2DEncoding(_LearnedTables):
+    """Learned relative 2D encoding: two tables r^row, r^col of the row and column shifts and, for two of its
+    forms, head keys w_row, w_col (the parameters and their per-axis terms: ``_LearnedTables``), combined into
+    the terms the attention layer reads.
+
+    ``form`` says how the tables enter the score of head h for the query at q and the key at k (δ = k − q);
+    with content the layer adds q_h·k_h/√d_h to every form (q_h = X_q W_qry^(h) of width d_h):
+
+    - ``"official"`` (Cordonnier et al., ``Learned2DRelativeSelfAttention``): the last term of eq. (8),
+      v ᵀ Ŵ_key r_δ, through two maps ``head_keys_row`` / ``head_keys_col`` (D_p → heads):
+
+          A^(h)_{q,k} = w_row^(h)ᵀ r^row_{δ₁} + w_col^(h)ᵀ r^col_{δ₂}
+
+      It does not depend on the input. D_p = the hidden size (official ``position_encoding_size=-1``).
+    - ``"attnlib"`` (this library's earlier form): the official term plus, with content, the query-dependent
+      term of eq. (8), X_q W_qry Ŵ_key r_δ, as q_h·(r^row_{δ₁} + r^col_{δ₂})/√d_h (D_p = d_h). Without
+      content it is the official form. Same parameters as the official form.
+    - ``"re"`` ([Re] ``Learned2dRelativeSelfAttention`` with ``query_positional_score: True``): the first
+      half of the query scores the row shift and its second half the column shift, tables of width
+      D_p = d_h / 2, no head keys:
+
+          A^(h)_{q,k} = (q_h[:D_p]·r^row_{δ₁} + q_h[D_p:]·r^col_{δ₂}) / √d_h
+
+      It needs the queries, i.e. a layer with content.
+    """
+
+    def scores(self, height: int, width: int) -> Tensor:
+        """Input-independent positional scores (heads, N, N), N = height * width, δ = key − query
+        (forms official and attnlib)."""
+        return _grid_scores(*self.axis_scores(height, width))
 
     def query_scores(self, q: Tensor, height: int, width: int) -> Tensor:
         """Query-positional scores q_h^row·r^row_{δ₁}/√d_h + q_h^col·r^col_{δ₂}/√d_h:
@@ -436,6 +449,3 @@ class Learned2DEncoding(RelativeEncoding):
         row = qr[..., 0, :].gather(-1, idx_row.view(1, height, 1, 1, height).expand(b, -1, width, heads, -1))
         col = qr[..., 1, :].gather(-1, idx_col.view(1, 1, width, 1, width).expand(b, height, -1, heads, -1))
         return pair_sum(row, col).reshape(b, n * heads, n)  # [q_i, q_j, h, k_i·W + k_j]
-
-    def extra_repr(self) -> str:
-        return f"heads={self.heads}, max_pos={self.max_pos}, pos_dim={self.pos_dim}, form={self.form!r}"

@@ -1,8 +1,9 @@
 """One training loop for every experiment: SGD, warm-up + cosine schedule, bf16 autocast, checkpoints, DDP.
 
 `fit` (loop) trains a model in place on two batch sources that follow the data contract and returns the
-per-epoch history; `checkpoint` writes and validates last.pt / previous.pt; `distributed` joins torchrun's
-process group and turns stop signals into a flag; `device` is the one dtype policy (which device a name means:
+per-epoch history; `state` is what a run carries across epochs, read from and written to a checkpoint;
+`checkpoint` writes and validates last.pt / previous.pt; `distributed` joins torchrun's process group and turns
+stop signals into a flag; `device` is the one dtype policy (which device a name means:
 attnlib.checks.resolve_device); `schedule` the learning-rate schedule and the optimizer. The public names of the
 former module attnlib/train.py are imported here from their homes; patch a name in its home module
 (``attnlib.train.loop.evaluate``).
