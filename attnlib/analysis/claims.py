@@ -211,22 +211,10 @@ def ledger(evidence: Evidence, claims=CLAIMS):
         scale = "" if verdict == NOT_MEASURED else evidence_scale(evidence, c.key)
         tally = _tally(seed_verdicts(evidence, c), evidence.preset)  # the map claims seed by seed
         scale = "; ".join(filter(None, (scale, tally)))
-        rows.append(
-            {
-                "claim": c.key,
-                "title": c.title,
-                "source": c.source,
-                "where": c.where,
-                "words": c.words,
-                "measure": c.measure,
-                "value": value,
-                "verdict": verdict,
-                "rule": c.rule,
-                "models": "" if verdict == NOT_MEASURED else evidence_models(evidence, c.key),
-                "evidence": scale,
-                "label": f"{verdict} — {scale}" if scale else verdict,
-            }
-        )
+        row = {"claim": c.key} | {k: getattr(c, k) for k in ("title", "source", "where", "words", "measure")}
+        row |= {"value": value, "verdict": verdict, "rule": c.rule}
+        row["models"] = "" if verdict == NOT_MEASURED else evidence_models(evidence, c.key)
+        rows.append(row | {"evidence": scale, "label": f"{verdict} — {scale}" if scale else verdict})
     return pd.DataFrame(rows)
 
 

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from attnlib import measures
+from attnlib import experiments, measures
 from attnlib.analysis.claims_file import Experiment, Experiments
 from attnlib.analysis.rules import (
     INCONCLUSIVE,
@@ -96,7 +96,6 @@ def quadratic_vs_learned(ev: Evidence, base: Experiment, models: Experiments, ma
     −`margin` points (`stats.noninferiority`), Holm's adjustment across the pairs for each
     direction; a pair passes when non-inferiority survives the adjustment, fails when "worse by more than the
     margin" does, and is inconclusive otherwise. The two-sided interval is shown beside it."""
-    from attnlib import experiments
     from attnlib.analysis import stats
 
     learned = ev.accuracies.get(base) or []
@@ -214,8 +213,6 @@ def initial_shares(name: str, preset: str) -> np.ndarray:
     """(L, h) `measures.offset_share` of a freshly built model of `name` at `preset` (seed 0) on 8 random
     images: where its heads start. Deterministic, computed once per process per registry entry."""
     import torch
-
-    from attnlib import experiments
 
     sources = (experiments.EXPERIMENTS.get(name), experiments.PRESET_TABLE.get(preset))
     key = (name, preset, *map(id, sources))

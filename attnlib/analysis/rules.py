@@ -271,15 +271,11 @@ def learned_fixed_shifts(ev: Evidence, models: Experiments, local_peak: float, f
 
 def _variant_base(name: str) -> str | None:
     """The experiment a claim variant changes (`Experiment.variant_of`), None for any other."""
-    from attnlib import experiments
-
     return experiments.get(name).variant_of
 
 
 def _variants_of(bases) -> list[str]:
     """The registry's claim variants of the experiments `bases`, in registry order."""
-    from attnlib import experiments
-
     return [n for n in experiments.names(variants=True) if _variant_base(n) in bases]
 
 
@@ -305,8 +301,6 @@ def initial_peaks(name: str, preset: str) -> list[float]:
     """Per layer, the attention peak (× uniform) of a freshly built model of `name` (seed 0) on 8 random
     images: where a positional-only model starts. Deterministic, so computed once per process (seconds on a
     CPU) for each experiment and preset as the registry defines them (a replaced registry entry is new)."""
-    from attnlib import experiments
-
     sources = (experiments.EXPERIMENTS.get(name), experiments.PRESET_TABLE.get(preset))
     key = (name, preset, *map(id, sources))
     if key not in _INITIAL_PEAKS:
@@ -317,15 +311,12 @@ def initial_peaks(name: str, preset: str) -> list[float]:
 def _initial_peaks(name: str, preset: str) -> list[float]:
     import torch
 
-    from attnlib import experiments
-    from attnlib.measures import probe
-
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = experiments.build_model(name, preset).eval()
         images = torch.randn(8, 3, 32, 32)
         with torch.no_grad():
-            row = probe(model, images)
+            row = measures.probe(model, images)
     return [v for k, v in row.items() if k.startswith("peak_")]
 
 
