@@ -233,11 +233,6 @@ def _ordering(
     return "; ".join(parts), verdict_of(passes)
 
 
-def _profiles(ev: Evidence, names) -> dict[str, list[dict]]:
-    out = {n: layer_profile(ev.runs.get(n)) for n in names}
-    return {n: p for n, p in out.items() if p}
-
-
 def local_then_far(ev: Evidence, models: Experiments):
     return _ordering(ev, models, "distance", _rises, " px", at_init=_further_last)
 
