@@ -136,7 +136,7 @@ _SAN_WIDTHS = {
 POSITIONAL_STD = 0.2
 _SAN_HIER_WIDTH = {"budget": dict(width=64, downsample=2), "smoke": dict(width=32, downsample=4)}
 # resnet18_narrow: ResNet18 at the width whose parameter count is within 25% of the paper attention models' at
-# the scaled-down presets (claims.COMPARABLE_SIZE): width 9 gives 222,967 against quadratic_aniso_9h's 235,682
+# the scaled-down presets (the near_resnet claim's comparable_within, analysis/claims.yaml): width 9 gives 222,967 against quadratic_aniso_9h's 235,682
 # at budget (ResNet18's budget width 16: 701,466, 3.0x). At paper settings ResNet18 (11.2 M) is already
 # comparable with the attention models (12.1-12.3 M): the variant is ResNet18 itself there.
 _RESNET_NARROW = {"budget": dict(width=9), "smoke": dict(width=2)}

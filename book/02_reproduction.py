@@ -64,7 +64,7 @@
 import attnbook as book
 from attnbook import viz
 from attnlib import experiments, theory
-from attnlib.analysis import rules
+from attnlib.analysis import claims, rules
 from attnlib.analysis import stats as compare
 from attnlib.analysis.literature import (
     NOT_FOUND,
@@ -444,7 +444,7 @@ book.glue_str("learned_epochs", " and ".join(sorted({str(e) for e in epochs.valu
 # %% tags=["hide-input"]
 for key, name in (("pos_init_start", "learned_9h_pos_init"), ("pos_init_paper_start", "learned_9h")):
     book.glue_str(key, f"{rules.initial_peaks(name, params.preset)[0]:.1f}")
-book.glue_str("local_peak", f"{rules.LOCAL_PEAK:g}")
+book.glue_str("local_peak", f"{claims.by_key('learned_shifts').params['local_peak']:g}")
 variant = book.load_all(["learned_9h_pos_init"], params)
 acc = {n: book.seed_accuracies(n, params) for n in ("learned_9h_pos_init", "learned_9h")}
 for key, name in (("pos_init", "learned_9h_pos_init"), ("pos_init_base", "learned_9h")):

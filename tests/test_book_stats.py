@@ -186,7 +186,7 @@ def test_ha_cost_numbers_are_the_ranges_of_the_ratios_the_ledger_rows_judge():
     (``attnlib.analysis.costs.pair_costs``), the same numbers the ledger's cost rows print."""
     import types
 
-    from attnlib.analysis import costs
+    from attnlib.analysis import claims, costs
 
     def model(mib, seconds):  # a tenth of the memory held between steps
         return {"peak_mib": 0.9 * mib, "total_mib": mib, "epoch_s": seconds, "batch": 100}
@@ -217,14 +217,14 @@ def test_ha_cost_numbers_are_the_ranges_of_the_ratios_the_ledger_rows_judge():
     numbers = {"memory": "0.50× to 3.25×", "step": "1.40× to 1.50×", "inference": "1.25×"}
     assert book.ha_cost_numbers(ev) == numbers
     for word in ("memory 0.50×", "memory 3.25×", "time per step 1.40×", "time per step 1.50×"):
-        assert word in costs.ha_train_cost(ev)[0]  # the ledger's row prints the same numbers
-    assert "the runs' 1.25×" in costs.ha_inference_time(ev)[0]
+        assert word in claims.by_key("ha_train_cost").test(ev)[0]  # the ledger's row prints the same numbers
+    assert "the runs' 1.25×" in claims.by_key("ha_inference_time").test(ev)[0]
     # Table 3's timing, where a pair has it, is the inference number (the runs' own only without it)
     ev.timing = {
         "vit_ha": {"ratio": 0.9, "round_ratio_p25": 0.85, "round_ratio_p75": 0.95, "cpu": "Test CPU"}
     }
     assert book.ha_cost_numbers(ev)["inference"] == "0.90×"
-    assert "Table 3's timing 0.90×" in costs.ha_inference_time(ev)[0]
+    assert "Table 3's timing 0.90×" in claims.by_key("ha_inference_time").test(ev)[0]
     nothing = types.SimpleNamespace(train_cost=None, timing={}, wall_times={})
     assert set(book.ha_cost_numbers(nothing).values()) == {book.NOT_FOUND_CELL}  # nothing measured: "—"
 

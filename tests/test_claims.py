@@ -47,7 +47,7 @@ def _probed(end, init, uniform, key="distance", heads=2):
 
 
 def _verdict(key, ev):
-    claim = next(c for c in claims.CLAIMS if c.key == key)
+    claim = claims.by_key(key)
     return claim.test(ev)[1]
 
 
@@ -58,7 +58,7 @@ def test_every_claim_has_a_verdict_even_with_nothing_saved():
 
 
 def test_theorem_verdict_follows_the_error():
-    assert claims.theorem_error() < claims.THEOREM_TOLERANCE  # the construction, live
+    assert claims.theorem_error() < claims.by_key("theorem").params["tolerance"]  # the construction, live
     assert _verdict("theorem", Evidence("x", theorem_error=1e-12)) == REPRODUCED
     assert _verdict("theorem", Evidence("x", theorem_error=1e-3)) == NOT_REPRODUCED
 
@@ -85,7 +85,7 @@ def test_centres_verdict_follows_the_saved_centres():
     centers = np.zeros((3, 2, 4, 2))  # (epochs + 1, layers, heads, 2)
     centers[-1, :, :, 0] = 1.0  # every head of both layers moved by one key position: 4 px
     ev = Evidence("x", runs={"quadratic_aniso_9h": _run(attention=GRID8, centers={"centers": centers})})
-    text, verdict = next(c for c in claims.CLAIMS if c.key == "centres_move").test(ev)
+    text, verdict = claims.by_key("centres_move").test(ev)
     assert verdict == REPRODUCED and "4.0 / 4.0 px per layer" in text
     centers[-1, :, :, 0] = 0.49  # 1.96 px: below the 2-px (half a key position) threshold
     assert _verdict("centres_move", ev) == NOT_REPRODUCED
@@ -99,7 +99,7 @@ def test_centres_verdict_follows_the_saved_centres():
 def test_depth_verdict_follows_the_distances():
     # without a probe at initialisation an order at the end is not enough: never measured against init
     ev = Evidence("x", runs={"quadratic_iso_9h": _measured([2, 3, 5, 8], [9, 9, 9, 9])})
-    text, verdict = next(c for c in claims.CLAIMS if c.key == "centres_depth").test(ev)
+    text, verdict = claims.by_key("centres_depth").test(ev)
     assert verdict == INCONCLUSIVE and "not measured against initialisation" in text
     ev.runs["quadratic_iso_9h"] = _measured([8, 5, 3, 2], [9, 9, 9, 9])
     assert _verdict("centres_depth", ev) == NOT_REPRODUCED  # the order fails at the end: no init needed
@@ -111,7 +111,7 @@ def test_depth_verdict_follows_the_distances():
     del ev.runs["quadratic_aniso_9h"]
     # the issue's case: the order was already there at initialisation, training kept it: not reproduced
     ev.runs["quadratic_iso_9h"] = _probed([8.3, 9.1, 10.5, 10.5], [9.1, 8.9, 10.7, 10.1], uniform=10.8)
-    text, verdict = next(c for c in claims.CLAIMS if c.key == "centres_depth").test(ev)
+    text, verdict = claims.by_key("centres_depth").test(ev)
     assert verdict == NOT_REPRODUCED and "already so at initialisation" in text and "uniform 10.8" in text
     # a flat model at the uniform distance does not count as rising, however it creeps upwards
     ev.runs["quadratic_iso_9h"] = _probed([14.3, 14.35, 14.4, 14.4], [9, 9, 9, 9], uniform=14.3)
@@ -128,14 +128,14 @@ def test_peak_verdicts_follow_the_peaks():
     assert _verdict("learned_shifts", ev) == INCONCLUSIVE
     # a peak the model already had at initialisation (its probe) is not one training created
     ev.runs["learned_9h"] = _probed([6.0, 2.0], [5.5, 2.0], uniform=1.0, key="peak")
-    text, verdict = next(c for c in claims.CLAIMS if c.key == "learned_shifts").test(ev)
+    text, verdict = claims.by_key("learned_shifts").test(ev)
     assert verdict == NOT_REPRODUCED and "first layer 6.00× uniform, 5.50× at initialisation" in text
     ev.runs["learned_9h"] = _probed([6.0, 2.0], [4.1, 2.0], uniform=1.0, key="peak")
     assert _verdict("learned_shifts", ev) == REPRODUCED
     ev.runs["learned_9h"] = _measured([1, 1], [3.0, 1.0])
     # a claim variant (another init) is reported beside the verdict, which stays about the paper's models
     ev.preset, ev.runs["learned_9h_pos_init"] = "budget", _measured([1, 1], [12.0, 3.0])
-    claim = next(c for c in claims.CLAIMS if c.key == "learned_shifts")
+    claim = claims.by_key("learned_shifts")
     text, verdict = claim.test(ev)
     assert (
         verdict == INCONCLUSIVE
@@ -146,20 +146,20 @@ def test_peak_verdicts_follow_the_peaks():
     assert 1.5 < start < 5 and rules.initial_peaks("learned_9h", "budget")[0] < 1.1
     ev.runs["resnet18"] = _run(0.5)
     ev.runs["learned_9h_pos_init"].test_accuracy = 0.49  # a variant is not one of the paper's models
-    assert "init std" not in next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)[0]
+    assert "init std" not in claims.by_key("near_resnet").test(ev)[0]
     # Fig. 8b: the last two layers of the Fig. 8 model peak lower than every earlier one
-    fig8 = claims.FIG8_MODEL
+    fig8, control = (claims.by_key("ha_not_sparse").params[k] for k in ("model", "control"))
     ha = Evidence("x", runs={fig8: _probed([8.0, 6.0, 2.0, 1.5], [2, 2, 2, 2], uniform=1.0, key="peak")})
     assert _verdict("ha_not_sparse", ha) == REPRODUCED
     ha.runs[fig8] = _probed([2.2, 6.4, 6.7, 6.5], [2, 2, 2, 2], uniform=1.0, key="peak")  # the issue's run
     assert _verdict("ha_not_sparse", ha) == NOT_REPRODUCED
     # judged on the Fig. 8 model alone: other HA models are secondary lines, the normal model the control
     ha.runs["vit_ha"] = _probed([8.0, 6.0, 2.0, 1.5], [2, 2, 2, 2], uniform=1.0, key="peak")
-    ha.runs[claims.FIG8_CONTROL] = _measured([1, 1, 1, 1], [1.5, 5.1, 5.0, 2.0])
-    text, verdict = next(c for c in claims.CLAIMS if c.key == "ha_not_sparse").test(ev=ha)
+    ha.runs[control] = _measured([1, 1, 1, 1], [1.5, 5.1, 5.0, 2.0])
+    text, verdict = claims.by_key("ha_not_sparse").test(ev=ha)
     assert verdict == NOT_REPRODUCED and "secondary, not judged: ViT, HA" in text
     assert (
-        f"control (no HA) {rules.display(claims.FIG8_CONTROL)}: 1.5 / 5.1 / 5.0 / 2.0× uniform, the order does not hold"
+        f"control (no HA) {rules.display(control)}: 1.5 / 5.1 / 5.0 / 2.0× uniform, the order does not hold"
         in text
     )
     assert _verdict("ha_not_sparse", Evidence("x", runs={"vit_ha": ha.runs["vit_ha"]})) == NOT_MEASURED
@@ -179,7 +179,7 @@ def test_content_and_layer_similarity_verdicts():
     ev.runs["learned_content_9h"] = _probed(
         [0.13, 0.12, 0.14, 0.05], [0.14, 0.20, 0.20, 0.19], 0.0, key="image_dependence"
     )
-    text, verdict = next(c for c in claims.CLAIMS if c.key == "content_maps").test(ev)
+    text, verdict = claims.by_key("content_maps").test(ev)
     assert verdict == NOT_REPRODUCED and "at initialisation 0.14 / 0.20 / 0.20 / 0.19; uniform 0.00" in text
     ev.runs["learned_content_16h"] = _probed([0.29, 0.2], [0.15, 0.2], 0.0, key="image_dependence")
     assert _verdict("content_maps", ev) == INCONCLUSIVE  # one model passes, one fails
@@ -200,7 +200,7 @@ def test_resnet_and_parameter_verdicts():
     # a comparable size: parameter counts within 25%; a ResNet 3x larger makes the claim untestable here
     for name, params in (("resnet18", 700_000), ("learned_9h", 240_000)):
         ev.runs[name].metrics = {"params": params}
-    text, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
+    text, verdict = claims.by_key("near_resnet").test(ev)
     assert verdict == UNTESTABLE and "ResNet18 has 2.9× its parameters" in text
     ev.runs["learned_9h"].metrics = {"params": 600_000}  # 1.17x: comparable, judged on the gap again
     assert _verdict("near_resnet", ev) == NOT_REPRODUCED
@@ -216,7 +216,7 @@ def test_near_resnet_is_judged_against_the_resnet_of_comparable_size():
     assert _verdict("near_resnet", ev) == UNTESTABLE  # no narrow ResNet saved: untestable
     ev.runs["resnet18_narrow"] = _run(0.61)
     ev.runs["resnet18_narrow"].metrics = {"params": 223_000}
-    text, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
+    text, verdict = claims.by_key("near_resnet").test(ev)
     assert verdict == REPRODUCED and "against ResNet18 (narrow)" in text and "1.0 points behind" in text
     ev.runs["resnet18_narrow"] = _run(0.70)
     ev.runs["resnet18_narrow"].metrics = {"params": 223_000}
@@ -225,11 +225,11 @@ def test_near_resnet_is_judged_against_the_resnet_of_comparable_size():
     assert _verdict("near_resnet", ev) == UNTESTABLE
     assert costs.count_parameters("resnet18_narrow", "budget") / costs.count_parameters(
         "quadratic_aniso_9h", "budget"
-    ) == pytest.approx(1, abs=claims.COMPARABLE_SIZE - 1)
+    ) == pytest.approx(1, abs=claims.by_key("near_resnet").params["comparable_within"])
     assert costs.count_parameters("resnet18_narrow", "paper") == costs.count_parameters(
         "resnet18"
     )
-    counts = {b: 100 for b in claims.HA_PAIRS} | {b + "_ha": 20 for b in claims.HA_PAIRS}
+    counts = {b: 100 for b in rules.HA_PAIRS} | {b + "_ha": 20 for b in rules.HA_PAIRS}
     assert _verdict("ha_params", Evidence("x", params_paper=counts)) == REPRODUCED
     counts["vit_ha"] = 60
     assert _verdict("ha_params", Evidence("x", params_paper=counts)) == NOT_REPRODUCED
@@ -258,13 +258,13 @@ def test_saved_attention_rows_give_the_profile():
     same = Evidence(
         "x", runs={"quadratic_re_9h_ha": _run(attention=dict(att)), "quadratic_re_9h": _run(attention=att)}
     )
-    assert rules.SAME_MAPS_BY_CONSTRUCTION == ("quadratic_re_9h",)
+    assert claims.by_key("ha_layers_differ").params["left_out"] == ("quadratic_re_9h",)
     assert _verdict("ha_layers_differ", same) == NOT_MEASURED
 
 
 def test_ha_gain_verdict_follows_the_welch_intervals():
-    base = {b: [0.50, 0.51, 0.52] for b in claims.HA_PAIRS}
-    far = {b + "_ha": [0.60, 0.61, 0.62] for b in claims.HA_PAIRS}  # +10 points, tight: above +5 for all
+    base = {b: [0.50, 0.51, 0.52] for b in rules.HA_PAIRS}
+    far = {b + "_ha": [0.60, 0.61, 0.62] for b in rules.HA_PAIRS}  # +10 points, tight: above +5 for all
     assert _verdict("ha_gain", Evidence("x", accuracies=base | far)) == REPRODUCED
     near = far | {"vit_ha": [0.50, 0.51, 0.52]}  # one pair surely below +5 refutes "in each case"
     assert _verdict("ha_gain", Evidence("x", accuracies=base | near)) == NOT_REPRODUCED
@@ -272,9 +272,7 @@ def test_ha_gain_verdict_follows_the_welch_intervals():
     assert _verdict("ha_gain", Evidence("x", accuracies=base | noisy)) == INCONCLUSIVE
     # at a scaled-down preset the claim (300 epochs, full size) is untestable; the values still show, with
     # each pair's Holm-adjusted p and [Re]'s own logged gains beside them
-    text, verdict = next(c for c in claims.CLAIMS if c.key == "ha_gain").test(
-        Evidence("budget", accuracies=base | far)
-    )
+    text, verdict = claims.by_key("ha_gain").test(Evidence("budget", accuracies=base | far))
     assert verdict == UNTESTABLE and "Holm p" in text
     assert (
         "[Re]'s own run logs: SA learned 2D + content, 9 heads +4.64, SA learned 2D + content, 16 heads +2.12, "
@@ -288,8 +286,8 @@ def test_every_label_names_its_evidence_and_scale():
     ev = Evidence(
         "budget", runs={"quadratic_iso_9h": _measured([8, 5, 3, 2], [9, 9, 9, 9])}, theorem_error=1e-12
     )
-    ev.accuracies = {b: [0.5, 0.51, 0.52] for b in claims.HA_PAIRS} | {
-        b + "_ha": [0.5, 0.5] for b in claims.HA_PAIRS
+    ev.accuracies = {b: [0.5, 0.51, 0.52] for b in rules.HA_PAIRS} | {
+        b + "_ha": [0.5, 0.5] for b in rules.HA_PAIRS
     }
     frame = claims.ledger(ev).set_index("claim")
     assert frame.loc["theorem", "label"] == "reproduced — live check, float64"
@@ -309,14 +307,14 @@ def test_near_resnet_takes_the_best_attention_model_of_comparable_size():
     )
     for name, params in (("resnet18", 700_000), ("learned_9h", 240_000), ("learned_content_9h", 600_000)):
         ev.runs[name].metrics = {"params": params}
-    text, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
+    text, verdict = claims.by_key("near_resnet").test(ev)
     assert (
         verdict == NOT_REPRODUCED
         and "SA learned 2D + content, 9 heads" in text
         and "20.0 points behind" in text
     )
     ev.runs["learned_content_9h"].metrics = {"params": 1_000_000}  # 1.43x: no model of comparable size
-    text, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
+    text, verdict = claims.by_key("near_resnet").test(ev)
     assert verdict == UNTESTABLE and "none within 25%" in text and "SA learned 2D, 9 heads" in text
 
 
@@ -332,7 +330,7 @@ def test_near_resnet_label_names_the_runs_compared():
         ("learned_16h", 256_000, 8),
     ):
         ev.runs[name].metrics = {"params": params, "provenance": {"epochs_trained": epochs}}
-    assert rules.near_resnet_runs(ev) == ["resnet18_narrow", "quadratic_iso_9h"]
+    assert rules.near_resnet_runs(ev, rules.RESNETS, 0.25) == ["resnet18_narrow", "quadratic_iso_9h"]
     assert claims.evidence_scale(ev, "near_resnet") == "at budget (4 epochs), 3 seeds per model"
 
 
@@ -343,10 +341,10 @@ def test_every_ledger_row_names_the_models_it_is_judged_on():
         "budget",
         runs={
             "learned_9h": _measured([1, 1], [6.0, 2.0]),
-            claims.FIG8_MODEL: _run(),
-            claims.FIG8_CONTROL: _run(),
+            "learned_content_9h_ha": _run(),  # the Fig. 8 model
+            "learned_content_9h": _run(),  # its control
         },
-        presets={"learned_9h": "long", claims.FIG8_MODEL: "long", claims.FIG8_CONTROL: "long"},
+        presets={"learned_9h": "long", "learned_content_9h_ha": "long", "learned_content_9h": "long"},
         accuracies={"learned_9h": [0.5, 0.52], "quadratic_iso_9h": [0.55, 0.56]},
     )
     frame = claims.ledger(ev).set_index("claim")["models"]
@@ -394,12 +392,12 @@ def test_map_claims_are_judged_again_on_every_seed_of_the_ledgers_preset():
         "vit_ha": {s: att(v[0]) for s, v in seeds.items()},
         "vit": {s: att(v[1]) for s, v in seeds.items()},
     }
-    claim = next(c for c in claims.CLAIMS if c.key == "ha_layers_differ")
+    claim = claims.by_key("ha_layers_differ")
     assert claims.seed_verdicts(ev, claim) == {0: REPRODUCED, 1: NOT_REPRODUCED, 2: REPRODUCED}
     row = claims.ledger(ev, [claim]).iloc[0]
     assert row["verdict"] == REPRODUCED  # the seed-0 evidence's
     assert row["label"].endswith("at budget, seeds 0–2: reproduced on 2 of 3, not reproduced on 1 of 3")
     del ev.own_seed_runs["vit"][2]  # a seed the model lacks is not judged
     assert claims.seed_verdicts(ev, claim) == {0: REPRODUCED, 1: NOT_REPRODUCED}
-    gain = next(c for c in claims.CLAIMS if c.key == "ha_gain")
+    gain = claims.by_key("ha_gain")
     assert claims.seed_verdicts(ev, gain) == {}  # a claim over seeds already reads them all

@@ -18,7 +18,7 @@ GRID3 = np.array([(r, c) for r in (-1, 0, 1) for c in (-1, 0, 1)], np.float64)
 
 
 def _verdict(key, ev):
-    return next(c for c in claims.CLAIMS if c.key == key).test(ev)
+    return claims.by_key(key).test(ev)
 
 
 def _run(**files):
@@ -38,7 +38,8 @@ def test_grid_distance_of_centres_on_and_off_the_grid():
     rng = np.random.default_rng(0)
     assert controls.grid_distance(GRID3[rng.permutation(9)]) == pytest.approx(0)  # heads in any order
     assert controls.grid_distance(GRID3 + [0.1, 0]) == pytest.approx(0.1)  # every head 0.1 off its offset
-    assert controls.grid_distance(rng.normal(0, 2, (9, 2))) * 4 > controls.GRID_NEAR_PX  # N(0, 2²): scattered
+    near = claims.by_key("centres_grid").params["near_px"]
+    assert controls.grid_distance(rng.normal(0, 2, (9, 2))) * 4 > near  # N(0, 2²): scattered
     # one head per offset: nine heads on one offset are far from the grid though each is near an offset
     assert controls.grid_distance(np.zeros((9, 2))) == pytest.approx(np.linalg.norm(GRID3, axis=1).mean())
     # 16 heads: a 4×4 grid half a position off the query, any of the four

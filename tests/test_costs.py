@@ -29,7 +29,7 @@ def test_inference_time_verdict_follows_the_per_seed_ratios(ha_ms, verdict):
         "vit": {0: (2.0, "x"), 1: (2.0, "x")},
         "vit_ha": {0: (ha_ms[0], "x"), 1: (ha_ms[1], "x")},
     }
-    text, got = costs.ha_inference_time(ev)
+    text, got = claims.by_key("ha_inference_time").test(ev)
     assert got == verdict and "ViT:" in text and "n = 2/2" in text
 
 
@@ -37,15 +37,15 @@ def test_machines_are_named_with_their_thread_count_in_words():
     assert [threads_words(n) for n in (1, 2)] == ["1 thread", "2 threads"]
     ev = Evidence("budget")  # runs saved their device as "AMD EPYC (1 threads)"
     ev.wall_times = {"vit": {0: (2.0, "AMD EPYC (1 threads)")}, "vit_ha": {0: (1.0, "AMD EPYC (2 threads)")}}
-    text = costs.ha_inference_time(ev)[0]
+    text = claims.by_key("ha_inference_time").test(ev)[0]
     assert "timed on AMD EPYC (1 thread), AMD EPYC (2 threads) (the runs" in text and "1 threads" not in text
 
 
 def test_inference_time_with_one_common_seed_is_inconclusive_and_nothing_saved_is_not_measured():
     ev = Evidence("budget")
     ev.wall_times = {"vit": {0: (2.0, "x")}, "vit_ha": {0: (1.0, "x")}}
-    assert costs.ha_inference_time(ev)[1] == INCONCLUSIVE
-    assert costs.ha_inference_time(Evidence("budget"))[1] == NOT_MEASURED
+    assert claims.by_key("ha_inference_time").test(ev)[1] == INCONCLUSIVE
+    assert claims.by_key("ha_inference_time").test(Evidence("budget"))[1] == NOT_MEASURED
 
 
 ENTRY = dict(step_s=0.5, epoch_s=250.0, peak_mib=60.0, weights_mib=10.0, optimizer_mib=10.0, gradients_mib=20.0,
@@ -66,13 +66,13 @@ def _report(memory_ha: float) -> dict:
 @pytest.mark.parametrize("memory_ha,verdict", [(50.0, REPRODUCED), (100.0, NOT_REPRODUCED)])
 def test_train_cost_row_reads_the_saved_report(tmp_path, memory_ha, verdict):
     ev = Evidence("budget")
-    assert costs.ha_train_cost(ev)[1] == NOT_MEASURED
+    assert claims.by_key("ha_train_cost").test(ev)[1] == NOT_MEASURED
     path = train_cost_path(tmp_path, "budget")
     assert path == tmp_path / "train_cost" / "budget.json"
     path.parent.mkdir()
     path.write_text(json.dumps(_report(memory_ha)))
     ev.train_cost = train_cost_report(tmp_path, "budget")
-    text, got = costs.ha_train_cost(ev)
+    text, got = claims.by_key("ha_train_cost").test(ev)
     assert got == verdict and f"memory {memory_ha / 100:.2f}×" in text
     # the machine in the words of Table 3's timing (one home: attnlib.results.timing.machine_words), then commit
     assert "Test CPU (instruction sets: avx2; torch 2, CPU capability AVX2), 1 thread, commit abcdef0" in text
@@ -154,7 +154,7 @@ def test_inference_time_prefers_table3_timing_of_the_pair(tmp_path):
     ev = Evidence("budget")
     ev.wall_times = {"vit": {0: (2.0, "x")}, "vit_ha": {0: (4.0, "x")}}  # one seed: alone, inconclusive
     ev.timing = {"vit_ha": dict(ratio=0.80, round_ratio_p25=0.78, round_ratio_p75=0.82, cpu="Test CPU")}
-    text, verdict = costs.ha_inference_time(ev)
+    text, verdict = claims.by_key("ha_inference_time").test(ev)
     assert verdict == REPRODUCED and "Table 3's timing 0.80× (quartiles over rounds 0.78–0.82)" in text
     assert "the runs' 2.00× (n = 1/1)" in text and "Test CPU (Table 3)" in text
     assert costs.table3_timing(tmp_path, "budget") == {}

@@ -81,8 +81,9 @@ def test_a_saved_long_run_becomes_the_evidence(smoke_learned, tiny_long, tmp_pat
     for ev in (before, after):
         ev.runs["learned_9h"].probe = None
     monkeypatch.setattr(rules, "initial_peaks", lambda name, preset: [0.0])
-    monkeypatch.setattr(rules, "LOCAL_PEAK", (quick + longer) / 2)
-    monkeypatch.setattr(rules, "FLAT_PEAK", 0.0)
+    shifts = claims.by_key("learned_shifts").params
+    monkeypatch.setitem(shifts, "local_peak", (quick + longer) / 2)
+    monkeypatch.setitem(shifts, "flat_peak", 0.0)
     verdicts = {row(before)["verdict"], row(after)["verdict"]}
     assert verdicts == {rules.REPRODUCED, rules.INCONCLUSIVE}
     assert (row(after)["verdict"] == rules.REPRODUCED) == (longer > quick)
@@ -105,10 +106,10 @@ def test_resnet_is_compared_within_its_preset():
         runs={"resnet18": run(0.80), "learned_9h": run(0.79), "quadratic_iso_9h": run(0.70)},
         presets={"resnet18": "long", "learned_9h": "long"},
     )
-    value, verdict = next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)
+    value, verdict = claims.by_key("near_resnet").test(ev)
     assert "SA learned 2D, 9 heads (long)" in value and verdict == rules.REPRODUCED
     ev.presets.pop("learned_9h")  # only quadratic_iso_9h's budget run against a long ResNet: not compared
-    assert next(c for c in claims.CLAIMS if c.key == "near_resnet").test(ev)[1] == claims.NOT_MEASURED
+    assert claims.by_key("near_resnet").test(ev)[1] == claims.NOT_MEASURED
 
 
 # ------------------------------------------------------------------------------------ the figure
@@ -295,14 +296,14 @@ def test_a_comparison_over_seeds_stays_where_the_seeds_are(monkeypatch):
     ev = claims.gather("unused", "budget")
     assert ev.presets == {"vit": "long", "vit_ha": "long"} and ev.seed_presets == {}
     assert ev.accuracies["vit"] == [0.40, 0.41, 0.42]
-    gain = next(c for c in claims.CLAIMS if c.key == "ha_gain").test(ev)[0]
+    gain = claims.by_key("ha_gain").test(ev)[0]
     assert "ViT: +10.0" in gain and "(n = 3/3, Holm p" in gain and "ViT (long)" not in gain
     # three long seeds per side: the comparison moves too, and says so
     seeds["long", "vit"] += [0.61, 0.62]
     seeds["long", "vit_ha"] += [0.56, 0.57]
     ev = claims.gather("unused", "budget")
     assert ev.seed_presets == {"vit": "long", "vit_ha": "long"}
-    gain = next(c for c in claims.CLAIMS if c.key == "ha_gain").test(ev)[0]
+    gain = claims.by_key("ha_gain").test(ev)[0]
     assert "ViT (long): -5.0" in gain and "(n = 3/3, Holm p" in gain
 
 

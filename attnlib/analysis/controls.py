@@ -1,8 +1,8 @@
 """The tests of the claims that issue 29 §2–3 added to the ledger, each judged against a control: the quadratic
 centres on a grid (against initialisation), quadratic against learned (over seeds, Holm across the pairs),
 HA's layers against its own normal model's (σ head-averaged and per head), and the fixed-shift heads of the
-content models (a per-head positional signature, against uniform attention and initialisation). Thresholds
-are here, beside the rules; `attnlib.analysis.claims` lists the claims.
+content models (a per-head positional signature, against uniform attention and initialisation). Their
+thresholds are in claims.yaml, beside the claims; `attnlib.analysis.claims` reads them.
 """
 
 from __future__ import annotations
@@ -12,33 +12,19 @@ import math
 
 import numpy as np
 
-from attnlib import measures
+from attnlib import experiments, measures
+from attnlib.analysis.claims_file import Experiment, Experiments
 from attnlib.analysis.rules import (
-    FLAT_PEAK,
-    HA_PAIRS,
     INCONCLUSIVE,
-    LEARNED_CONTENT,
     NOT_MEASURED,
     NOT_REPRODUCED,
-    QUADRATIC,
     REPRODUCED,
-    SAME_MAPS_BY_CONSTRUCTION,
     Evidence,
     _fmt_layers,
     display,
     key_pixels,
     verdict_of,
 )
-
-GRID_NEAR_PX = 1.0  # mean distance (input px) of a layer's centres from their matched grid offsets: on it
-# (a quarter of a 4-px key position, the spacing of the grid on the 8 × 8 attention grid of every quadratic run)
-QUADRATIC_PAIRS = ("quadratic_iso_9h", "quadratic_aniso_9h")  # each against LEARNED_BASE, same heads
-LEARNED_BASE = "learned_9h"
-# "as well as or better" tested as non-inferiority: quadratic − learned above −this many accuracy points (the
-# NEAR_RESNET distance at which the ledger calls two models close)
-NONINFERIOR_MARGIN = 2.0
-SIGMA_MARGIN = 0.02  # σ of HA above its normal model's by more than this: HA's layers attend more alike
-SHIFT_SHARE = 0.5  # a head with at least half its attention mass at one relative offset: a fixed-shift head
 
 
 # ------------------------------------------------------------------------------- centres on a grid
@@ -85,19 +71,15 @@ def centre_grid(run) -> tuple[list[float], list[float]] | None:
     return [grid_distance(c) * scale for c in centres[-1]], [grid_distance(c) * scale for c in centres[0]]
 
 
-def _grid_passes(end: list[float], init: list[float]) -> bool:
-    """Some layer ends on the grid (below GRID_NEAR_PX) that was not on it at initialisation."""
-    return any(e < GRID_NEAR_PX <= i for e, i in zip(end, init, strict=True))
-
-
-def centres_on_grid(ev: Evidence):
+def centres_on_grid(ev: Evidence, models: Experiments, near_px: float):
+    """A model passes when some layer ends on the grid (below `near_px`) that was not on it at initialisation."""
     parts, passes = [], []
-    for name in QUADRATIC:
+    for name in models:
         found = centre_grid(ev.runs.get(name))
         if found is None:
             continue
         end, init = found
-        passes.append(_grid_passes(end, init))
+        passes.append(any(e < near_px <= i for e, i in zip(end, init, strict=True)))
         parts.append(
             f"{ev.name(name)}: {_fmt_layers(end, '{:.1f}')} px per layer "
             f"(at initialisation {_fmt_layers(init, '{:.1f}')} px)"
@@ -108,39 +90,34 @@ def centres_on_grid(ev: Evidence):
 
 
 # ------------------------------------------------------------------- quadratic against learned
-def quadratic_vs_learned(ev: Evidence):
-    """Each quadratic 9-head model against the learned 9-head model over the saved seeds of one preset, as a
+def quadratic_vs_learned(ev: Evidence, base: Experiment, models: Experiments, margin: float):
+    """Each quadratic model of `models` against the learned model `base` over the saved seeds of one preset, as a
     non-inferiority claim ("as well as or better"): one-sided Welch tests of quadratic − learned against
-    −NONINFERIOR_MARGIN points (`stats.noninferiority`), Holm's adjustment across the pairs for each
+    −`margin` points (`stats.noninferiority`), Holm's adjustment across the pairs for each
     direction; a pair passes when non-inferiority survives the adjustment, fails when "worse by more than the
     margin" does, and is inconclusive otherwise. The two-sided interval is shown beside it."""
-    from attnlib import experiments
     from attnlib.analysis import stats
 
-    base = ev.accuracies.get(LEARNED_BASE) or []
-    pairs = [n for n in QUADRATIC_PAIRS if ev.accuracies.get(n) and base]
-    pairs = [
-        n for n in pairs if ev.seed_presets.get(n, ev.preset) == ev.seed_presets.get(LEARNED_BASE, ev.preset)
-    ]
+    learned = ev.accuracies.get(base) or []
+    pairs = [n for n in models if ev.accuracies.get(n) and learned]
+    pairs = [n for n in pairs if ev.seed_presets.get(n, ev.preset) == ev.seed_presets.get(base, ev.preset)]
     if not pairs:
-        return f"{display(LEARNED_BASE)} or the quadratic models not saved at one preset", NOT_MEASURED
-    tests = {n: stats.noninferiority(base, ev.accuracies[n], NONINFERIOR_MARGIN) for n in pairs}
+        return f"{display(base)} or the quadratic models not saved at one preset", NOT_MEASURED
+    tests = {n: stats.noninferiority(learned, ev.accuracies[n], margin) for n in pairs}
     above = dict(zip(pairs, stats.holm([t[0] for t in tests.values()]), strict=True))
     below = dict(zip(pairs, stats.holm([t[1] for t in tests.values()]), strict=True))
     parts, passes = [], []
     for name in pairs:
-        w = stats.welch(base, ev.accuracies[name])
+        w = stats.welch(learned, ev.accuracies[name])
         alpha = 1 - w.level
         ok, worse = above[name], below[name]
         passes.append(None if ok is None else True if ok < alpha else False if worse < alpha else None)
-        held = (
-            "" if ok is None else f", non-inferior within {NONINFERIOR_MARGIN:g}: Holm p {stats.p_text(ok)}"
-        )
+        held = "" if ok is None else f", non-inferior within {margin:g}: Holm p {stats.p_text(ok)}"
         parts.append(
-            f"{ev.seeds_name(name)} − {display(LEARNED_BASE)}: {w.difference} points (n = {w.n[1]}/{w.n[0]}{held})"
+            f"{ev.seeds_name(name)} − {display(base)}: {w.difference} points (n = {w.n[1]}/{w.n[0]}{held})"
         )
-    preset = ev.seed_presets.get(LEARNED_BASE, ev.preset)
-    names = (*pairs, LEARNED_BASE) if preset in experiments.PRESETS else ()
+    preset = ev.seed_presets.get(base, ev.preset)
+    names = (*pairs, base) if preset in experiments.PRESETS else ()
     epochs = {n: experiments.preset_for(n, preset).train.epochs for n in names}
     if len(set(epochs.values())) > 1:  # "A and B trained for 4 epochs, C for 8 (each as its protocol ...)"
         by_epochs: dict[int, list[str]] = {}
@@ -194,25 +171,19 @@ def _sigma_text(ev: Evidence, name: str, found) -> str:
     return f"{ev.name(name)}: σ {_fmt_layers(found[0])}, per head {_fmt_layers(found[1])}{start}"
 
 
-def _against_control(ha: list[float], control: list[float]) -> bool:
-    """True when HA's most alike step is no more alike than its normal model's (within SIGMA_MARGIN), False
-    when it is more alike by more than that."""
-    return max(ha) <= max(control) + SIGMA_MARGIN
-
-
-def layers_differ(ev: Evidence):
-    """Every HA model with token maps (but those of SAME_MAPS_BY_CONSTRUCTION) against its own normal model: both
-    sides' σ per step, head-averaged
-    and per head; a pair passes when HA is within SIGMA_MARGIN of its model or below on both, fails when
-    above on both, and is inconclusive when the two disagree or both models' maps are near uniform (every
-    layer peaks below FLAT_PEAK × uniform: σ ≈ 1 whatever the pattern)."""
+def layers_differ(ev: Evidence, pairs: Experiments, left_out: Experiments, margin: float, flat_peak: float):
+    """Every HA model of `pairs` with token maps (but those `left_out`: alike by construction) against its own
+    normal model: both sides' σ per step, head-averaged and per head; a pair passes when HA's most alike step is
+    within `margin` of its model's or below on both, fails when above on both, and is inconclusive when the two
+    disagree or both models' maps are near uniform (every layer peaks below `flat_peak` × uniform: σ ≈ 1
+    whatever the pattern)."""
     parts, passes = [], []
-    for base in (b for b in HA_PAIRS if b not in SAME_MAPS_BY_CONSTRUCTION):
+    for base in (b for b in pairs if b not in left_out):
         ha, normal = step_similarity(ev.runs.get(base + "_ha")), step_similarity(ev.runs.get(base))
         if ha is None or normal is None:
             continue
-        flat = max(ha[2], normal[2]) < FLAT_PEAK
-        both = [_against_control(ha[i], normal[i]) for i in (0, 1)]
+        flat = max(ha[2], normal[2]) < flat_peak
+        both = [max(ha[i]) <= max(normal[i]) + margin for i in (0, 1)]
         passes.append(None if flat or both[0] != both[1] else both[0])
         parts.append(
             f"{_sigma_text(ev, base + '_ha', ha)}; its model {_sigma_text(ev, base, normal)}"
@@ -243,8 +214,6 @@ def initial_shares(name: str, preset: str) -> np.ndarray:
     images: where its heads start. Deterministic, computed once per process per registry entry."""
     import torch
 
-    from attnlib import experiments
-
     sources = (experiments.EXPERIMENTS.get(name), experiments.PRESET_TABLE.get(preset))
     key = (name, preset, *map(id, sources))
     if key not in _INITIAL:
@@ -257,32 +226,30 @@ def initial_shares(name: str, preset: str) -> np.ndarray:
     return _INITIAL[key][0].copy()
 
 
-def _shift_line(ev: Evidence, name: str, shares: np.ndarray, init: np.ndarray | None) -> str:
+def _shift_line(ev: Evidence, name: str, shares: np.ndarray, init: np.ndarray | None, share: float) -> str:
     layer, head = np.unravel_index(int(shares.argmax()), shares.shape)
-    count = int((shares >= SHIFT_SHARE).sum())
-    text = (
-        f"{ev.name(name)}: {count} of {shares.size} heads ≥ {SHIFT_SHARE:g} (best {shares.max():.2f}, layer "
-    )
+    count = int((shares >= share).sum())
+    text = f"{ev.name(name)}: {count} of {shares.size} heads ≥ {share:g} (best {shares.max():.2f}, layer "
     text += f"{layer + 1} head {head + 1}"
     return text + (")" if init is None else f"; at initialisation best {init.max():.2f})")
 
 
-def fixed_shift_heads(ev: Evidence):
+def fixed_shift_heads(ev: Evidence, models: Experiments, shift_share: float):
     """Paper A's content model still has heads at a fixed shift: a model passes when some head puts at least
-    SHIFT_SHARE of its mass at one relative offset over queries and images and did not at initialisation;
+    `shift_share` of its mass at one relative offset over queries and images and did not at initialisation;
     uniform attention's share (1/N) is named beside them."""
     parts, passes, uniform = [], [], None
-    for name in LEARNED_CONTENT:
+    for name in models:
         shares = shift_shares(ev.runs.get(name))
         if shares is None:
             continue
         init = initial_shares(name, ev.preset_of(name))
         start = init if init.shape == shares.shape else np.full(shares.shape, init.max())  # per head if alike
-        passes.append(bool(((shares >= SHIFT_SHARE) & (start < SHIFT_SHARE)).any()))
-        parts.append(_shift_line(ev, name, shares, init))
+        passes.append(bool(((shares >= shift_share) & (start < shift_share)).any()))
+        parts.append(_shift_line(ev, name, shares, init, shift_share))
         grid = np.asarray(ev.runs[name].attention["grid"])
         uniform = 1 / int(np.prod(grid))
     if not passes:
-        missing = " and ".join(map(display, LEARNED_CONTENT))
+        missing = " and ".join(map(display, models))
         return f"no learned-with-content run saved for today's configuration ({missing})", NOT_MEASURED
     return "; ".join(parts) + f"; uniform {uniform:.3f}", verdict_of(passes)

@@ -27,8 +27,6 @@ from attnlib.analysis.rules import (
 from attnlib.results import timing
 from attnlib.results.tables import table1_names
 
-SAVES = 0.98  # HA / model below this: HA saves (memory, time); measurement noise aside
-
 
 @dataclass(frozen=True)
 class PairCost:
@@ -70,29 +68,29 @@ def _held(model: dict) -> float:
     return model["total_mib"] - model["peak_mib"]
 
 
-def ha_train_cost(ev: Evidence):
+def ha_train_cost(ev: Evidence, saves: float):
     """Each HA pair's training step, HA / model, from one run of ``train-cost`` (same batch, same machine):
-    the memory training holds judged (HA saves memory: ratio below SAVES for every pair), its parts, the time per
-    step and per epoch shown."""
+    the memory training holds judged (HA saves memory: ratio below `saves` for every pair), its parts, the time
+    per step and per epoch shown."""
     report = ev.train_cost
     if report is None:
         return "not measured (python -m attnlib train-cost)", NOT_MEASURED
-    parts, saves = [], []
+    parts, saved = [], []
     for base, c in pair_costs(ev).items():
         if c.memory is None:
             continue
         m, h = report["models"][base], report["models"][base + "_ha"]
-        saves.append(c.memory < SAVES)
+        saved.append(c.memory < saves)
         parts.append(
             f"{display(base)}: memory {c.memory:.2f}× ({h['total_mib']:.0f} / {m['total_mib']:.0f} MiB, of which "
-            f"weights, optimiser state and gradients {_held(h):.0f} / {_held(m):.0f}), time per step {c.step:.2f}× "
+            f"weights, optimiser state and gradients {_held(h):.1f} / {_held(m):.1f}), time per step {c.step:.2f}× "
             f"({h['epoch_s'] / 60:.1f} / {m['epoch_s'] / 60:.1f} min per epoch)"
         )
-    if not saves:
+    if not saved:
         return "not measured for the HA pairs", NOT_MEASURED
     batch = next(iter(report["models"].values()))["batch"]
     text = "; ".join(parts) + f"; one step of batch {batch} each, {_measured_on(report)}"
-    return text, REPRODUCED if all(saves) else NOT_REPRODUCED
+    return text, REPRODUCED if all(saved) else NOT_REPRODUCED
 
 
 def wall_ratio(model: dict[int, tuple], ha: dict[int, tuple]) -> tuple[float, list[float], set[str]] | None:
@@ -119,15 +117,11 @@ def table3_timing(results_dir: str | Path, preset: str) -> dict[str, dict]:
     }
 
 
-def _judged(low: float, high: float) -> str:
-    return REPRODUCED if high < SAVES else NOT_REPRODUCED if low > 1 / SAVES else INCONCLUSIVE
-
-
-def ha_inference_time(ev: Evidence):
+def ha_inference_time(ev: Evidence, saves: float):
     """HA / model inference wall time per pair. Where Table 3's timing report has the pair (both models timed
     in one process, interleaved), its quartiles over rounds are judged; else the saved runs' own timing, the
     per-seed ratios (at least 2 seeds both sides have). Faster when, for every pair, the range lies below
-    SAVES; slower when some pair's lies above 1 / SAVES; inconclusive otherwise."""
+    `saves`; slower when some pair's lies above 1 / `saves`; inconclusive otherwise."""
     parts, verdicts, machines = [], [], set()
     for base, c in pair_costs(ev).items():
         if c.timed is None and c.runs is None:
@@ -147,7 +141,7 @@ def ha_inference_time(ev: Evidence):
             if c.timed is None:  # one pair of runs timed at different moments on shared cores says little
                 low, high = (min(paired), max(paired)) if len(paired) > 1 else (0.0, math.inf)
         parts.append(text.removesuffix("; "))
-        verdicts.append(_judged(low, high))
+        verdicts.append(REPRODUCED if high < saves else NOT_REPRODUCED if low > 1 / saves else INCONCLUSIVE)
     if not verdicts:
         return "no HA pair with saved wall times", NOT_MEASURED
     text = "; ".join(parts) + f"; timed on {', '.join(sorted(machines))} (the runs: each after its training)"

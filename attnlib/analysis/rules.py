@@ -1,16 +1,17 @@
-"""The claims' rules: the thresholds, the `Evidence` a verdict is computed from, `Claim`, and the test of each
-claim (from saved runs' per-layer measures, probes and centres, accuracies over seeds). Moved verbatim from
-attnlib.claims (issue 32); `attnlib.analysis.claims` lists the claims and builds the ledger.
+"""The claims' rules: the `Evidence` a verdict is computed from, the families of experiments the claims are
+judged on (claims.yaml's ``families``), the measures of saved runs (per-layer profile, probes, centres) and the
+rule functions of the claims judged on them and on accuracies against ResNet18, each taking its parameters as
+claims.yaml gives them; `attnlib.analysis.claims` judges the claims of claims.yaml and builds the ledger.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from attnlib import experiments, measures
+from attnlib.analysis.claims_file import FAMILY_NAMES, Experiments, document, families
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED, UNTESTABLE = (
     "reproduced",
@@ -21,42 +22,12 @@ REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED, UNTESTABLE = (
 )
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_MEASURED, UNTESTABLE)
 
-#: Presets of scaled-down models (fewer layers, narrower, a few to 60 epochs on CPUs): a claim about the
-#: papers' 300-epoch training of full-size models is untestable at them.
-SCALED_DOWN = ("budget", "long", "smoke")
-#: The [Re] Fig. 8 model, whose attention maps the report's claims on HA maps describe, and its control (the
-#: same network without HA); the other HA models are secondary lines of those claims.
-FIG8_MODEL, FIG8_CONTROL = "learned_content_9h_ha", "learned_content_9h"
-
-HA_PAIRS = (
-    "learned_content_9h",
-    "learned_content_16h",
-    "quadratic_re_9h",
-    "san_pairwise",
-    "san_patchwise",
-    "vit",
-)
-#: Every experiment of the HA pairs, each model before its HA variant: the family the ledger and the book test.
-HA_FAMILY = tuple(n for b in HA_PAIRS for n in (b, b + "_ha"))
-#: HA pairs whose HA model attends alike at every application by construction: a positional-only shared block,
-#: whose maps never depend on its input, so σ between its steps is 1 whatever it learns. They are left out of
-#: the claim that HA's layers attend differently, which they could only fail.
-SAME_MAPS_BY_CONSTRUCTION = ("quadratic_re_9h",)
-LEARNED_POSITIONAL = ("learned_9h", "learned_16h")
-LEARNED_CONTENT = ("learned_content_9h", "learned_content_16h")
-QUADRATIC = ("quadratic_iso_9h", "quadratic_aniso_9h", "quadratic_aniso_16h")
-
 IMAGE_SIDE = 32  # input pixels along a CIFAR-10 image's side: distances are in these (px)
 
-# The rules' thresholds, in one place (the book prints them next to each verdict).
-THEOREM_TOLERANCE = 1e-5  # relative error of the constructed layer against F.conv2d, float64
-MOVED_PX = 2.0  # a quadratic centre "left its initialisation": moved >= 2 px (half a 4-px key position)
-LOCAL_PEAK, FLAT_PEAK = 5.0, 1.5  # attention peak (multiple of uniform): localized at or above, flat below
-IMAGE_DEPENDENT = 0.1  # total-variation distance between an image's map and the mean map over images
-NEAR_RESNET, FAR_FROM_RESNET = 2.0, 5.0  # accuracy points behind ResNet18
-HA_GAIN = 5.0  # [Re]: "at least 5% gain in each case", read as 5 accuracy points
-FIFTH = 0.25  # "almost 1/5th of the parameters": a ratio of at most 1/4
-COMPARABLE_SIZE = 1.25  # "a comparable number of parameters": within 25% of each other
+# claims.yaml's families: HA_FAMILY, every experiment of the HA pairs, each model before its HA variant
+QUADRATIC, LEARNED_POSITIONAL, LEARNED_CONTENT, RESNETS, HA_PAIRS, HA_FAMILY = map(
+    families(document()).get, (*FAMILY_NAMES, "ha_family")
+)
 
 
 def display(experiment: str) -> str:
@@ -107,18 +78,6 @@ class Evidence:
 
     def _labelled(self, experiment: str, preset: str) -> str:
         return display(experiment) + ("" if preset == self.preset else f" ({preset})")
-
-
-@dataclass(frozen=True)
-class Claim:
-    key: str
-    title: str  # a few words, for tables
-    source: str  # paper
-    where: str  # section / figure
-    words: str  # the claim in the source's words (quoted) or, where the text was not recovered, a paraphrase
-    measure: str
-    rule: str
-    test: Callable[[Evidence], tuple[str, str]]
 
 
 # ------------------------------------------------------------------------------------ per-layer profile
@@ -191,19 +150,19 @@ def _fmt_layers(values, spec="{:.2f}") -> str:
     return " / ".join(spec.format(v) for v in values)
 
 
-def _theorem(ev: Evidence):
+def below_tolerance(ev: Evidence, tolerance: float):
     if ev.theorem_error is None:
         return "not checked", NOT_MEASURED
-    verdict = REPRODUCED if ev.theorem_error < THEOREM_TOLERANCE else NOT_REPRODUCED
+    verdict = REPRODUCED if ev.theorem_error < tolerance else NOT_REPRODUCED
     return f"relative error {ev.theorem_error:.1e}", verdict
 
 
-def _centres_leave_init(ev: Evidence):
-    found = {n: centre_moves(ev.runs.get(n)) for n in QUADRATIC}
+def centres_leave_init(ev: Evidence, models: Experiments, moved_px: float):
+    found = {n: centre_moves(ev.runs.get(n)) for n in models}
     found = {n: m for n, m in found.items() if m is not None}
     if not found:
         return "no quadratic run saved", NOT_MEASURED
-    moved = [v >= MOVED_PX for m in found.values() for v in m]
+    moved = [v >= moved_px for m in found.values() for v in m]
     text = "; ".join(f"{ev.name(n)}: {_fmt_layers(m, '{:.1f}')} px per layer" for n, m in found.items())
     verdict = REPRODUCED if all(moved) else NOT_REPRODUCED if not any(moved) else INCONCLUSIVE
     return text, verdict
@@ -274,22 +233,17 @@ def _ordering(
     return "; ".join(parts), verdict_of(passes)
 
 
-def _profiles(ev: Evidence, names) -> dict[str, list[dict]]:
-    out = {n: layer_profile(ev.runs.get(n)) for n in names}
-    return {n: p for n, p in out.items() if p}
+def local_then_far(ev: Evidence, models: Experiments):
+    return _ordering(ev, models, "distance", _rises, " px", at_init=_further_last)
 
 
-def _quadratic_local_then_far(ev: Evidence):
-    return _ordering(ev, QUADRATIC, "distance", _rises, " px", at_init=_further_last)
-
-
-def _learned_fixed_shifts(ev: Evidence):
-    """A positional-only model passes when its first layer peaks at LOCAL_PEAK or more and did not at
+def learned_fixed_shifts(ev: Evidence, models: Experiments, local_peak: float, flat_peak: float):
+    """A positional-only model passes when its first layer peaks at `local_peak` or more and did not at
     initialisation (its standard probe's, else a fresh model's: positional attention is the same for every
-    image), fails when it stays below FLAT_PEAK or started that peaked; reproduced when every model passes,
+    image), fails when it stays below `flat_peak` or started that peaked; reproduced when every model passes,
     not reproduced when every one fails, inconclusive otherwise."""
     parts, passes = [], []
-    for name in LEARNED_POSITIONAL:
+    for name in models:
         run = ev.runs.get(name)
         end, init, _ = probe_layers(run, "peak")
         if not end:
@@ -298,29 +252,25 @@ def _learned_fixed_shifts(ev: Evidence):
         parts.append(f"{ev.name(name)}: first layer {end[0]:.2f}× uniform, {start:.2f}× at initialisation")
         passes.append(
             True
-            if end[0] >= LOCAL_PEAK > start
+            if end[0] >= local_peak > start
             else False
-            if end[0] < FLAT_PEAK or start >= LOCAL_PEAK
+            if end[0] < flat_peak or start >= local_peak
             else None
         )
     if not parts:
         return "no positional-only learned run saved", NOT_MEASURED
     # our changes of these models (registry variants) are reported beside the verdict, which stays theirs
-    text = "; ".join(parts) + "".join(_variant_peak(ev, v) for v in _variants_of(LEARNED_POSITIONAL))
+    text = "; ".join(parts) + "".join(_variant_peak(ev, v) for v in _variants_of(models))
     return text, verdict_of(passes)
 
 
 def _variant_base(name: str) -> str | None:
     """The experiment a claim variant changes (`Experiment.variant_of`), None for any other."""
-    from attnlib import experiments
-
     return experiments.get(name).variant_of
 
 
 def _variants_of(bases) -> list[str]:
     """The registry's claim variants of the experiments `bases`, in registry order."""
-    from attnlib import experiments
-
     return [n for n in experiments.names(variants=True) if _variant_base(n) in bases]
 
 
@@ -346,8 +296,6 @@ def initial_peaks(name: str, preset: str) -> list[float]:
     """Per layer, the attention peak (× uniform) of a freshly built model of `name` (seed 0) on 8 random
     images: where a positional-only model starts. Deterministic, so computed once per process (seconds on a
     CPU) for each experiment and preset as the registry defines them (a replaced registry entry is new)."""
-    from attnlib import experiments
-
     sources = (experiments.EXPERIMENTS.get(name), experiments.PRESET_TABLE.get(preset))
     key = (name, preset, *map(id, sources))
     if key not in _INITIAL_PEAKS:
@@ -358,31 +306,28 @@ def initial_peaks(name: str, preset: str) -> list[float]:
 def _initial_peaks(name: str, preset: str) -> list[float]:
     import torch
 
-    from attnlib import experiments
-    from attnlib.measures import probe
-
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = experiments.build_model(name, preset).eval()
         images = torch.randn(8, 3, 32, 32)
         with torch.no_grad():
-            row = probe(model, images)
+            row = measures.probe(model, images)
     return [v for k, v in row.items() if k.startswith("peak_")]
 
 
-def _content_depends_on_image(ev: Evidence):
+def content_depends_on_image(ev: Evidence, models: Experiments, image_dependent: float):
     """With content the maps depend on the image, and training made them so: a model passes when some layer's
-    image dependence (TV of an image's map from the mean map, heads averaged) reaches IMAGE_DEPENDENT and
+    image dependence (TV of an image's map from the mean map, heads averaged) reaches `image_dependent` and
     exceeds that layer's value at initialisation, where the random content projections already make the maps
     depend on the image (uniform attention: 0). Reproduced when every model with content passes, not
     reproduced when none does, inconclusive otherwise or where initialisation was not measured."""
     parts, passes = [], []
-    for name in LEARNED_CONTENT:
+    for name in models:
         end, init, uniform = probe_layers(ev.runs.get(name), "image_dependence")
         if not end:
             continue
         text = f"{ev.name(name)}: {_fmt_layers(end)} TV per layer"
-        high = [i for i, v in enumerate(end) if v >= IMAGE_DEPENDENT]
+        high = [i for i, v in enumerate(end) if v >= image_dependent]
         if init is None:
             passes.append(None if high else False)
             text += " (not measured against initialisation)"
@@ -395,14 +340,14 @@ def _content_depends_on_image(ev: Evidence):
     return "; ".join(parts), verdict_of(passes)
 
 
-RESNETS = ("resnet18", "resnet18_narrow")  # ResNet18, then the width comparable with the attention models
-
-
-def _close_to_resnet(ev: Evidence):
-    """The claim "close to ResNet18 at a comparable number of parameters": each ResNet of RESNETS against the
-    best paper attention model whose parameter count is within COMPARABLE_SIZE of its own, compared within one
-    preset; the first ResNet with such a model decides, untestable where none has one."""
-    judged = [_against_resnet(ev, name) for name in RESNETS if ev.runs.get(name) is not None]
+def close_to_resnet(ev: Evidence, resnets: Experiments, comparable_within: float, near: float, far: float):
+    """The claim "close to ResNet18 at a comparable number of parameters": each ResNet of `resnets` against the
+    best paper attention model whose parameter count is within `comparable_within` of its own, compared within
+    one preset (reproduced within `near` points, not beyond `far`); the first ResNet with such a model decides,
+    untestable where none has one."""
+    judged = [
+        _against_resnet(ev, n, comparable_within, near, far) for n in resnets if ev.runs.get(n) is not None
+    ]
     judged = [j for j in judged if j is not None]
     if not judged:
         return "ResNet18 or the attention models not saved", NOT_MEASURED
@@ -413,14 +358,19 @@ def _params(run) -> int | None:
     return (getattr(run, "metrics", None) or {}).get("params")
 
 
-def _comparable(a: int | None, b: int | None) -> bool:
-    """Two parameter counts within COMPARABLE_SIZE of each other (unknown counts are not held against it)."""
-    return not (a and b) or max(a, b) / min(a, b) <= COMPARABLE_SIZE
+def _comparable(a: int | None, b: int | None, within: float | None = None) -> bool:
+    """Two parameter counts within `within` of each other (None: the near_resnet claim's comparable size, as the
+    book's resolution control takes it; unknown counts are not held against it)."""
+    if within is None:
+        from attnlib.analysis.claims import by_key
+
+        within = by_key("near_resnet").params["comparable_within"]
+    return not (a and b) or max(a, b) / min(a, b) <= 1 + within
 
 
-def resnet_rivals(ev: Evidence, name: str) -> tuple[list[str], list[str]]:
+def resnet_rivals(ev: Evidence, name: str, within: float) -> tuple[list[str], list[str]]:
     """The paper attention models saved at the preset of ResNet `name` (our variants, SAN, ViT and HA models
-    left out), and those of them within COMPARABLE_SIZE of its parameter count."""
+    left out), and those of them within `within` of its parameter count."""
     same, size = ev.preset_of(name), _params(ev.runs[name])
     attention = [
         n
@@ -432,7 +382,7 @@ def resnet_rivals(ev: Evidence, name: str) -> tuple[list[str], list[str]]:
         and _variant_base(n) is None  # the paper's models, not our changes of them
         and ev.preset_of(n) == same
     ]
-    return attention, [n for n in attention if _comparable(_params(ev.runs[n]), size)]
+    return attention, [n for n in attention if _comparable(_params(ev.runs[n]), size, within)]
 
 
 def _resnet_mean(ev: Evidence, name: str, preset: str) -> tuple[float, int]:
@@ -443,11 +393,11 @@ def _resnet_mean(ev: Evidence, name: str, preset: str) -> tuple[float, int]:
     return ev.runs[name].test_accuracy, 1
 
 
-def resnet_opponent(ev: Evidence, name: str) -> str | None:
+def resnet_opponent(ev: Evidence, name: str, within: float) -> str | None:
     """The attention model ResNet `name` is judged against: among the models of comparable size
     (`resnet_rivals`; all of its preset where none is), the best by seed mean of those with the most seeds;
     None where no attention model is saved at its preset."""
-    attention, near = resnet_rivals(ev, name)
+    attention, near = resnet_rivals(ev, name, within)
     if not attention:
         return None
     scores = {n: _resnet_mean(ev, n, ev.preset_of(name)) for n in near or attention}
@@ -455,21 +405,22 @@ def resnet_opponent(ev: Evidence, name: str) -> str | None:
     return max((n for n in scores if scores[n][1] == most), key=lambda n: scores[n][0])
 
 
-def near_resnet_runs(ev: Evidence) -> list[str]:
-    """The runs the claim's verdict compares (the ResNet that decides, as `_close_to_resnet` picks it, and
-    its opponent), for the verdict's label; every ResNet and its opponent where none is testable."""
-    pairs = [(r, resnet_opponent(ev, r)) for r in RESNETS if ev.runs.get(r) is not None]
+def near_resnet_runs(ev: Evidence, resnets: Experiments, comparable_within: float) -> list[str]:
+    """The runs the near_resnet claim's verdict compares (the ResNet that decides, as `close_to_resnet` picks it
+    with the same parameters, and its opponent), for the verdict's label; every ResNet and its opponent where
+    none is testable."""
+    pairs = [(r, resnet_opponent(ev, r, comparable_within)) for r in resnets if ev.runs.get(r) is not None]
     pairs = [(r, o) for r, o in pairs if o is not None]
-    testable = [(r, o) for r, o in pairs if resnet_rivals(ev, r)[1]]
+    testable = [(r, o) for r, o in pairs if resnet_rivals(ev, r, comparable_within)[1]]
     return [n for pair in (testable[:1] or pairs) for n in pair]
 
 
-def _against_resnet(ev: Evidence, name: str):
+def _against_resnet(ev: Evidence, name: str, within: float, near_points: float, far_points: float):
     resnet, same = ev.runs[name], ev.preset_of(name)  # compared within one preset
-    chosen = resnet_opponent(ev, name)
+    chosen = resnet_opponent(ev, name, within)
     if chosen is None:
         return None
-    near = resnet_rivals(ev, name)[1]
+    near = resnet_rivals(ev, name, within)[1]
     title, size = experiments.get(name).title, _params(resnet)
     (acc, n_best), (res, n_res) = _resnet_mean(ev, chosen, same), _resnet_mean(ev, name, same)
     gap = (res - acc) * 100  # points behind the ResNet
@@ -480,8 +431,8 @@ def _against_resnet(ev: Evidence, name: str):
     if size and _params(ev.runs[chosen]):
         text += f"; {title} has {size / _params(ev.runs[chosen]):.1f}× its parameters"
     if not near:
-        return text + f" (none within {COMPARABLE_SIZE - 1:.0%}: no comparable size here)", UNTESTABLE
+        return text + f" (none within {within:.0%}: no comparable size here)", UNTESTABLE
     return (
         text,
-        REPRODUCED if gap <= NEAR_RESNET else NOT_REPRODUCED if gap > FAR_FROM_RESNET else INCONCLUSIVE,
+        REPRODUCED if gap <= near_points else NOT_REPRODUCED if gap > far_points else INCONCLUSIVE,
     )

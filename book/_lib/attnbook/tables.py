@@ -416,7 +416,7 @@ RESOLUTION_PAIR = ("resnet18_narrow", "resnet18_narrow_s2d")
 
 def resolution_control(params: Params):
     """(table, numbers): the narrow ResNet18 on the 32x32 image, the same network on the attention models' token
-    grid, and the best paper attention model within COMPARABLE_SIZE of the latter's parameters (by its mean
+    grid, and the best paper attention model within the near_resnet claim's comparable_within (analysis/claims.yaml) of the latter's parameters (by its mean
     over the saved seeds, among those with the most seeds), each over every saved seed of ``params.preset``;
     ``numbers``: the two differences in points with their 95% Welch intervals, Holm-adjusted over the two
     ("resolution": tokens − image; "locality": attention − ResNet on tokens), the attention model's name and
