@@ -266,6 +266,8 @@ def test_changed_model_default_makes_a_result_stale(copy, monkeypatch):
     assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before
     res = run_or_load("vit", "smoke", results_dir=copy, replace=True)
     assert res.trained and res.metrics["provenance"]["resumed_from"] is None
+    prov = res.metrics["provenance"]  # every epoch's precision in words, agreeing with this machine's policy
+    assert prov["precision"] == ("bf16" if prov["bf16"] else "float32")
     assert res.config["model_resolved"]["attn_dropout"] == 0.3
     assert inspect_run(folder, expected=run_config("vit", "smoke"))[0] == "complete"
 

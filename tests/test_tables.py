@@ -150,27 +150,28 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
     )
 
     real = tables.collect
-    COLS = ["status", "epochs", "train_seconds", "cpu_seconds", "wall_time_device"]
+    COLS = ["status", "epochs", "train_seconds", "cpu_seconds", "wall_time_device", "precision"]
 
     def two_saved(results_dir, preset, names=None, seed=0, **kw):  # two runs saved
-        frame = real(results_dir, preset, names, seed=seed, **kw).astype({"wall_time_device": object})
+        frame = real(results_dir, preset, names, seed=seed, **kw).astype({"wall_time_device": object, "precision": object})
         if preset == "long":
             done = frame["experiment"] == "learned_9h"
-            frame.loc[done, COLS] = ["complete", 23, 5400.0, 5400.0, "CPU (1 threads)"]
+            frame.loc[done, COLS] = ["complete", 23, 5400.0, 5400.0, "CPU (1 threads)", "bf16"]
             done = frame["experiment"] == "resnet18"  # 0.75 h on 2 threads: 1.5 CPU-hours
-            frame.loc[done, COLS] = ["complete", 23, 2700.0, 5400.0, "CPU (2 threads)"]
+            frame.loc[done, COLS] = ["complete", 23, 2700.0, 5400.0, "CPU (2 threads)", None]
         elif seed in (1, 2):  # and two further budget seeds of vit, 0.5 h each
             done = frame["experiment"] == "vit"
-            frame.loc[done, COLS] = ["complete", 6, 1800.0, 1800.0, "CPU (1 threads)"]
+            frame.loc[done, COLS] = ["complete", 6, 1800.0, 1800.0, "CPU (1 threads)", "float32"]
         if preset == "budget" and seed in (0, 1):  # and two runs of a claim variant, 1 h each
             done = frame["experiment"] == "quadratic_re_9h"
-            frame.loc[done, COLS] = ["complete", 4, 3600.0, 3600.0, "CPU (1 threads)"]
+            frame.loc[done, COLS] = ["complete", 4, 3600.0, 3600.0, "CPU (1 threads)", "float32"]
         return frame
 
     monkeypatch.setattr(tables, "collect", two_saved)
     plan, numbers = book.long_plan(params)
     rows = plan.set_index("run").rename(index={book.title(name): name for name in lab_plan.LONG_PLAN})
-    assert rows.loc["learned_9h", "trained"] == rows.loc["resnet18", "trained"] == "23 epochs, 1.5 CPU-hours"
+    assert rows.loc["learned_9h", "trained"] == "23 epochs, 1.5 CPU-hours, bf16"  # with its precision
+    assert rows.loc["resnet18", "trained"] == "23 epochs, 1.5 CPU-hours, precision not recorded"
     assert rows.loc["learned_9h", "machine"] == "CPU (1 thread)"  # never "1 threads"
     assert rows.loc["resnet18", "machine"] == "CPU (2 threads)"
     assert rows.loc["learned_9h_pos_init", "machine"] == ""
@@ -179,3 +180,16 @@ def test_long_plan_names_real_runs_and_claims_and_sums_their_time(tmp_path, monk
     # a claim judged over seeds is named apart from those the run informs now
     assert "HA gains" in rows.loc["learned_content_9h_ha", "at budget until 3 seeds a side"]
     assert "HA gains" not in rows.loc["learned_content_9h_ha", "claims it informs"]
+
+
+def test_precision_in_words_says_every_stretch_and_what_an_old_run_did_not_record():
+    """Issue 48: a run resumed on another machine may change its precision; the history records it per epoch
+    and the provenance says each stretch. A run saved before that records its last stretch's only."""
+    from attnlib.results.tables import precision_of, precision_words
+
+    assert precision_of([{"bf16": 1}] * 20 + [{"bf16": 0}] * 40) == "bf16 for epochs 1–20, float32 for epochs 21–60"
+    assert precision_of([{"bf16": 0}] * 3) == "float32" and precision_of([{"epoch": 1}]) == ""
+    assert precision_words({"precision": "bf16", "bf16": False}) == "bf16"  # the history's word wins
+    old = {"bf16": False, "resumed_from": "last.pt (epoch 46, step 296)"}  # 0-based epoch, mid-epoch
+    assert precision_words(old) == "float32 from within epoch 47 on; earlier epochs not recorded"
+    assert precision_words({"bf16": True, "resumed_from": None}) == "bf16" and precision_words({}) == ""

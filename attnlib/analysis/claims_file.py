@@ -11,15 +11,11 @@ import inspect
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from attnlib import experiments
 from attnlib.analysis.literature import PAPER, RE
 from attnlib.checks import check
 from attnlib.errors import ConfigError
-
-if TYPE_CHECKING:
-    from attnlib.analysis.rules import Evidence
 
 # The types of a rule's parameters in claims.yaml, as its annotations name them
 Experiment = str  # one experiment of the registry
@@ -41,8 +37,9 @@ class Claim:
     judge: Callable[..., tuple[str, str]]  # the rule function: (evidence, **params) -> (value, verdict)
     params: dict = field(default_factory=dict)  # the rule's parameters (claims.yaml)
 
-    def test(self, ev: Evidence) -> tuple[str, str]:
-        """(value, verdict) of the claim on the evidence `ev`."""
+    def test(self, ev) -> tuple[str, str]:
+        """(value, verdict) of the claim on the evidence `ev` (`attnlib.analysis.rules.Evidence`, which imports
+        this module: no annotation, no import circle)."""
         return self.judge(ev, **self.params)
 
 

@@ -358,13 +358,8 @@ def _params(run) -> int | None:
     return (getattr(run, "metrics", None) or {}).get("params")
 
 
-def _comparable(a: int | None, b: int | None, within: float | None = None) -> bool:
-    """Two parameter counts within `within` of each other (None: the near_resnet claim's comparable size, as the
-    book's resolution control takes it; unknown counts are not held against it)."""
-    if within is None:
-        from attnlib.analysis.claims import by_key
-
-        within = by_key("near_resnet").params["comparable_within"]
+def _comparable(a: int | None, b: int | None, within: float) -> bool:
+    """Two parameter counts within `within` of each other (unknown counts are not held against it)."""
     return not (a and b) or max(a, b) / min(a, b) <= 1 + within
 
 

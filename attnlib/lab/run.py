@@ -40,6 +40,7 @@ from attnlib.results.load import (
     read,
 )
 from attnlib.results.store import check_no_links, sha256
+from attnlib.results.tables import precision_of
 from attnlib.results.validate import PROBE_FILE, RESULT_FILES
 from attnlib.train.checkpoint import checkpoint_problem
 from attnlib.train.device import use_bf16
@@ -370,7 +371,8 @@ def _write_result(
             "device": device_name(device),
             "threads": torch.get_num_threads() if torch.device(device).type == "cpu" else None,
             "world_size": info.world_size,
-            "bf16": use_bf16(rc.train.bf16, torch.device(device)),  # the trainer's policy
+            "bf16": use_bf16(rc.train.bf16, torch.device(device)),  # the trainer's policy, this machine
+            "precision": precision_of(fit.history),  # every epoch's, in words: resumes may change machines
             "torch": torch.__version__,
             "python": platform.python_version(),
             "git": code,

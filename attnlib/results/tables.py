@@ -31,6 +31,7 @@ COLUMNS = (
     "epochs",  # trained
     "train_seconds",  # wall time of the training, evaluation included
     "cpu_seconds",  # that times the CPU threads and processes it used; None for a GPU run
+    "precision",  # its training precision in words (`precision_words`)
     "dataset",
     "test_images",
 )
@@ -66,11 +67,48 @@ def frame(runs: dict):
                 epochs=prov.get("epochs_trained", prov.get("epochs")),  # epochs run (a former plateau stop)
                 train_seconds=prov.get("train_seconds"),
                 cpu_seconds=_cpu_seconds(prov),
+                precision=precision_words(prov),
                 dataset=portable_path(prov.get("dataset")),  # older results recorded absolute paths
                 test_images=prov.get("test_images"),
             )
         rows.append(row)
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def precision_of(history) -> str:
+    """A run's training precision in words, from its history rows' ``bf16`` column (1: bf16 autocast, 0:
+    float32; one per epoch, so that a run resumed on another machine says so): "bf16", "float32", or each
+    stretch of epochs, "bf16 for epochs 1–20, float32 for epochs 21–60"; "" without the column."""
+    marks = [row.get("bf16") for row in history]
+    if not marks or any(m is None or m != m for m in marks):  # missing, or NaN in a csv read
+        return ""
+    stretches = []  # [precision, first epoch, last epoch]
+    for epoch, mark in enumerate(marks, 1):
+        words = "bf16" if int(mark) else "float32"
+        if stretches and stretches[-1][0] == words:
+            stretches[-1][2] = epoch
+        else:
+            stretches.append([words, epoch, epoch])
+    if len(stretches) == 1:
+        return stretches[0][0]
+    spans = [(w, f"epochs {a}–{b}" if b > a else f"epoch {a}") for w, a, b in stretches]
+    return ", ".join(f"{w} for {span}" for w, span in spans)
+
+
+def precision_words(provenance: dict) -> str:
+    """A saved run's training precision in words: the provenance's ``precision`` (`precision_of` its history),
+    else, for runs saved before it was recorded, its ``bf16`` flag, which holds for its last stretch only when
+    it resumed from a checkpoint ("float32 from epoch 47 on; earlier epochs not recorded")."""
+    if provenance.get("precision"):
+        return str(provenance["precision"])
+    if provenance.get("bf16") is None:
+        return ""
+    words = "bf16" if provenance["bf16"] else "float32"
+    found = re.search(r"\(epoch (\d+)(?:, step (\d+))?", str(provenance.get("resumed_from") or ""))
+    if not found:
+        return words
+    within = "within " if found[2] and int(found[2]) else ""  # a mid-epoch checkpoint: that epoch's rest
+    return f"{words} from {within}epoch {int(found[1]) + 1} on; earlier epochs not recorded"
 
 
 def _cpu_seconds(provenance: dict) -> float | None:

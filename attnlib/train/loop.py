@@ -261,6 +261,7 @@ class _Run:
             "seconds": epoch_seconds,
             "images_per_s": count / train_seconds,
             "grad_norm": norm_sum / count,  # mean ‖g‖₂ before clipping over the epoch's steps
+            "bf16": int(self.bf16),  # this epoch's precision (1: bf16 autocast): a resume may change machines
         }
         if probe is not None:
             row.update(probe(self.model))

@@ -416,8 +416,9 @@ RESOLUTION_PAIR = ("resnet18_narrow", "resnet18_narrow_s2d")
 
 def resolution_control(params: Params):
     """(table, numbers): the narrow ResNet18 on the 32x32 image, the same network on the attention models' token
-    grid, and the best paper attention model within the near_resnet claim's comparable_within (analysis/claims.yaml) of the latter's parameters (by its mean
-    over the saved seeds, among those with the most seeds), each over every saved seed of ``params.preset``;
+    grid, and the best paper attention model of a size comparable with the latter's (the near_resnet claim's
+    ``comparable_within``, analysis/claims.yaml; by its mean over the saved seeds, among those with the most
+    seeds), each over every saved seed of ``params.preset``;
     ``numbers``: the two differences in points with their 95% Welch intervals, Holm-adjusted over the two
     ("resolution": tokens − image; "locality": attention − ResNet on tokens), the attention model's name and
     ``resolution_share``, the part of the image ResNet's lead over the attention model that the grid takes away.
@@ -425,13 +426,14 @@ def resolution_control(params: Params):
     import pandas as pd
 
     from attnbook.runs import seed_accuracies
-    from attnlib.analysis import rules
+    from attnlib.analysis import claims, rules
     from attnlib.analysis import stats as compare
 
+    within = claims.by_key("near_resnet").params["comparable_within"]
     image, tokens = RESOLUTION_PAIR
     size = count_parameters(tokens, params.preset)
     rivals = [n for n in (*rules.QUADRATIC, *rules.LEARNED_POSITIONAL, *rules.LEARNED_CONTENT)
-              if rules._comparable(size, count_parameters(n, params.preset))]  # fmt: skip
+              if rules._comparable(size, count_parameters(n, params.preset), within)]  # fmt: skip
     acc = {n: seed_accuracies(n, params) for n in (image, tokens, *rivals)}  # each model's seeds read once
     best = compare.best_by_seed_mean({n: acc[n] for n in rivals})
     names = [image, tokens] + ([best[0]] if best else [])
