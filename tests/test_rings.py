@@ -93,3 +93,19 @@ def test_a_long_module_class_or_function_fails_unless_known(tmp_path):
     assert rings.size_problems(found, {**known, "attnlib/ok.py": "split"}) == [
         "attnlib/ok.py: no longer too long: take it off KNOWN_LONG"
     ]
+
+
+def test_the_readme_table_of_where_things_are_names_real_files():
+    """Issue 50: the README's 'Where things are' names each ring's folders and files; every one exists."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## Where things are", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"`([\w./*]+)`", table)
+    folders = [n for n in named if n.startswith(("attnlib/", "book/"))]
+    assert len(folders) >= 10
+    for name in folders:
+        assert list(ROOT.glob(name.replace("NN", "[0-9][0-9]"))), name
+    files = [n for n in named if n.endswith((".py", ".yaml")) and "/" not in n]  # in the row's folder
+    for name in files:
+        assert list(ROOT.glob(f"attnlib/**/{name}")), name
