@@ -348,23 +348,34 @@ def test_every_ledger_row_names_the_models_it_is_judged_on():
         accuracies={"learned_9h": [0.5, 0.52], "quadratic_iso_9h": [0.55, 0.56]},
     )
     frame = claims.ledger(ev).set_index("claim")["models"]
-    assert frame["learned_shifts"] == "SA learned 2D, 9 heads (long)"  # learned_16h not saved: not named
-    assert frame["quadratic_vs_learned"] == "SA learned 2D, 9 heads; SA quadratic (isotropic), 9 heads"
+    # each paper model with its network's form and initialisation (issue 48: official or the [Re] code's)
+    official = "official form and init"
+    assert frame["learned_shifts"] == f"SA learned 2D, 9 heads (long), {official}"  # learned_16h not saved
+    assert frame["quadratic_vs_learned"] == (
+        f"SA learned 2D, 9 heads, {official}; SA quadratic (isotropic), 9 heads, {official}"
+    )
+    assert claims.network_form("learned_16h") == "[Re] form and init"
+    assert claims.network_form("learned_9h_init_re") == "official form, [Re] init"
+    assert claims.network_form("learned_content_9h_init_official") == "[Re] form, official init"
+    assert claims.network_form("vit") == ""  # not the paper's family
     assert frame["ha_gain"] == ""  # not measured: nothing named
     assert claims.evidence_models(ev, "ha_gain") == f"every HA pair ({len(rules.HA_PAIRS)})"
     assert claims.evidence_models(ev, "ha_train_cost") == f"every HA pair ({len(rules.HA_PAIRS)})"
-    fig8 = "SA learned 2D + content, 9 heads, HA (long); control SA learned 2D + content, 9 heads (long)"
+    fig8 = (
+        "SA learned 2D + content, 9 heads, HA (long), [Re] form and init; control SA learned 2D + content, 9 heads "
+        "(long)"
+    )
     assert claims.evidence_models(ev, "ha_depth") == fig8 and frame["theorem"] == ""
     ev.runs |= {"vit": _run(), "vit_ha": _run()}  # pairs: each model named once
     assert claims.evidence_models(ev, "ha_layers_differ") == (
-        "each with its HA variant: SA learned 2D + content, 9 heads (long); ViT"
+        "each with its HA variant: SA learned 2D + content, 9 heads (long), [Re] form and init; ViT"
     )
     from attnbook.ledger import ledger_table
 
     table = ledger_table(claims.ledger(ev))
     assert list(table.columns) == ["claim", "source", "judged on", "verdict"]
     assert table.set_index("claim").loc["Learned positional heads attend at fixed shifts", "judged on"] == (
-        "SA learned 2D, 9 heads (long)"
+        f"SA learned 2D, 9 heads (long), {official}"
     )
 
 

@@ -137,6 +137,20 @@ def evidence_scale(ev: Evidence, key: str) -> str:
     return f"{where}, {count}"
 
 
+def network_form(name: str) -> str:
+    """Which network an experiment of the paper family is, in words for the ledger's "judged on" column: the
+    form (the official code's block and scores, or the [Re] code's: `block`, `learned_form`, `score_layout`,
+    `quadratic_target`) and the initialisation (`init`: the official N(0, 0.02²), or the [Re] code's PyTorch
+    defaults): "official form and init", "[Re] form and init", "official form, [Re] init"; "" for other
+    families."""
+    if experiments.get(name).family != "paper":
+        return ""
+    model = experiments.resolve(name, "paper").model
+    form = "[Re]" if any(model.get(k) == "re" for k in ("block", "learned_form", "score_layout", "quadratic_target")) else "official"
+    init = "[Re]" if model.get("init") == "re" else "official"
+    return f"{form} form and init" if form == init else f"{form} form, {init} init"
+
+
 def evidence_models(ev: Evidence, key: str) -> str:
     """The models a claim's verdict is judged on, for the ledger's table: "every HA pair (6)" for the claims
     over the HA family, the Fig. 8 model and its control, the ResNet and attention model compared, else the
@@ -149,9 +163,14 @@ def evidence_models(ev: Evidence, key: str) -> str:
         return f"every HA pair ({len(HA_PAIRS)})"
     names, params = _compared(ev, key, names), by_key(key).params
     if "control" in params:  # one model judged, its normal model the control
-        model = params["model"]
-        return f"{ev.name(model)}; control {ev.name(params['control'])}" if model in ev.runs else ""
-    name = ev.seeds_name if kind == "seeds" else ev.name  # over seeds: the preset the seeds are of
+        model, form = params["model"], network_form(params["model"])
+        where = f", {form}" if form else ""
+        return f"{ev.name(model)}{where}; control {ev.name(params['control'])}" if model in ev.runs else ""
+    named = ev.seeds_name if kind == "seeds" else ev.name  # over seeds: the preset the seeds are of
+
+    def name(n: str) -> str:  # with the network's form and initialisation where it is the paper's family
+        return named(n) + (f", {form}" if (form := network_form(n)) else "")
+
     saved = [n for n in names if ev.runs.get(n) is not None or ev.accuracies.get(n)]
     bases = [n for n in saved if n + "_ha" in saved]
     if bases and len(saved) == 2 * len(bases):  # HA pairs: each model once, "with its HA variant"
