@@ -226,7 +226,9 @@ book.show(
 # rule stated with each claim in the fold-out under the table. A claim about attention maps is judged again on
 # every seed saved at the *{glue:text}`intro_preset`* preset, each seed's runs alone, and its label ends with
 # that tally ("seeds 0–4: not reproduced on 5 of 5"); where the two disagree the verdict stays the one of
-# the longer runs, and the tally shows the disagreement (its measures are defined in
+# the longer runs, and the tally shows the disagreement. Once each model a map claim reads has two seeds
+# at the papers' geometry, 16×16 tokens (preset `tokens16`, where `budget` attends over 8×8), the claim is
+# judged there instead, seed by seed, and its label keeps the 8×8 evidence beside (its measures are defined in
 # {ref}`the measures' definitions <def-measures>`); {ref}`chapter-reproduction` and
 # {ref}`chapter-hierarchical` repeat the claims their models test. Of the {glue:text}`intro_claims` claims,
 # {glue:text}`intro_n_reproduced` are reproduced, {glue:text}`intro_n_not_reproduced` not reproduced,

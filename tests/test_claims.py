@@ -412,3 +412,25 @@ def test_map_claims_are_judged_again_on_every_seed_of_the_ledgers_preset():
     assert claims.seed_verdicts(ev, claim) == {0: REPRODUCED, 1: NOT_REPRODUCED}
     gain = claims.by_key("ha_gain")
     assert claims.seed_verdicts(ev, gain) == {}  # a claim over seeds already reads them all
+
+
+def test_map_claims_are_judged_at_the_papers_geometry_once_two_seeds_are_saved_there():
+    """Issue 48: a map claim is judged on the runs at 16x16 tokens (claims.GEOMETRY) seed by seed once each
+    model it reads there has two seeds; the verdict is the one its seeds agree on (inconclusive where they
+    differ), the 8x8 evidence stays in the label; with one seed there, the 8x8 evidence decides."""
+    claim = claims.by_key("learned_shifts")
+    flat = _probed([1.0, 1.0], [1.0, 1.0], uniform=1.0, key="peak")  # stays uniform: fails
+    local = _probed([6.0, 2.0], [1.0, 1.0], uniform=1.0, key="peak")  # 6x uniform from 1x: passes
+    ev = Evidence("budget", runs={"learned_9h": flat}, geometry="tokens16")
+    ev.geometry_runs = {"learned_9h": {0: local}}
+    assert claims.ledger(ev, [claim]).iloc[0]["verdict"] == NOT_REPRODUCED  # one seed there: 8x8 decides
+    ev.geometry_runs["learned_9h"][1] = local
+    row = claims.ledger(ev, [claim]).iloc[0]
+    assert row["verdict"] == REPRODUCED and "6.00×" in row["value"]
+    assert row["label"].startswith("reproduced — at tokens16 (16×16 tokens, ")
+    assert "seeds 0–1: reproduced on 2 of 2; on 8×8 tokens: not reproduced" in row["label"]
+    assert row["models"] == "SA learned 2D, 9 heads, official form and init"
+    ev.geometry_runs["learned_9h"][2] = flat  # seeds disagree: inconclusive, each counted
+    row = claims.ledger(ev, [claim]).iloc[0]
+    assert row["verdict"] == INCONCLUSIVE and "reproduced on 2 of 3, not reproduced on 1 of 3" in row["label"]
+    assert claims.seed_verdicts(ev, claims.by_key("ha_gain"), geometry=True) == {}  # not a map claim

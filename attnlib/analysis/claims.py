@@ -32,6 +32,11 @@ from attnlib.results.timing import train_cost_report
 #: The preset whose saved runs the ledger prefers to its own, per ledger preset: the runs trained for 60
 #: epochs, with per-layer measures logged every epoch, over the quick budget grid.
 PREFERRED = {"budget": "long"}
+#: The preset at the papers' geometry per ledger preset: the paper's models on 16x16 tokens (2x2
+#: space-to-depth) where the budget's see 8x8. A map claim is judged there, seed by seed, once each model it
+#: reads that is trained there has GEOMETRY_SEEDS seeds; its budget evidence is then shown beside.
+GEOMETRY = {"budget": "tokens16"}
+GEOMETRY_SEEDS = 2
 
 #: The rules claims.yaml may name (each by its function's name), with the measure each reads (its
 #: ``measure.name``): the evidence and the rule's parameters -> (value, verdict).
@@ -178,24 +183,47 @@ def evidence_models(ev: Evidence, key: str) -> str:
     return "; ".join(name(n) for n in saved)
 
 
-def seed_verdicts(ev: Evidence, claim: Claim) -> dict[int, str]:
+def seed_verdicts(ev: Evidence, claim: Claim, geometry: bool = False) -> dict[int, str]:
     """{seed: verdict} of a map claim judged on each saved seed at the ledger's own preset (`ev.preset`, never
-    the longer preset its seed-0 evidence may come from): for every seed s at which each model the claim reads
-    there (those of EVIDENCE saved at seed 0) has a run, the claim's test on those runs alone. {} for claims
-    that are not judged on maps, or with no model saved at the ledger's preset."""
+    the longer preset its seed-0 evidence may come from), or with `geometry` at the papers' geometry
+    (`ev.geometry`, where each model the claim reads there needs GEOMETRY_SEEDS seeds): for every seed s at
+    which each model the claim reads there (those of EVIDENCE saved at seed 0) has a run, the claim's test on
+    those runs alone. {} for claims that are not judged on maps, or with no model saved there."""
     names, kind = EVIDENCE[claim.key]
     if kind != "maps":
         return {}
-    saved = [n for n in names if 0 in ev.own_seed_runs.get(n, {})]
-    if not saved:
+    found = ev.geometry_runs if geometry else ev.own_seed_runs
+    saved = [n for n in names if 0 in found.get(n, {})]
+    if not saved or (geometry and min(len(found[n]) for n in saved) < GEOMETRY_SEEDS):
         return {}
-    seeds = sorted(set.intersection(*(set(ev.own_seed_runs[n]) for n in saved)))
-    verdicts = {}
-    for seed in seeds:
-        runs = {n: ev.own_seed_runs.get(n, {}).get(seed) for n in ev.runs}
-        at_seed = replace(ev, runs=runs, presets={}, seed_presets={})
-        verdicts[seed] = claim.test(at_seed)[1]
-    return verdicts
+    seeds = sorted(set.intersection(*(set(found[n]) for n in saved)))
+    return {seed: claim.test(_at_seed(ev, found, seed, geometry))[1] for seed in seeds}
+
+
+def _at_seed(ev: Evidence, found: dict, seed: int, geometry: bool) -> Evidence:
+    """The evidence of one seed's runs alone (`found`: {experiment: {seed: run}}), at the papers' geometry's
+    preset with `geometry`."""
+    runs = {n: found.get(n, {}).get(seed) for n in ev.runs}
+    at = replace(ev, runs=runs, presets={}, seed_presets={})
+    return replace(at, preset=ev.geometry) if geometry else at
+
+
+def _geometry_row(ev: Evidence, claim: Claim) -> tuple[str, str, str] | None:
+    """(value, verdict, scale) of a map claim judged at the papers' geometry, or None where it is not judged
+    there: the value of the lowest seed's runs, the verdict its seeds agree on (inconclusive where they
+    differ), the scale "at tokens16 (16×16 tokens, 20 epochs), seeds 0–1: reproduced on 2 of 2"."""
+    verdicts = seed_verdicts(ev, claim, geometry=True)
+    if len(verdicts) < GEOMETRY_SEEDS:
+        return None
+    first = min(verdicts)
+    value = claim.test(_at_seed(ev, ev.geometry_runs, first, True))[0]
+    agreed = set(verdicts.values())
+    verdict = agreed.pop() if len(agreed) == 1 else rules.INCONCLUSIVE
+    names = [n for n in EVIDENCE[claim.key][0] if first in ev.geometry_runs.get(n, {})]
+    epochs = _span([_epochs(n, ev.geometry_runs[n][first], ev.geometry) for n in names], " epochs")
+    side = 32 // int(experiments.resolve(names[0], ev.geometry).model.get("downsample", 2))
+    scale = f"at {ev.geometry} ({side}×{side} tokens, {epochs})"
+    return value, verdict, f"{scale}, {_tally(verdicts, ev.geometry).removeprefix(f'at {ev.geometry}, ')}"
 
 
 def _tally(verdicts: dict[int, str], preset: str) -> str:
@@ -230,9 +258,13 @@ def ledger(evidence: Evidence, claims=CLAIMS):
         scale = "" if verdict == NOT_MEASURED else evidence_scale(evidence, c.key)
         tally = _tally(seed_verdicts(evidence, c), evidence.preset)  # the map claims seed by seed
         scale = "; ".join(filter(None, (scale, tally)))
+        models = "" if verdict == NOT_MEASURED else evidence_models(evidence, c.key)
+        if geometry := _geometry_row(evidence, c):  # judged at the papers' geometry; the 8x8 evidence beside
+            before = f"{verdict} — {scale}" if scale else verdict
+            value, verdict, scale = geometry[0], geometry[1], f"{geometry[2]}; on 8×8 tokens: {before}"
+            models = evidence_models(_at_seed(evidence, evidence.geometry_runs, 0, True), c.key)
         row = {"claim": c.key} | {k: getattr(c, k) for k in ("title", "source", "where", "words", "measure")}
-        row |= {"value": value, "verdict": verdict, "rule": c.rule}
-        row["models"] = "" if verdict == NOT_MEASURED else evidence_models(evidence, c.key)
+        row |= {"value": value, "verdict": verdict, "rule": c.rule, "models": models}
         rows.append(row | {"evidence": scale, "label": f"{verdict} — {scale}" if scale else verdict})
     return pd.DataFrame(rows)
 
@@ -281,7 +313,12 @@ def _paper_params(name: str) -> int:
 
 
 def gather(
-    results_dir: str | Path, preset: str, seeds=range(10), data=None, prefer: str | None = None
+    results_dir: str | Path,
+    preset: str,
+    seeds=range(10),
+    data=None,
+    prefer: str | None = None,
+    geometry: str | None = None,
 ) -> Evidence:
     """Evidence from saved results (never trains): seed-0 runs, accuracies of every saved seed, paper-preset
     parameter counts of the HA pairs and the theorem's live check.
@@ -292,7 +329,8 @@ def gather(
     with (a ResNet moves when it and one of them are saved at `prefer`). `Evidence.presets` records the choice.
     A group's accuracies over seeds move with it only where `prefer` has, for each member, MIN_SEEDS seeds
     or as many as `preset`: a long run of one seed gives the maps, not the interval of a comparison
-    (`Evidence.seed_presets` records that choice)."""
+    (`Evidence.seed_presets` records that choice). Every saved seed at the papers' geometry (`geometry`,
+    None: `GEOMETRY.get(preset)`) is read for the map claims (`Evidence.geometry_runs`)."""
     from attnlib.analysis import stats as compare
 
     prefer = PREFERRED.get(preset) if prefer is None else prefer
@@ -327,6 +365,9 @@ def gather(
         if moves:
             ev.presets[resnet] = ev.seed_presets[resnet] = prefer
     ev.own_seed_runs = {n: own[n][3] for n in names}
+    ev.geometry = GEOMETRY.get(preset) if geometry is None else geometry
+    if ev.geometry and ev.geometry != preset:
+        ev.geometry_runs = {n: _saved(results_dir, n, ev.geometry, seeds, data)[3] for n in names}
     ev.runs = {n: ev.runs[n] for n in names}  # registry order, as before
     ev.accuracies = {n: ev.accuracies[n] for n in names}
     for base in HA_PAIRS:

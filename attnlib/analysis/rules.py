@@ -62,6 +62,10 @@ class Evidence:
     # {experiment: {seed: RunResult}}: every saved seed at the ledger's own `preset` (never the longer one), on
     # which the map claims are judged again seed by seed (`attnlib.analysis.claims.seed_verdicts`)
     own_seed_runs: dict[str, dict] = field(default_factory=dict)
+    # the preset at the papers' geometry (16x16 tokens: `claims.GEOMETRY`) and {experiment: {seed: RunResult}}
+    # of its saved runs, on which the map claims are judged where each model they read there has 2 seeds
+    geometry: str | None = None
+    geometry_runs: dict[str, dict] = field(default_factory=dict)
 
     def preset_of(self, experiment: str) -> str:
         """The preset the evidence of `experiment` comes from."""
