@@ -94,7 +94,7 @@
 # `train_missing` is `None` by default, meaning "train what is missing, except during the book build";
 # pass `-p train_missing False` to only load.
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 import attnbook as book
 from attnbook import viz
 from attnlib import experiments
@@ -108,12 +108,12 @@ preset = "budget"  # paper | budget | smoke: the preset summarised below
 results_dir = None  # None: results/ at the repository root
 long_preset = "long"  # preset of the 60-epoch runs also shown (ledger evidence, per-epoch measures), or the preset for none
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 params = book.check_params(
     preset=preset, results_dir=results_dir, train_missing=False, long_preset=long_preset
 )
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 viz.set_style()
 runs = book.load_all(list(dict.fromkeys(experiments.names() + list(HA_FAMILY))), params)
 frame = book.seeds_frame(runs, params)  # every model named by its mean over the saved seeds

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -113,7 +113,7 @@
 # convolution pads the image with zeros where attention keeps its size: as the paper remarks, we attend
 # over an explicitly zero-padded grid and crop the result back (`attnlib.theory.ConvAttention`).
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 import numpy as np
 import torch
 from torch import nn
@@ -126,10 +126,10 @@ from attnlib import theory
 seed = 0  # seed of the random convolutions and images
 steps = 600  # gradient steps when learning a convolution (last section)
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 params = book.check_params(seed=seed, counts={"steps": steps})
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 viz.set_style()
 torch.set_num_threads(1)  # every tensor here is tiny: one thread avoids threading overhead
 _ = torch.manual_seed(params.seed)

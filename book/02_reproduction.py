@@ -60,7 +60,7 @@
 # trained models attend: the quadratic ones around their learned centres, the learned ones over the whole
 # grid, and ends with what agrees with the papers at this budget and what does not.
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 import attnbook as book
 from attnbook import viz
 from attnlib import experiments, theory
@@ -86,7 +86,7 @@ train_missing = None  # None: train what results/ lacks, except during the book 
 results_dir = None  # None: results/ at the repository root
 long_preset = "long"  # preset of the 60-epoch runs also shown (ledger evidence, per-epoch measures), or the preset for none
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 params = book.check_params(
     preset=preset,
     data=data,
@@ -132,7 +132,7 @@ book.show_table(
 #   two layers attend alike.
 # ```
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 viz.set_style()
 book.glue_str("def_uniform_distance", f"{uniform_reference(8, 8, 4)['distance']:.1f}")
 book.glue_str("def_near_uniform", f"{NEAR_UNIFORM:g}")
@@ -203,7 +203,7 @@ book.show_table(
     right=("params (counted)", "GFLOPs (counted)", "params, official code ‡"),
 )
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 best = book.best_attention(frame)  # means over the saved seeds
 book.glue_text("repro_best", best["model"], "{}")
 book.glue_text("repro_best_acc", best["accuracy"])
@@ -386,7 +386,7 @@ book.glue_numbers("quad_long", quad)
 for name in ("learned_9h", "learned_content_9h"):
     book.show_attention(runs[name], name, params, name=f"fig-repro-{name}", status=runs.status)
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 for name in (*LEARNED, "quadratic_iso_9h"):
     book.glue_str(f"peak_{name}", book.peak_range(attention_peaks(runs[name])))
 epochs = {n: experiments.preset_for(n, params.preset).train.epochs for n in LEARNED}

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -25,7 +25,7 @@
 # live on random tensors, and the attention maps of trained models are in {ref}`chapter-hierarchical` and
 # {ref}`appendix-maps`.
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 import pandas as pd
 import torch
 import torch.nn.functional as F
@@ -41,10 +41,10 @@ preset = "budget"  # paper | budget | smoke: the preset whose model sizes are co
 device = "auto"  # auto | cpu | cuda | cuda:N: where the operations are checked (Triton needs a GPU)
 seed = 0  # seed of the random tensors
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 params = book.check_params(preset=preset, device=device, seed=seed)
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 _ = torch.manual_seed(params.seed)
 dev = torch.device(params.device)
 

@@ -53,7 +53,7 @@
 # the missing ones; `-p train_missing False` only loads. The book build never trains (a missing result
 # shows as "—" in its table, with a note naming it).
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 import pandas as pd
 
 import attnbook as book
@@ -75,7 +75,7 @@ train_missing = None  # None: train what results/ lacks, except during the book 
 results_dir = None  # None: results/ at the repository root
 long_preset = "long"  # preset of the 60-epoch runs also shown (ledger evidence, per-epoch measures), or the preset for none
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 params = book.check_params(
     heads=heads,
     preset=preset,
@@ -87,7 +87,7 @@ params = book.check_params(
     long_preset=long_preset,
 )
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 viz.set_style()
 learned = f"learned_content_{params.heads}h"
 TABLE3 = tables.table3_names(params.heads)
@@ -143,7 +143,7 @@ missing = [n for n, r in runs.items() if r is None]
 if missing:
     book.note_missing("[Re] Table 3", params.preset, missing, runs.status)
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 pairs = book.ha_pairs(frame)  # the means over the saved seeds; the next section tests them
 book.glue_numbers("ha_pairs", book.ha_pair_numbers(pairs))
 book.glue_numbers("ha_family", book.ha_family_numbers(params))  # every pair the tests weigh, both head counts

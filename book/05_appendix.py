@@ -23,7 +23,7 @@
 # appendix for our trained models. **C** shows the training curves of every run, **D** the speed of
 # attnlib's models against a plain formulation, and **E** what the training cost.
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 import attnbook as book
 from attnbook import viz
 from attnlib import experiments
@@ -40,7 +40,7 @@ results_dir = None  # None: results/ at the repository root
 long_preset = "long"  # preset of the 60-epoch runs also shown (ledger evidence, per-epoch measures), or the preset for none
 query = 0  # which saved query pixel the attention figures use (0: the grid's centre)
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 params = book.check_params(
     preset=preset,
     data=data,
@@ -53,7 +53,7 @@ params = book.check_params(
 if isinstance(query, bool) or not isinstance(query, int) or query not in range(4):  # 2.0 is no index
     raise book.ParameterError("query", query, "0, 1, 2, 3 (the saved query pixels)")
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 viz.set_style()
 if params.train_missing:  # papermill -p train_missing True, or ATTNLIB_TRAIN_MISSING=1: train what results/ lacks
     book.train_missing([*experiments.names(), "learned_9h_pos_init"], params)
