@@ -231,7 +231,7 @@ book.glue_text("repro_content_lr", content.lr, "{:g}")
 book.glue_text("repro_content_clip", content.grad_clip, "{:g}", missing="none")
 LEARNED = ("learned_9h", "learned_16h", "learned_content_9h", "learned_content_16h")
 low = [n for n, _ in book.below_target(frame, params.preset) if n in LEARNED]
-book.glue_text("repro_learned_low", len(low), "{:d}")
+book.glue_str("repro_learned_low", f"{len(low)} of the saved learned-2D models remain" if low else "no saved learned-2D model remains")
 book.glue_text("repro_target", experiments.BUDGET_TARGET, "{:.0%}")
 
 # %% [markdown]
@@ -274,9 +274,10 @@ if len(flips):
 # start from near-uniform attention and needed more: {glue:text}`repro_pos_epochs` epochs without content,
 # and with content {glue:text}`repro_content_epochs` epochs at lr {glue:text}`repro_content_lr` with the
 # gradient norm clipped to {glue:text}`repro_content_clip` ({ref}`appendix-hyperparameters` gives the
-# reasons for each change). The protocols were tuned until the attention models reached
-# {glue:text}`repro_target` test accuracy; {glue:text}`repro_learned_low` of the saved learned-2D models
-# remain below it. Where our 16-head models rank differently from the 9-head ones than in [Re], remember
+# reasons for each change). Those changes aimed at one floor: every attention model was to pass
+# {glue:text}`repro_target` test accuracy at this preset, so that its attention maps come from a model that
+# has learned something. That floor was read on the test split, the one choice of this book that looked at
+# test accuracy; no stopping or selection of a run does. Now {glue:text}`repro_learned_low` below it. Where our 16-head models rank differently from the 9-head ones than in [Re], remember
 # that our 16-head learned models are also narrower (hidden size 40 against 64, the [Re] 16-head ratios),
 # and that a model with one seed is a single run: the seeds of {ref}`chapter-hierarchical` show how far
 # two runs of one configuration can differ.
