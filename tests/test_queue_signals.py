@@ -109,12 +109,12 @@ def test_a_run_locked_by_one_still_ending_is_retried_not_failed(tmp_path, monkey
     assert (tmp_path / "a-seed0.log").read_text().splitlines()[-1] == "trained"
 
 
-def test_a_run_locked_for_good_fails_after_the_retries(tmp_path, monkeypatch):
+def test_a_run_locked_for_good_is_skipped_after_the_retries(tmp_path, monkeypatch):
     monkeypatch.setattr(queue, "LOCK_WAIT", 0.01)
     monkeypatch.setattr(queue, "LOCK_RETRIES", 3)
     script = "import sys; print('refused: x is being trained by another process'); sys.exit(3)"
     outcomes = Queue([Job("a", 0)], 1, lambda job: [sys.executable, "-c", script], tmp_path).run()
-    assert outcomes[0].status == "failed (exit 3)"
+    assert outcomes[0].status == "skipped: another process trains it"  # not "failed": nothing went wrong
     assert (tmp_path / "a-seed0.log").read_text().count("being trained by another process") == 4
 
 

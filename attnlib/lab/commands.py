@@ -9,7 +9,7 @@ from pathlib import Path
 from attnlib import experiments
 from attnlib.checks import check, check_choice, check_positive_int
 from attnlib.errors import ConfigError
-from attnlib.lab.exits import EXIT_INTERRUPTED, EXIT_MISSING, PROG
+from attnlib.lab.exits import EXIT_INTERRUPTED, EXIT_LOCKED, EXIT_MISSING, PROG
 from attnlib.train.distributed import distributed_env
 
 
@@ -183,6 +183,11 @@ def cmd_queue(args) -> int:
         runs = "1 run" if len(failed) == 1 else f"{len(failed)} runs"
         print(f"{PROG}: {runs} failed; their logs are in {log_dir}", file=sys.stderr)
         return EXIT_MISSING
+    skipped = [o for o in outcomes if o.status.startswith("skipped")]
+    if skipped:  # nothing failed, but their results are not there yet: another process is training them
+        runs = "1 run was" if len(skipped) == 1 else f"{len(skipped)} runs were"
+        print(f"{PROG}: {runs} skipped: another process trains them", file=sys.stderr)
+        return EXIT_LOCKED
     return 0
 
 

@@ -44,7 +44,7 @@ class Job:
 @dataclass
 class Outcome:
     job: Job
-    status: str  # "trained", "failed (exit N)", "stopped", "not started"
+    status: str  # "trained", "failed (exit N)", "skipped: another process trains it", "stopped", "not started"
     seconds: float = 0.0
 
 
@@ -127,8 +127,15 @@ class Queue:
             with self._lock:
                 del self._running[job]
             seconds = time.monotonic() - start
+            held = code == EXIT_LOCKED and _locked(log)  # another process trains it: not a failure of the run
             status = (
-                "trained" if code == 0 else "stopped" if self._stopping.is_set() else f"failed (exit {code})"
+                "trained"
+                if code == 0
+                else "stopped"
+                if self._stopping.is_set()
+                else "skipped: another process trains it"
+                if held
+                else f"failed (exit {code})"
             )
             self.outcomes[job] = Outcome(job, status, seconds)
             print(f"lane {lane}: {job.name} {status} after {seconds / 60:.1f} min", flush=True)
