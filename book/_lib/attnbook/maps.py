@@ -119,20 +119,18 @@ def _token_maps(run, query: int, label: str, model: str) -> None:
     )
     shown = f"heads 1–{len(first)}" if len(first) > 1 else "head 1"
     others = f"heads {rest[0] + 1}–{rest[-1] + 1}" if len(rest) > 1 else f"head {rest[0] + 1}" if rest else ""
-    colour = (
-        f"Colour: each map's multiple of uniform attention 1/{grid[0] * grid[1]}, on one log scale for the "
-        "figure (white: uniform; red above, blue below)"
-    )
+    colour = f"colour: multiple of uniform attention 1/{grid[0] * grid[1]}, log scale, white uniform"
+    peaks = attention_peaks(run)
     for part, what in parts:
         more = f"{label}-{part}-more"
-        layout = f"Rows: {unit}s; columns: {shown} and the mean of all heads" + (
-            f" ({others}: {{numref}}`{more}`, folded under it)" if rest else ""
+        layout = f"Rows: {unit}s; columns: {shown} and their mean" + (
+            f" ({others} folded below, {{numref}}`{more}`)" if rest else ""
         )
         display.show(
             drawn[part][0],
             f"{label}-{part}",
-            f"{model}: attention of query token {pixel} of the {grid[0]} × {grid[1]} grid (outlined), {what}. "
-            f"{layout}. {colour}.",
+            f"{model}: where query token {pixel} (outlined) attends, {what}. {_notice(peaks, word)} "
+            f"{layout}; {colour}.",
             also=(f"{label}-mean",) if same else (),
         )
         if rest:
@@ -143,13 +141,27 @@ def _token_maps(run, query: int, label: str, model: str) -> None:
                 also=(f"{label}-mean-more",) if same else (),
                 folded=f"The other heads of this figure: {others}",
             )
-    peaks = attention_peaks(run)
     listed = ", ".join(f"{_times(p)}×" for p in peaks)
     flat = " (near-uniform in every layer)" if peaks.max() < NEAR_UNIFORM else ""
     display.note(
         f"Max peak per {unit} ({{ref}}`definitions <def-measures>`; over heads, the saved query pixels and "
         f"{len(att['rows'])} test images): {listed}{flat}."
     )
+
+
+def _notice(peaks, unit: str) -> str:
+    """What to see first in a run's maps, from each layer's max peak (``attention_peaks``): "Every map is
+    near-uniform: no head has learned where to look." or "The sharpest maps are in layer 3, up to 12×
+    uniform; layer 1 stays near-uniform." """
+    import numpy as np
+
+    if peaks.max() < NEAR_UNIFORM:
+        return "Every map is near-uniform (white): no head has learned where to look."
+    best = int(np.argmax(peaks))
+    flat = [str(i + 1) for i, p in enumerate(peaks) if p < NEAR_UNIFORM]
+    one = len(flat) == 1
+    rest = f"; {unit}{'' if one else 's'} {word_list(flat)} stay{'s' if one else ''} near-uniform" if flat else ""
+    return f"The sharpest maps are in {unit} {best + 1}, up to {_times(peaks[best])}× uniform{rest}."
 
 
 def _san_maps(run, query: int, label: str, model: str) -> None:
