@@ -287,7 +287,7 @@ drawn = book.show_measured_attention(  # the HA chapter draws [Re] Fig. 8's mode
 # none).
 
 # %% tags=["hide-input"]
-histories = {name: run.history for name, run in runs.items() if run is not None}
+histories = {book.title(name): run.history for name, run in runs.items() if run is not None}  # display names
 if histories:
     book.show(
         viz.training_curves(histories),

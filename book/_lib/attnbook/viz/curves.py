@@ -3,6 +3,7 @@ attention measures of a ``long`` run against the epoch."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -131,7 +132,7 @@ def training_curves(histories: Mapping[str, object], *, title: str | None = None
             if key in h:
                 ax.plot(epoch, 100 * np.asarray(h[key], dtype=float), style, color=colors[0], marker=".")
         ax.set_ylim(0, 100)
-        ax.set_title(names[i], fontsize=9)
+        ax.set_title("\n".join(textwrap.wrap(str(names[i]), 34)), fontsize=8)  # a display name may be long
         ax.set_xlabel("epoch")
         ax.set_ylabel("accuracy (%)", color=colors[0])
         ax2 = ax.twinx()
