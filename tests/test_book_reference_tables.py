@@ -64,8 +64,13 @@ def test_protocol_tables_keep_every_setting(preset):
                 assert shown.loc[setting, column] == str(full.loc[protocol, setting])
         seen += protocols
     assert seen == list(full.index)  # each protocol once, in the registry's order
-    assert reasons.columns.tolist() == ["protocol", "experiments", "why"]
-    assert reasons.set_index("protocol").equals(full[["experiments", "why"]])
+    assert reasons.columns.tolist() == ["protocol", "experiments", "why", "history"]
+    shown = reasons.set_index("protocol")
+    assert shown["experiments"].equals(full["experiments"])
+    for protocol, row in shown.iterrows():  # the one-line reason, its dated history apart (issue 49): nothing lost
+        why, history = full.loc[protocol, "why"], experiments.history(preset, protocol)
+        assert row["history"] == history and why.startswith(row["why"].removesuffix("; the history below says why."))
+        assert not history or (history in why and history not in row["why"])
 
 
 @pytest.mark.parametrize("family", ["paper", "resnet", "san", "san_hier", "vit"])

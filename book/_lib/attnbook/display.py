@@ -235,7 +235,10 @@ def show_protocols(preset: str) -> None:
     caption = f"Training protocols at preset {preset}"
     for families, table in settings:
         show_table(table, caption=f"{caption}: {word_list(families)} models")
-    show_table(reasons, caption=f"{caption}: the experiments that train with each, and why")
+    show_table(reasons.drop(columns="history"), caption=f"{caption}: the experiments that train with each, and why")
+    past = reasons[reasons["history"] != ""][["protocol", "history"]]
+    if len(past):  # the dated steps that led to each protocol, for a reader who wants them
+        show_folded_table(past, f"How each protocol at preset {preset} came about (dated history)")
 
 
 def show_models(preset: str, family: str) -> None:

@@ -194,7 +194,8 @@ def protocol_tables(preset: str):
     of (families, table), each table one row per setting and one column per protocol (at most
     ``REFERENCE_COLUMNS``), the protocols grouped by the model families that train with them (a protocol
     in the group of its first experiment's family); ``reasons``: one row per protocol with the experiments
-    that use it and the reason recorded next to the preset in the registry."""
+    that use it and the reason recorded next to the preset in the registry, its one-line reason in ``why``
+    and what led to it (the dated history of protocol_history.yaml, "" where none) in ``history``."""
     from attnlib import experiments
 
     table = training_table(preset)
@@ -204,10 +205,12 @@ def protocol_tables(preset: str):
         families.setdefault(users[0].family if users else "other", []).append(protocol)
     settings = table.drop(columns=["experiments", "why"])
     chunks = pack_groups(families)
-    return (
-        [(names, transposed(settings, members, "setting")) for names, members in chunks],
-        table[["experiments", "why"]].reset_index(),
-    )
+    reasons = table[["experiments", "why"]].reset_index()
+    past = [experiments.history(preset, p) for p in reasons["protocol"]]
+    short = [w.removesuffix(h).rstrip() if h else w for w, h in zip(reasons["why"], past, strict=True)]
+    reasons["why"] = [w[:-1] + "; the history below says why." if w.endswith((":", ",")) else w for w in short]
+    reasons["history"] = past
+    return [(names, transposed(settings, members, "setting")) for names, members in chunks], reasons
 
 
 def model_tables(preset: str, family: str):
