@@ -255,8 +255,7 @@ for verdict, key in (
     ("not measured", "not_measured"),
 ):
     book.glue_text(f"intro_n_{key}", counts.get(verdict, 0), "{:d}")
-for claim, verdict in ledger.set_index("claim")["verdict"].items():  # the bare verdict, for sentences
-    book.glue_str(f"intro_w_{claim}", verdict)
+book.glue_verdicts(ledger, "intro")  # intro_w_<claim>: the bare verdict, for sentences
 book.show_ledger(
     ledger,
     caption=f"The claims ledger at preset {params.preset}: each claim and the verdict its rule gives; "

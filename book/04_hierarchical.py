@@ -407,30 +407,28 @@ book.show_ledger(
 #
 # ## Findings
 #
-# - **Parameters.** HA keeps {glue:text}`ha_family_size` of its model's parameters at this preset; the
-#   report's "almost 1/5th": {glue:text}`ha_v_ha_params`.
+# - **Parameters.** HA keeps {glue:text}`ha_family_size` of its model's parameters at this preset, so the
+#   report's "almost 1/5th" is {glue:text}`ha_w_ha_params`.
 # - **Accuracy.** Over the seeds saved, HA ends above its model in {glue:text}`ha_family_above` and below in
-#   {glue:text}`ha_family_below` of the {glue:text}`ha_family_pairs` pairs saved on both sides (both head
-#   counts of the learned-2D model). Weighed
-#   against the spread over seeds with Holm's correction: SA quadratic ([Re] code), 9 heads:
-#   {glue:text}`ha_verdict_quadratic_re_9h`; SA learned 2D + content, 9 heads:
-#   {glue:text}`ha_verdict_learned_content_9h`; 16 heads: {glue:text}`ha_verdict_learned_content_16h`;
-#   SAN pairwise: {glue:text}`ha_verdict_san_pairwise`; SAN patchwise: {glue:text}`ha_verdict_san_patchwise`;
-#   ViT: {glue:text}`ha_verdict_vit`. The report's "at least 5% gain in each case":
-#   {glue:text}`ha_v_ha_gain`; the [Re] logs themselves give {glue:text}`ha_re_logged_9` (9 heads) and
+#   {glue:text}`ha_family_below` of the {glue:text}`ha_family_pairs` pairs. Weighed against the spread over
+#   seeds with Holm's correction, the verdict is {glue:text}`ha_verdict_quadratic_re_9h` for the [Re]
+#   quadratic network, {glue:text}`ha_verdict_learned_content_9h` and
+#   {glue:text}`ha_verdict_learned_content_16h` for the learned-2D model with content (9 and 16 heads),
+#   {glue:text}`ha_verdict_san_pairwise` for SAN pairwise, {glue:text}`ha_verdict_san_patchwise` for SAN
+#   patchwise and {glue:text}`ha_verdict_vit` for ViT. The report's "at least 5% gain in each case" is
+#   {glue:text}`ha_w_ha_gain` here; the [Re] logs themselves give {glue:text}`ha_re_logged_9` (9 heads) and
 #   {glue:text}`ha_re_logged_16` (16 heads).
-# - **Cost.** Training an HA model holds {glue:text}`ha_cost_memory` of its model's memory (weights,
-#   optimiser state, gradients and one step's peak) and one step takes {glue:text}`ha_cost_step` of its time
-#   (HA / model, the range over the pairs, one measured step each),
-#   so "deeper models without memory constraints": {glue:text}`ha_v_ha_train_cost`; at inference it takes
-#   {glue:text}`ha_cost_inference` of its model's wall time per image; whether HA is faster:
-#   {glue:text}`ha_v_ha_inference_time`.
+# - **Cost.** An HA model holds {glue:text}`ha_cost_memory` of its model's memory in training: sharing
+#   shrinks the weights, optimiser state and gradients, but at this preset they are only
+#   {glue:text}`ha_cost_held` of what a model holds, the rest one step's activations; one step takes {glue:text}`ha_cost_step` of its model's time, and inference
+#   {glue:text}`ha_cost_inference`. "Deeper models without memory constraints" is therefore
+#   {glue:text}`ha_w_ha_train_cost`, and a faster HA model {glue:text}`ha_w_ha_inference_time`.
 # - **Initialisation.** For the 9-head pair with content at {glue:text}`ha_init_scale`, HA − model is
-#   {glue:text}`ha_init_re` in the [Re] code's initialisation (seeds, model / HA:
-#   {glue:text}`ha_init_re_seeds`) and {glue:text}`ha_init_official` in the official one
-#   ({glue:text}`ha_init_official_seeds`).
-# - **Attention maps.** Every layer attends differently: {glue:text}`ha_v_ha_layers_differ`; local early,
-#   far later: {glue:text}`ha_v_ha_depth`; last layers no longer sparse: {glue:text}`ha_v_ha_not_sparse`.
+#   {glue:text}`ha_init_re` in the [Re] code's initialisation and {glue:text}`ha_init_official` in the
+#   official one: the gap depends on where the weights start.
+# - **Attention maps.** That every layer of an HA model attends differently is
+#   {glue:text}`ha_w_ha_layers_differ`, that it attends locally early and further later
+#   {glue:text}`ha_w_ha_depth`, and that its last layers are no longer sparse {glue:text}`ha_w_ha_not_sparse`.
 #
 # Our budget measures how fast each model learns in its first {glue:text}`ha_epochs` epochs, under a
 # protocol whose learning rate alone can change the sign of HA − model (limit 3 above), so it can neither

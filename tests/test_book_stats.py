@@ -214,7 +214,7 @@ def test_ha_cost_numbers_are_the_ranges_of_the_ratios_the_ledger_rows_judge():
         "san_pairwise": costs.PairCost(memory=3.25, step=1.4),
         "vit": costs.PairCost(memory=0.5, step=1.5, runs=1.25),
     }
-    numbers = {"memory": "0.50× to 3.25×", "step": "1.40× to 1.50×", "inference": "1.25×"}
+    numbers = {"memory": "0.50× to 3.25×", "step": "1.40× to 1.50×", "inference": "1.25×", "held": "10.0%"}
     assert book.ha_cost_numbers(ev) == numbers
     for word in ("memory 0.50×", "memory 3.25×", "time per step 1.40×", "time per step 1.50×"):
         assert word in claims.by_key("ha_train_cost").test(ev)[0]  # the ledger's row prints the same numbers

@@ -50,11 +50,13 @@ def glue_numbers(prefix: str, numbers: dict) -> None:
 
 def glue_verdicts(ledger, prefix: str, claims=None) -> None:
     """Glue each claim's verdict with its evidence and scale (the ledger's ``label``: "not reproduced — at
-    60 epochs (long), 1 seed each") as ``{prefix}_v_{claim}``, the words a chapter's findings quote; only
+    60 epochs (long), 1 seed each") as ``{prefix}_v_{claim}``, and the bare verdict ("not reproduced") as
+    ``{prefix}_w_{claim}``, the word a chapter's sentences quote (the ledger's table gives the scale); only
     the ``claims`` given, when given."""
     for row in ledger.itertuples():
         if claims is None or row.claim in claims:
             glue_str(f"{prefix}_v_{row.claim}", getattr(row, "label", row.verdict))
+            glue_str(f"{prefix}_w_{row.claim}", row.verdict)
 
 
 def png(figure):

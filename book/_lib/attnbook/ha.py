@@ -202,8 +202,10 @@ def ha_cost_numbers(evidence) -> dict[str, str]:
     """The range over the HA pairs of the ratios HA / model the ledger's rows ``ha_train_cost`` and
     ``ha_inference_time`` judge (``attnlib.analysis.costs.pair_costs`` of the ledger's evidence): ``memory``
     and ``step`` (the memory training holds and the time of one training step), ``inference`` (wall time per image: Table 3's
-    timing where a pair has it, else each saved run's own), as "0.84× to 2.51×" (one pair: "1.38×"); "—"
-    where nothing was measured."""
+    timing where a pair has it, else each saved run's own), as "0.84× to 2.51×" (one pair: "1.38×"), and
+    ``held``: the share of a model's training memory that its weights, optimiser state and gradients take
+    (the part sharing shrinks; the rest is one step's activations), over every model of the train-cost
+    report, "0.1% to 1.8%"; "—" where nothing was measured."""
     from attnlib.analysis.costs import pair_costs
 
     costs = pair_costs(evidence).values()
@@ -216,7 +218,10 @@ def ha_cost_numbers(evidence) -> dict[str, str]:
         return low if low == high else f"{low} to {high}"
 
     out = {"memory": span("memory"), "step": span("step"), "inference": span("timed") or span("runs")}
-    return {key: NOT_FOUND_CELL if value is None else value for key, value in out.items()}
+    models = ((evidence.train_cost or {}).get("models") or {}).values()
+    shares = sorted(1 - m["peak_mib"] / m["total_mib"] for m in models if m.get("total_mib"))
+    out["held"] = shares and (f"{shares[0]:.1%}" if f"{shares[0]:.1%}" == f"{shares[-1]:.1%}" else f"{shares[0]:.1%} to {shares[-1]:.1%}")
+    return {key: NOT_FOUND_CELL if not value else value for key, value in out.items()}
 
 
 #: The learned-2D pair with content trained in both initialisations (issue 30): {form: experiment suffix}, the
