@@ -240,7 +240,9 @@ book.show(
 # %% tags=["hide-input"]
 evidence = book.claims_evidence(params)
 ledger = book.claims_ledger(params, evidence=evidence)
-book.glue_str("intro_ha_memory", book.ha_cost_numbers(evidence)["memory"])
+cost = book.ha_cost_numbers(evidence)
+book.glue_str("intro_ha_memory", cost["memory"])
+book.glue_str("intro_ha_held", cost["held"])
 longer = book.measured_runs(["learned_9h", "learned_9h_pos_init"], params)
 for key, name in (("intro_learned_peak", "learned_9h"), ("intro_learned_var_peak", "learned_9h_pos_init")):
     profile = rules.layer_profile(longer[name])
@@ -293,8 +295,8 @@ book.show_ledger(
 #    {glue:text}`intro_ha_low` to {glue:text}`intro_ha_high` points over the pairs, with
 #    {glue:text}`intro_ha_survivors` of {glue:text}`intro_ha_tested` differences surviving Holm's correction, so
 #    the report's "at least 5% gain in each case" is {glue:text}`intro_w_ha_gain`; and because activations,
-#    not weights, fill the memory of training, an HA model holds {glue:text}`intro_ha_memory` of its
-#    model's.
+#    not weights, fill the memory of training (weights, optimiser state and gradients are
+#    {glue:text}`intro_ha_held` of it), an HA model holds {glue:text}`intro_ha_memory` of its model's.
 #
 # What the papers claim for full-size models after 300 epochs stays open: our runs can refute a claim only
 # where it should already show at our scale, and the ledger above says for each which it is.
