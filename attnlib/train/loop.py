@@ -55,7 +55,8 @@ class Interrupted(RuntimeError):
 @dataclass
 class FitResult:
     """history: one dict per epoch (epoch, train_loss, train_acc, test_loss, test_acc, lr, seconds,
-    images_per_s, grad_norm: mean global gradient norm before clipping). quadratic: None or, for a model
+    images_per_s, grad_norm: mean global gradient norm before clipping, bf16: 1 where the epoch trained under
+    bf16 autocast, else 0). quadratic: None or, for a model
     whose modules log a state (`attnlib.models.logged_state`: the quadratic encodings), that state over
     training: {"epoch": (E+1,), "centers": (E+1, layers, heads, 2), "inverse_covariance":
     (E+1, layers, heads, 2, 2)}, row 0 = initialisation, row e = after epoch e."""
