@@ -1,9 +1,10 @@
-"""The [Re] code's quirks as data (attnlib/models/quirks.py): each names a real field of its model's config, whose
+"""The [Re] code's quirks as data (attnlib/models/quirks.yaml, read by quirks.py): each names a real field of its model's config, whose
 default is the intended form; the registry's [Re] rows carry the [Re] value and Paper A's the intended one;
 and the measures chapter 4 shows: Δ logits exactly 0 for a network compared with itself, > 0 for a switched
 quirk, the init standard deviations those of the draws each form documents."""
 
 import dataclasses
+import re
 
 import pytest
 
@@ -132,3 +133,24 @@ def test_the_book_table_marks_what_does_not_apply_and_right_aligns_the_numbers(m
     right = html.split("{")[0]  # the selectors of the one style rule: the column's cells only
     assert "col3" in right and "col4" not in right
     assert "measured on" in applies and "measured on" not in table  # in the fold-out: the table fits the page
+
+
+def test_a_damaged_quirks_file_is_refused_naming_the_quirk(monkeypatch, tmp_path):
+    """quirks.yaml is checked on load: an unknown key or kind is a ConfigError naming the quirk; the package
+    data ships it."""
+    from importlib import resources
+    from pathlib import Path
+
+    import yaml
+
+    text = resources.files("attnlib.models").joinpath("quirks.yaml").read_text(encoding="utf-8")
+    doc = yaml.safe_load(text)
+    for damage, said in ((dict(colour="red"), "keys"), (dict(kind="vibes"), "kind")):
+        broken = {**doc, "quirks": [{**doc["quirks"][0], **damage}, *doc["quirks"][1:]]}
+        (tmp_path / "quirks.yaml").write_text(yaml.safe_dump(broken), encoding="utf-8")
+        monkeypatch.setattr(resources, "files", lambda package: tmp_path)
+        with pytest.raises(ConfigError, match=re.escape(f"quirk '{doc['quirks'][0]['name']}' {said}")):
+            quirks._load()
+        monkeypatch.undo()
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8")
+    assert '"attnlib.models" = ["*.yaml"]' in pyproject

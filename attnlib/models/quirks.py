@@ -3,7 +3,7 @@
 Every experiment that reproduces a [Re] row is the network as the [Re] code ran it; each way that code departs
 from the intended network is a field of the model's config, with the intended form as the field's default
 (the model docstrings: ``attnlib.models.paper``, ``attnlib.models.vit``, ``attnlib.san.hierarchical``).
-``QUIRKS`` lists them: the field and its two values, the [Re] rows that carry the [Re] value, what the [Re]
+``QUIRKS`` lists them, read from quirks.yaml beside this module: the field and its two values, the [Re] rows that carry the [Re] value, what the [Re]
 code does (with its file) and the intended form. The one documented exception, per-pass batch-norm
 statistics in the hierarchical SAN (``pass_statistics``), is not a quirk we adopt and is not listed.
 
@@ -20,17 +20,12 @@ statistics in the hierarchical SAN (``pass_statistics``), is not a quirk we adop
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 
 from attnlib.errors import ConfigError
 
 KINDS = ("logits", "noise", "init")
 IMAGES = 32  # the fixed random images each measure runs on
-_LEARNED_RE = ("learned_16h", "learned_content_9h", "learned_content_9h_ha", "learned_content_16h",
-               "learned_content_16h_ha")  # fmt: skip
-_CONTENT_RE = _LEARNED_RE[1:]
-_VIT_RE = ("vit", "vit_ha")
-_QUADRATIC_RE = ("quadratic_re_9h", "quadratic_re_9h_ha")  # the [Re] Gaussian network and its HA variant
 
 
 @dataclass(frozen=True)
@@ -58,122 +53,30 @@ class Quirk:
     probes: tuple[tuple[str, str], ...] = ()
 
 
-QUIRKS: tuple[Quirk, ...] = (
-    Quirk(
-        "Initialisation (learned 2D, quadratic)",
-        "paper",
-        "init",
-        "re",
-        "official",
-        _LEARNED_RE + _QUADRATIC_RE,
-        "keeps PyTorch's defaults: positional tables N(0, 1), Linear layers U(±1/√fan_in) "
-        "(main/models/attention.py, nn.Embedding and nn.Linear as built; the quadratic centres and spreads "
-        "have their own draw in both codes)",
-        "init_bert_weights: N(0, 0.02²) for Linear and Embedding weights, zero biases (Cordonnier et al.'s official code)",
-        "init",
-        "learned_content_9h",
-        probes=(
-            ("positional tables", r"encoding\.(row|col)_embeddings\.weight$"),
-            ("query projection", r"attn\.query\.weight$"),
-        ),
-    ),
-    Quirk(
-        "Quadratic target vector",
-        "paper",
-        "quadratic_target",
-        "re",
-        "intended",
-        _QUADRATIC_RE,
-        "writes the target vector's second component as −2(c + μ₂ + bμ₁) for −2(cμ₂ + bμ₁): the score gains "
-        "(c + μ₂ − cμ₂)·δ₂ per head, so a head no longer attends around its centre "
-        "(main/models/attention.py, GaussianAttention.get_heads_target_vectors)",
-        "−½(δ − Δ)ᵀΣ⁻¹(δ − Δ), as Cordonnier et al.'s official code",
-        "logits",
-        "quadratic_re_9h_ha",
-    ),
-    Quirk(
-        "Content-score layout",
-        "paper",
-        "score_layout",
-        "re",
-        "intended",
-        _CONTENT_RE,
-        "reads the (B, H, W) queries and keys as (B, W, H) and permutes the scores back "
-        "(main/models/attention.py, Learned2dRelativeSelfAttention.forward)",
-        "the score of each query with each key on the H × W grid, as written",
-        "logits",
-        "learned_content_9h_ha",
-    ),
-    Quirk(
-        "ViT residual",
-        "vit",
-        "residual",
-        "re",
-        "prenorm",
-        _VIT_RE,
-        "adds each residual to the normalised input, f(LN(x)) + LN(x) "
-        "(ViT/models/networks.py, SelfAttention.forward and Feedforward.forward)",
-        "pre-norm residual x + f(LN(x)) (Dosovitskiy et al.)",
-        "logits",
-        "vit_ha",
-    ),
-    Quirk(
-        "ViT final LayerNorm",
-        "vit",
-        "final_norm",
-        False,
-        True,
-        _VIT_RE,
-        "no LayerNorm after the last block (ViT/models/networks.py, Encoder.forward and ClassificationHead.forward)",
-        "a LayerNorm before the pooling (added at its initial weight 1, bias 0)",
-        "logits",
-        "vit_ha",
-    ),
-    Quirk(
-        "ViT pooling",
-        "vit",
-        "pool",
-        "re_noise_cls",
-        "tokens",
-        _VIT_RE,
-        "prepends a token of fresh U(0, 1) noise at every forward and averages all tokens "
-        "(ViT/models/networks.py, PatchExtraction.forward and ClassificationHead.forward)",
-        "the mean of the patch tokens",
-        "noise",
-        "vit_ha",
-    ),
-    Quirk(
-        "Initialisation (ViT)",
-        "vit",
-        "init",
-        "re",
-        "official",
-        _VIT_RE,
-        "keeps PyTorch's defaults: position embedding N(0, 1), Linear layers U(±1/√fan_in), the ResNet stage's "
-        "convolutions kaiming-normal (ViT/models/networks.py, PatchExtraction with torchvision's resnet18)",
-        "init_bert_weights: N(0, 0.02²) for Linear and Embedding weights, zero biases; convolutions at "
-        "PyTorch's default",
-        "init",
-        "vit",
-        probes=(
-            ("position embedding", r"^pos_embed\.weight$"),
-            ("stem stage convolutions", r"^stem\.3\..*conv\d\.weight$"),
-        ),
-    ),
-    Quirk(
-        "SAN-HA attention input",
-        "san_hier",
-        "raw_input",
-        True,
-        False,
-        ("san_pairwise_ha", "san_patchwise_ha"),
-        "applies the attention to the block's input x and discards relu(bn1(x)) "
-        "(SAN/models/networks.py, Bottleneck.forward)",
-        "the attention reads relu(bn1(x)), as in the official SAN",
-        "logits",
-        "san_pairwise_ha",
-    ),
-)
+def _load() -> tuple[Quirk, ...]:
+    """The quirks of quirks.yaml (beside this module), each checked: its keys, its kind, its experiments (names
+    or the file's groups). A damaged file is a ConfigError naming the quirk and the key."""
+    from importlib import resources
+
+    import yaml
+
+    doc = yaml.safe_load(resources.files("attnlib.models").joinpath("quirks.yaml").read_text(encoding="utf-8"))
+    groups, keys = doc["groups"], set(Quirk.__dataclass_fields__)
+    found = []
+    for entry in doc["quirks"]:
+        name = entry.get("name", "?")
+        if set(entry) - keys or {k for k, f in Quirk.__dataclass_fields__.items() if f.default is MISSING} - set(entry):
+            raise ConfigError(f"quirks.yaml: quirk {name!r} keys", sorted(entry), sorted(keys))
+        if entry["kind"] not in KINDS:
+            raise ConfigError(f"quirks.yaml: quirk {name!r} kind", entry["kind"], KINDS)
+        names = [entry["experiments"]] if isinstance(entry["experiments"], str) else entry["experiments"]
+        experiments = tuple(e for n in names for e in groups.get(n, [n]))
+        probes = tuple(tuple(p) for p in entry.get("probes", ()))
+        found.append(Quirk(**{**entry, "experiments": experiments, "probes": probes}))
+    return tuple(found)
+
+
+QUIRKS: tuple[Quirk, ...] = _load()
 
 
 def get(name: str) -> Quirk:
