@@ -30,8 +30,8 @@
 # {glue:text}`intro_claims` claims, {glue:text}`intro_n_reproduced` are reproduced,
 # {glue:text}`intro_n_not_reproduced` not reproduced and {glue:text}`intro_n_inconclusive` inconclusive. Our
 # best attention model ends {glue:text}`intro_best_gap` points {glue:text}`intro_best_where` ResNet18, but
-# most of that gap is resolution, not locality: the same ResNet on the attention models' coarse grid loses
-# {glue:text}`intro_resolution_share` of its lead. From the paper's small initialisation, learned positional
+# most of that gap is resolution, not locality: a ResNet18 narrowed to their size and trained on their coarse
+# grid of tokens loses {glue:text}`intro_resolution_share` of its lead over them. From the paper's small initialisation, learned positional
 # heads stay at uniform attention (first layer {glue:text}`intro_learned_peak`× uniform after 60 epochs;
 # {glue:text}`intro_learned_var_peak`× from a larger one). HA keeps {glue:text}`intro_ha_size` of its
 # model's parameters, its accuracy against its model runs from {glue:text}`intro_ha_low` to
