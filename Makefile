@@ -59,9 +59,11 @@ $(BOOK_STAMP): $(STAMP) $(BOOK_INPUTS)
 check-book: setup chromium $(BOOK_STAMP)
 	$(PY) tools/bookcheck.py _build/html
 
-# The whole book as one PDF, _build/attnlib.pdf (A4; PAPER=Letter for US letter): every chapter page of the
-# HTML build printed by the same Chromium, network off, and joined (tools/bookpdf.py); prints each chapter's
-# page count.
+# The whole book as one PDF, _build/attnlib.pdf (A4; PAPER=Letter for US letter): a title page and contents,
+# then every chapter page of the HTML build printed by the same Chromium, network off, numbered and joined,
+# its links made internal (tools/bookpdf.py, tools/pdfparts.py); prints each chapter's page count and the
+# links by kind (fails on a file:// link left), and copies the PDF to _build/html/attnlib.pdf, which every
+# page's download menu links.
 PAPER ?= A4
 pdf: setup chromium $(BOOK_STAMP)
 	$(PY) tools/bookpdf.py _build/html -o _build/attnlib.pdf --paper $(PAPER)
