@@ -8,15 +8,14 @@ chapter's title numbered, as a reader printing the page gets it: ``book/_static/
 from the pages before it, and joins the chapters in the order of the book behind a title page and contents
 (tools/pdfparts.py), one outline entry each, every link made to lead to its place in the PDF or to the
 repository. It prints each chapter's pages, the totals that issue 31 sets bounds for (chapters 0-4, the
-appendix) and the links by kind, fails on a ``file://`` link left, and copies the PDF into the HTML build
-(``attnlib.pdf``), which every page's download menu links.
+appendix) and the links by kind, and fails on a ``file://`` link left. ``make pdf`` then copies the PDF into
+the HTML build (``attnbook.sphinx.BOOK_PDF``), which every page's download menu links.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import shutil
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 import bookcheck
 import pdfparts
 
-from attnbook.sphinx import BOOK_PDF, repository
+from attnbook.sphinx import repository
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -278,9 +277,6 @@ def main(argv: list[str] | None = None) -> int:
     if links["file://"] or unresolved:
         print(f"pdf: {links['file://']} file:// links left, links to no place: {unresolved}", file=sys.stderr)
         return 1
-    if target.resolve() != (html / BOOK_PDF).resolve():
-        shutil.copyfile(target, html / BOOK_PDF)  # what the pages' download menu links
-    print(f"pdf: copied to {html / BOOK_PDF}")
     return 0
 
 

@@ -13,7 +13,7 @@ from attnlib.env import TRAIN_MISSING_ENV
 #: Where the zip of results/ lands in the HTML build, linked from every page's header.
 RESULTS_ZIP = "_downloads/attnlib-results.zip"
 #: The whole book as one PDF in the HTML build, linked from every page's download menu: `make pdf`
-#: (tools/bookpdf.py) writes it there, after the build.
+#: copies it there (the Makefile: tools/bookpdf.py prints it), after the build.
 BOOK_PDF = "attnlib.pdf"
 
 #: The mark of a result that is not saved (``attnbook.phrases.MISSING``). It belongs where a table or a
