@@ -59,12 +59,15 @@ $(BOOK_STAMP): $(STAMP) $(BOOK_INPUTS)
 check-book: setup chromium $(BOOK_STAMP)
 	$(PY) tools/bookcheck.py _build/html
 
-# The whole book as one PDF, _build/attnlib.pdf (A4; PAPER=Letter for US letter): every chapter page of the
-# HTML build printed by the same Chromium, network off, and joined (tools/bookpdf.py); prints each chapter's
-# page count.
+# The whole book as one PDF, _build/attnlib.pdf (A4; PAPER=Letter for US letter): a title page and contents,
+# then every chapter page of the HTML build printed by the same Chromium, network off, numbered and joined,
+# its links made internal (tools/bookpdf.py, tools/pdfparts.py); prints each chapter's page count and the
+# links by kind (fails on a file:// link left); then the PDF is copied to _build/html/attnlib.pdf, which every
+# page's download menu links (attnbook.sphinx.BOOK_PDF).
 PAPER ?= A4
 pdf: setup chromium $(BOOK_STAMP)
 	$(PY) tools/bookpdf.py _build/html -o _build/attnlib.pdf --paper $(PAPER)
+	cp _build/attnlib.pdf _build/html/attnlib.pdf
 
 chromium: setup   # before the build: say at once how to install Chromium where it is missing
 	@$(PY) tools/bookcheck.py --find-chromium

@@ -3,30 +3,41 @@
 ``python tools/bookpdf.py [_build/html] [-o _build/attnlib.pdf] [--paper A4|Letter]`` (``make pdf``) opens
 every chapter page of the built book in headless Chromium with the network off (Debian's ``chromium``,
 found as ``make check-book`` finds it: never Playwright's or pyppeteer's download), waits for MathJax,
-prints the page with the theme's print style sheet and the book's (no sidebars; every fold-out of results
-open, as a reader printing the page gets it: ``book/_static/attnlib.css``; the code cells' source left out),
-and joins the chapters, in the order of the book, into one PDF with pypdf. It prints the number of printed pages of each chapter and the totals that issue 31 sets
-bounds for: chapters 0-4 (the introduction to chapter 4) and the appendix (chapter 5).
+prints the page with the theme's print style sheet and the book's (every fold-out of results open and the
+chapter's title numbered, as a reader printing the page gets it: ``book/_static/attnlib.css``), numbered on
+from the pages before it, and joins the chapters in the order of the book behind a title page and contents
+(tools/pdfparts.py), one outline entry each, every link made to lead to its place in the PDF or to the
+repository. It prints each chapter's pages, the totals that issue 31 sets bounds for (chapters 0-4, the
+appendix) and the links by kind, and fails on a ``file://`` link left. ``make pdf`` then copies the PDF into
+the HTML build (``attnbook.sphinx.BOOK_PDF``), which every page's download menu links.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import subprocess
 import sys
 import time
+from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 import bookcheck
+import pdfparts
+
+from attnbook.sphinx import repository
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: Paper sizes Chromium prints (Playwright's names) and the margins of every printed page.
 PAPERS = ("A4", "Letter")
 MARGIN = "15mm"
 #: The paper's print style, laid over the theme's print style sheet and the book's own (``book/_static/attnlib.css``
 #: opens every fold-out on paper): a 10 pt text (the theme prints at 12 pt) at line height 1.3, headings to
-#: scale, no "Contents" box at the top of each chapter (the PDF's outline lists the chapters), figures no
-#: taller than 80 mm, an attention grid and the grid of its other heads (folded under it on screen) side by
+#: scale, figures no taller than 80 mm, an attention grid and the grid of its other heads (folded under it on screen) side by
 #: side, each half the column wide, the text of fold-outs, tables and code a size smaller, tables and notes
 #: free to break between rows and lines (the theme keeps each whole: a long one left most of a page blank) and
 #: a table's first column free to wrap (but in the compact result tables), no page break forced before a figure.
@@ -39,7 +50,6 @@ PRINT_CSS = """
   h1 { font-size: 2.0rem !important; margin-top: 0 !important; }
   h2 { font-size: 1.45rem !important; margin-top: 1.2rem !important; }
   h3 { font-size: 1.15rem !important; }
-  #jb-print-toc { display: none !important; }
   figure img, .cell_output img { max-width: 100% !important; max-height: 80mm !important; width: auto !important;
                                  height: auto !important; object-fit: contain; }
   figure { margin: 0.6rem auto !important; break-inside: avoid; }
@@ -92,61 +102,145 @@ def page_count(pdf: bytes) -> int:
     return len(PdfReader(io.BytesIO(pdf)).pages)
 
 
-def print_pages(
-    files: list[Path], paper: str, chromium: str, timeout_ms: int = 120_000, paper_style: bool = True
-) -> list[Printed]:
-    """Each file printed to PDF by headless Chromium, network off, after MathJax has typeset it;
-    ``paper_style``: with ``PRINT_CSS`` over the theme's print style sheet (False: the theme's alone, as a
-    reader's "Print" button gets it)."""
+@contextmanager
+def browser(chromium: str):
+    """A context of headless Chromium (Playwright driving ``chromium``) with the network off."""
     from playwright.sync_api import sync_playwright
 
-    printed = []
     with sync_playwright() as p:
-        browser = bookcheck.launch(p, chromium)
+        launched = bookcheck.launch(p, chromium)
         try:
-            context = browser.new_context(viewport=bookcheck.VIEWPORT, offline=True)
-            for file in files:
-                page = context.new_page()
-                page.set_default_timeout(timeout_ms)
-                page.goto(file.resolve().as_uri(), wait_until="load")
-                if paper_style:
-                    page.add_style_tag(content=PRINT_CSS)
-                page.evaluate(bookcheck.MATHJAX_READY)
-                pdf = page.pdf(
-                    format=paper,
-                    print_background=True,
-                    margin={side: MARGIN for side in ("top", "bottom", "left", "right")},
-                )
-                title = page.title().split(" — ")[0].strip() or file.stem  # "Chapter title — Book title"
-                printed.append(Printed(file.name, title, pdf, page_count(pdf)))
-                page.close()
+            yield launched.new_context(viewport=bookcheck.VIEWPORT, offline=True)
         finally:
-            browser.close()
+            launched.close()
+
+
+def _pdf(page, paper: str) -> bytes:
+    margin = {side: MARGIN for side in ("top", "bottom", "left", "right")}
+    return page.pdf(format=paper, print_background=True, margin=margin)
+
+
+def _print_chapters(context, files, paper, first, targets, paper_style, timeout_ms=120_000) -> list[Printed]:
+    printed = []
+    for file in files:
+        page = context.new_page()
+        page.set_default_timeout(timeout_ms)
+        page.goto(file.resolve().as_uri(), wait_until="load")
+        title = page.title().split(" — ")[0].strip() or file.stem  # "Chapter title — Book title"
+        title = " ".join(page.evaluate(pdfparts.HEADING) or ("", title)).strip()  # "2. Reproducing ..."
+        page.add_style_tag(content=pdfparts.page_css(first, title) + (PRINT_CSS if paper_style else ""))
+        page.evaluate(pdfparts.ANCHORS, sorted(targets.get(file.name, ())))
+        page.evaluate(bookcheck.MATHJAX_READY)
+        pdf = _pdf(page, paper)
+        printed.append(Printed(file.name, title, pdf, page_count(pdf)))
+        first += printed[-1].pages
+        page.close()
     return printed
 
 
-def join(printed: list[Printed], target: Path) -> None:
-    """The printed chapters, in order, as one PDF at ``target`` (written beside it, then renamed into place),
-    each chapter's title an entry of the PDF's outline."""
+def print_pages(
+    files: list[Path], paper: str, chromium: str, first: int = 1, paper_style: bool = True
+) -> list[Printed]:
+    """Each file printed to PDF by headless Chromium, network off, after MathJax has typeset it, its pages
+    numbered on from ``first``; ``paper_style``: with ``PRINT_CSS`` over the theme's print style sheet (False:
+    the theme's alone, as a reader's "Print" button gets it)."""
+    with browser(chromium) as context:
+        return _print_chapters(context, files, paper, first, pdfparts.link_targets(files), paper_style)
+
+
+def print_book(
+    files: list[Path], paper: str, chromium: str, book: dict[str, str], paper_style: bool = True
+) -> tuple[bytes, list[Printed]]:
+    """The title page and contents (``pdfparts.front_html``), and each chapter numbered on after them. The
+    chapters are printed first, as the contents give the page each starts on; printed again where the front
+    matter takes more pages than assumed (two)."""
+    targets, front_pages = pdfparts.link_targets(files), 2
+    with browser(chromium) as context:
+        for _ in range(3):
+            chapters = _print_chapters(context, files, paper, front_pages + 1, targets, paper_style)
+            firsts = [front_pages + 1 + sum(c.pages for c in chapters[:i]) for i in range(len(chapters))]
+            contents = [(c.title, f, n) for c, f, n in zip(chapters, files, firsts, strict=True)]
+            page = context.new_page()
+            page.set_content(pdfparts.front_html(book, contents))
+            page.add_style_tag(content=pdfparts.page_css(1, None))
+            front = _pdf(page, paper)
+            page.close()
+            if page_count(front) == front_pages:
+                return front, chapters
+            front_pages = page_count(front)
+    raise RuntimeError(f"the title page and contents took {front_pages} pages, then another number")
+
+
+def book_info(root: Path = ROOT) -> dict[str, str]:
+    """What the title page says: ``_config.yml``'s title, author and ``pdf.subtitle``, today's date, the commit
+    of the checkout (``git describe --dirty``: "-dirty" for uncommitted changes) and the repository's URL."""
+    import yaml
+
+    config = yaml.safe_load((root / "_config.yml").read_text())
+    git = ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"]
+    commit = subprocess.run(git, capture_output=True, text=True).stdout.strip() or "unknown"
+    today = date.today()
+    return {
+        "title": config["title"],
+        "subtitle": (config.get("pdf") or {}).get("subtitle", ""),
+        "author": config.get("author", ""),
+        "date": f"{today.day} {today:%B %Y}",
+        "commit": commit,
+        "repository": repository(root)["url"],
+    }
+
+
+def join(
+    printed: list[Printed],
+    target: Path,
+    html: Path,
+    repo: dict[str, str],
+    front: bytes | None = None,
+    book: dict[str, str] | None = None,
+) -> tuple[Counter, list[str]]:
+    """The front matter and the printed chapters, in order, as one PDF at ``target`` (written beside it, then
+    renamed into place), each chapter's title an entry of the PDF's outline, every link made to work in it
+    (``pdfparts.relink``: ``html`` is the build the chapters were printed from, ``repo`` its repository).
+    Returns the links by kind (``file://`` those left) and the links that lead nowhere."""
     from pypdf import PdfWriter
 
-    writer = PdfWriter()
+    writer, owners, starts, places = PdfWriter(), [], {}, {}
+    if front is not None:
+        writer.append(io.BytesIO(front))
+        owners += [None] * page_count(front)
+        writer.add_outline_item(title="Contents", page_number=min(1, len(owners) - 1))
     for chapter in printed:
+        starts[chapter.page] = len(owners)
+        for name, (page, left, top) in pdfparts.anchors(chapter.pdf).items():
+            places[chapter.page, name] = (len(owners) + page, left, top)
         writer.append(io.BytesIO(chapter.pdf), outline_item=chapter.title)
+        owners += [chapter.page] * chapter.pages
+
+    def resolve(uri: str, owner: str | None):
+        if uri.startswith("#"):
+            return "within a chapter", places.get((owner, uri[1:]))
+        return pdfparts.file_link(uri, html, starts, places, repo)
+
+    counts, unresolved = pdfparts.relink(writer, owners, resolve)
+    writer.root_object.pop("/Names", None)  # the chapters' named destinations: every link now has its page
+    if book is not None:
+        writer.add_metadata({"/Title": book["title"], "/Author": book["author"]})
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
     with partial.open("wb") as out:
         writer.write(out)
     partial.replace(target)
+    return counts, unresolved
 
 
-def totals(printed: list[Printed]) -> dict[str, int]:
-    """Printed pages of each group of ``GROUPS`` (chapters 0-4, the appendix) and of the whole book."""
+def totals(printed: list[Printed], front: int = 0) -> dict[str, int]:
+    """Printed pages of each group of ``GROUPS`` (chapters 0-4, the appendix) and of the whole book, the
+    ``front`` pages of the title page and contents with it."""
     found = {
         name: sum(c.pages for c in printed if c.page.startswith(prefixes))
         for name, prefixes in GROUPS.items()
     }
-    found["whole book"] = sum(c.pages for c in printed)
+    found["whole book"] = front + sum(c.pages for c in printed)
     return found
 
 
@@ -168,16 +262,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pdf: Chromium not found; {bookcheck.INSTALL_HINT}.", file=sys.stderr)
         return 2
     target = Path(args.output) if args.output else html.parent / "attnlib.pdf"
-    start = time.perf_counter()
-    printed = print_pages(chapter_pages(html), args.paper, chromium, paper_style=not args.theme_style)
-    join(printed, target)
+    start, book = time.perf_counter(), book_info()
+    front, printed = print_book(chapter_pages(html), args.paper, chromium, book, not args.theme_style)
+    links, unresolved = join(printed, target, html, repository(ROOT), front, book)
     style = "the theme's print style" if args.theme_style else "10 pt paper style"
     elapsed = time.perf_counter() - start
     print(f"pdf: {target} ({args.paper}, margins {MARGIN}, {style}, {elapsed:.0f} s); printed pages:")
+    print(f"  {page_count(front):4d}  title page and contents")
     for chapter in printed:
         print(f"  {chapter.pages:4d}  {chapter.page}")
-    for name, count in totals(printed).items():
+    for name, count in totals(printed, page_count(front)).items():
         print(f"  {count:4d}  {name}")
+    print("links: " + ", ".join(f"{n} {kind}" for kind, n in links.items()))
+    if links["file://"] or unresolved:
+        print(f"pdf: {links['file://']} file:// links left, links to no place: {unresolved}", file=sys.stderr)
+        return 1
     return 0
 
 

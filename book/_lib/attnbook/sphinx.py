@@ -12,6 +12,9 @@ from attnlib.env import TRAIN_MISSING_ENV
 
 #: Where the zip of results/ lands in the HTML build, linked from every page's header.
 RESULTS_ZIP = "_downloads/attnlib-results.zip"
+#: The whole book as one PDF in the HTML build, linked from every page's download menu: `make pdf`
+#: copies it there (the Makefile: tools/bookpdf.py prints it), after the build.
+BOOK_PDF = "attnlib.pdf"
 
 #: The mark of a result that is not saved (``attnbook.phrases.MISSING``). It belongs where a table or a
 #: figure stands for a missing run, never where a sentence needs a number or a verdict.
@@ -101,15 +104,27 @@ def remote_url(root: Path) -> str | None:
     return url.removesuffix(".git") if url.startswith(("https://", "http://")) else None
 
 
+def repository(root: Path) -> dict[str, str]:
+    """The book's repository: ``url``, ``branch`` and ``path_to_book`` of ``_config.yml``'s ``repository``
+    (the one place they are written), its url replaced by the ``origin`` remote's where there is one
+    (``remote_url``). The header's repository link and the PDF's links to files (tools/bookpdf.py) read it."""
+    import yaml
+
+    found = yaml.safe_load((root / "_config.yml").read_text())["repository"]
+    return {
+        "url": (remote_url(root) or found["url"]).rstrip("/"),
+        "branch": found.get("branch", "main"),
+        "path_to_book": found.get("path_to_book", "book"),
+    }
+
+
 def _repository_link(app, config) -> None:
-    """The header's repository link: ``repository.url`` of ``_config.yml``, replaced by the ``origin`` remote
-    where there is one (``remote_url``)."""
-    url = remote_url(Path(app.srcdir).parent)
-    if url:
-        config.html_theme_options["repository_url"] = url
+    """The header's repository link: ``repository(root)['url']``."""
+    config.html_theme_options["repository_url"] = repository(Path(app.srcdir).parent)["url"]
 
 
-#: The header's entry for results/: in the theme's download menu, beside the page's own downloads.
+#: The header's entries for results/ and the book's PDF: in the theme's download menu, beside the page's own
+#: downloads. The PDF is there once `make pdf` has run, as the entry says.
 _RESULTS_BUTTON = {
     "type": "link",
     "text": "results/ (zip)",
@@ -117,20 +132,34 @@ _RESULTS_BUTTON = {
     "icon": "fas fa-file-zipper",
     "label": "download-results-button",
 }
+_BOOK_PDF_BUTTON = {
+    "type": "link",
+    "text": "book PDF (make pdf)",
+    "tooltip": "The whole book as one PDF, which `make pdf` writes beside the pages",
+    "icon": "fas fa-book",
+    "label": "download-book-pdf-button",
+}
 
 
 def _results_button(app, pagename, templatename, context, doctree) -> None:
-    """Put the download of results/ (``RESULTS_ZIP``) in every page's header: an entry of the theme's
-    download menu, or a button of its own on a page without that menu (the index, the search page)."""
+    """Put the download of results/ (``RESULTS_ZIP``) and of the book's PDF (``BOOK_PDF``) in every page's
+    header: entries of the theme's download menu, whose ".pdf" entry (the browser's print of the page) is
+    renamed "print page"; or buttons of their own on a page without that menu (the index, the search page)."""
     buttons = context.get("header_buttons")
     if buttons is None:
         return
-    button = {**_RESULTS_BUTTON, "url": context["pathto"](RESULTS_ZIP, 1)}
+    added = [
+        {**b, "url": context["pathto"](path, 1)}
+        for b, path in ((_BOOK_PDF_BUTTON, BOOK_PDF), (_RESULTS_BUTTON, RESULTS_ZIP))
+    ]
     menu = next((b for b in buttons if b.get("label") == "download-buttons"), None)
-    if menu is not None:
-        menu["buttons"].append(button)
-    else:
-        buttons.append({**button, "text": None})
+    if menu is None:
+        buttons.extend({**b, "text": None} for b in added)
+        return
+    for entry in menu["buttons"]:
+        if entry.get("label") == "download-pdf-button":
+            entry.update(text="print page", tooltip="Print this page (the whole book: book PDF)")
+    menu["buttons"].extend(added)
 
 
 def zip_results(results: Path, target: Path) -> int:
@@ -146,10 +175,56 @@ def zip_results(results: Path, target: Path) -> int:
     return len(files)
 
 
-def _write_results_zip(app, exception) -> None:
-    """After an HTML build: results/ as ``RESULTS_ZIP`` in the output, the header's download."""
+_GLUED_FIGURE = re.compile(r"\{glue:figure\}\s+(\S+)")
+
+
+def with_glued_figures(notebook: dict, glued: dict) -> dict:
+    """An executed notebook with each glued figure (``glued``: myst-nb's ``.glue.json``, which holds what
+    ``glue(..., display=False)`` kept out of the notebook) put back as an output of the cell that showed it,
+    before its Markdown output whose ``{glue:figure}`` directive names it (``attnbook.display.show``)."""
+    for cell in notebook["cells"]:
+        if "outputs" in cell:
+            outputs = []
+            for output in cell["outputs"]:
+                markdown = "".join(output.get("data", {}).get("text/markdown", ""))
+                for name in (n for n in _GLUED_FIGURE.findall(markdown) if n in glued):
+                    meta = {k: v for k, v in glued[name].get("metadata", {}).items() if k != "scrapbook"}
+                    outputs.append({**glued[name], "metadata": meta})  # no longer a glue of the book's
+                outputs.append(output)
+            cell["outputs"] = outputs
+    return notebook
+
+
+def executed_sources(outdir: Path, executed: Path) -> int:
+    """Replace each notebook of the build's ``_sources`` (what the page's ".ipynb" download serves: the
+    unexecuted source) by the notebook the build executed (myst-nb's ``jupyter_execute`` folder), with its
+    outputs and its figures (``with_glued_figures``); returns how many it replaced. Glued numbers and phrases
+    stay in the prose's ``{glue:text}`` roles, which only the book renders."""
+    import json
+
+    replaced = 0
+    for source in sorted((outdir / "_sources").rglob("*.ipynb")):
+        run = executed / source.relative_to(outdir / "_sources")
+        if run.is_file():
+            glue = run.with_suffix(".glue.json")
+            glued = json.loads(glue.read_text()) if glue.is_file() else {}
+            notebook = with_glued_figures(json.loads(run.read_text()), glued)
+            partial = source.with_name(source.name + ".part")
+            partial.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+            partial.replace(source)
+            replaced += 1
+    return replaced
+
+
+def _after_build(app, exception) -> None:
+    """After an HTML build: results/ as ``RESULTS_ZIP`` in the output, the header's download, and the
+    executed notebooks as the pages' ".ipynb" downloads (``executed_sources``)."""
     if exception is None and app.builder.format == "html":
-        zip_results(Path(app.srcdir).parent / "results", Path(app.outdir) / RESULTS_ZIP)
+        from myst_nb.sphinx_ext import OUTPUT_FOLDER
+
+        outdir = Path(app.outdir)
+        zip_results(Path(app.srcdir).parent / "results", outdir / RESULTS_ZIP)
+        executed_sources(outdir, outdir.parent / OUTPUT_FOLDER)
 
 
 def setup(app):
@@ -157,12 +232,12 @@ def setup(app):
     results and never train, unless ``ATTNLIB_TRAIN_MISSING`` was set explicitly; and every page carries
     each of its scripts once (see ``_unique_scripts``); a page whose sentences hold the missing mark fails
     the build (``_check_missing``); every page's
-    header links to the repository and to a zip of results/ (``_repository_link``, ``_results_button``,
-    ``_write_results_zip``)."""
+    header links to the repository, to a zip of results/ and to the book's PDF, and its ".ipynb" download
+    carries the outputs (``_repository_link``, ``_results_button``, ``_after_build``)."""
     os.environ.setdefault(TRAIN_MISSING_ENV, "0")
     app.connect("config-inited", _repository_link)
     app.connect("html-page-context", _results_button, priority=600)  # after the theme's own buttons (501)
-    app.connect("build-finished", _write_results_zip)
+    app.connect("build-finished", _after_build)
     app.connect("html-page-context", _unique_scripts, priority=900)
     app.connect("doctree-resolved", _check_missing)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
