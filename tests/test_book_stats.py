@@ -344,7 +344,8 @@ def test_init_forms_set_the_two_initialisations_side_by_side(tmp_path):
         re_form["seeds (model / HA)"] == "2 / 2" and re_form["HA − model"] == compare.welch(a, b).difference
     )
     assert official["seeds (model / HA)"] == "1 / 0"
-    assert official["HA acc."] == official["HA − model"] == official["layer 1 peak, HA"] == "—"
+    assert official["HA acc. (%)"] == official["HA − model"] == official["layer 1 peak, HA"] == "—"
+    assert "%" not in re_form["model acc. (%)"]  # the unit in the header, the number alone in the cell
     name = "learned_content_9h_init_official"
     end, init, _ = probe_layers(book.load_all([name], params)[name], "peak")
     assert init is not None and official["layer 1 peak, model"] == f"{init[0]:.1f} → {end[0]:.1f}"

@@ -261,8 +261,8 @@ def init_forms(base: str, params: Params, seeds=range(10)):
             {
                 "initialisation": form,
                 "seeds (model / HA)": f"{len(acc[0])} / {len(acc[1])}",
-                "model acc.": stats.mean_sd(acc[0]) if acc[0] else NOT_FOUND_CELL,
-                "HA acc.": stats.mean_sd(acc[1]) if acc[1] else NOT_FOUND_CELL,
+                "model acc. (%)": stats.mean_sd(acc[0]).removesuffix(" %") if acc[0] else NOT_FOUND_CELL,
+                "HA acc. (%)": stats.mean_sd(acc[1]).removesuffix(" %") if acc[1] else NOT_FOUND_CELL,
                 "HA − model": stats.welch(*acc).difference if all(acc) else NOT_FOUND_CELL,
                 "layer 1 peak, model": _first_peak(runs[names[0]]),
                 "layer 1 peak, HA": _first_peak(runs[names[1]]),
