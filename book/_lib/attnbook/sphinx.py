@@ -119,8 +119,11 @@ def repository(root: Path) -> dict[str, str]:
 
 
 def _repository_link(app, config) -> None:
-    """The header's repository link: ``repository(root)['url']``."""
-    config.html_theme_options["repository_url"] = repository(Path(app.srcdir).parent)["url"]
+    """The header's repository link: ``repository(root)['url']``; nothing for a build without the book's
+    ``_config.yml`` beside its sources (a one-page Sphinx build of the extension, as the tests make)."""
+    root = Path(app.srcdir).parent
+    if (root / "_config.yml").is_file():
+        config.html_theme_options["repository_url"] = repository(root)["url"]
 
 
 #: The header's entries for results/ and the book's PDF: in the theme's download menu, beside the page's own
