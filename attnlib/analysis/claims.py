@@ -26,6 +26,7 @@ from attnlib.analysis import controls, costs, ha_rules, rules
 from attnlib.analysis.claims_file import Claim, document, load
 from attnlib.analysis.rules import HA_FAMILY, HA_PAIRS, NOT_MEASURED, RESNETS, VERDICTS, Evidence
 from attnlib.checks import check
+from attnlib.models import resolved_config
 from attnlib.results.load import read_seeds
 from attnlib.results.timing import train_cost_report
 
@@ -208,31 +209,33 @@ def _at_seed(ev: Evidence, found: dict, seed: int, geometry: bool) -> Evidence:
     return replace(at, preset=ev.geometry) if geometry else at
 
 
-def _geometry_row(ev: Evidence, claim: Claim) -> tuple[str, str, str] | None:
-    """(value, verdict, scale) of a map claim judged at the papers' geometry, or None where it is not judged
-    there: the value of the lowest seed's runs, the verdict its seeds agree on (inconclusive where they
-    differ), the scale "at tokens16 (16×16 tokens, 20 epochs), seeds 0–1: reproduced on 2 of 2"."""
+def _geometry_row(ev: Evidence, claim: Claim) -> tuple[str, str, str, str] | None:
+    """(value, verdict, scale, models) of a map claim at the papers' geometry (None where not judged there): seed
+    0's value and models, the verdict its seeds agree on (else inconclusive), the scale "at tokens16 (16×16
+    tokens, 20 epochs), seeds 0–1: reproduced on 2 of 2"."""
     verdicts = seed_verdicts(ev, claim, geometry=True)
     if len(verdicts) < GEOMETRY_SEEDS:
         return None
-    first = min(verdicts)
-    value = claim.test(_at_seed(ev, ev.geometry_runs, first, True))[0]
+    at = _at_seed(ev, ev.geometry_runs, 0, True)
     agreed = set(verdicts.values())
     verdict = agreed.pop() if len(agreed) == 1 else rules.INCONCLUSIVE
-    names = [n for n in EVIDENCE[claim.key][0] if first in ev.geometry_runs.get(n, {})]
-    epochs = _span([_epochs(n, ev.geometry_runs[n][first], ev.geometry) for n in names], " epochs")
-    side = 32 // int(experiments.resolve(names[0], ev.geometry).model.get("downsample", 2))
-    scale = f"at {ev.geometry} ({side}×{side} tokens, {epochs})"
-    return value, verdict, f"{scale}, {_tally(verdicts, ev.geometry).removeprefix(f'at {ev.geometry}, ')}"
+    names = [n for n in EVIDENCE[claim.key][0] if at.runs.get(n) is not None]
+    epochs = _span([_epochs(n, at.runs[n], ev.geometry) for n in names], " epochs")
+    found = experiments.resolve(names[0], ev.geometry)
+    side = 32 // resolved_config(experiments.get(names[0]).family, **found.model)["downsample"]
+    scale = f"at {ev.geometry} ({side}×{side} tokens, {epochs}), {_counts(verdicts)}"
+    return claim.test(at)[0], verdict, scale, evidence_models(at, claim.key)
+
+
+def _counts(verdicts: dict[int, str]) -> str:
+    """ "seeds 0–4: not reproduced on 5 of 5": each verdict's count, most frequent first."""
+    said = ", ".join(f"{v} on {k} of {len(verdicts)}" for v, k in Counter(verdicts.values()).most_common())
+    return f"seeds {_seed_span(sorted(verdicts))}: {said}"
 
 
 def _tally(verdicts: dict[int, str], preset: str) -> str:
-    """ "at budget, seeds 0–4: not reproduced on 5 of 5" (each verdict's count, most frequent first); "" for
-    fewer than two seeds."""
-    if len(verdicts) < 2:
-        return ""
-    said = ", ".join(f"{v} on {k} of {len(verdicts)}" for v, k in Counter(verdicts.values()).most_common())
-    return f"at {preset}, seeds {_seed_span(sorted(verdicts))}: {said}"
+    """ "at budget, seeds 0–4: not reproduced on 5 of 5" (`_counts`); "" for fewer than two seeds."""
+    return f"at {preset}, {_counts(verdicts)}" if len(verdicts) >= 2 else ""
 
 
 def _seed_span(seeds: list[int]) -> str:
@@ -261,8 +264,8 @@ def ledger(evidence: Evidence, claims=CLAIMS):
         models = "" if verdict == NOT_MEASURED else evidence_models(evidence, c.key)
         if geometry := _geometry_row(evidence, c):  # judged at the papers' geometry; the 8x8 evidence beside
             before = f"{verdict} — {scale}" if scale else verdict
-            value, verdict, scale = geometry[0], geometry[1], f"{geometry[2]}; on 8×8 tokens: {before}"
-            models = evidence_models(_at_seed(evidence, evidence.geometry_runs, 0, True), c.key)
+            value, verdict, scale, models = geometry
+            scale = f"{scale}; on 8×8 tokens: {before}"
         row = {"claim": c.key} | {k: getattr(c, k) for k in ("title", "source", "where", "words", "measure")}
         row |= {"value": value, "verdict": verdict, "rule": c.rule, "models": models}
         rows.append(row | {"evidence": scale, "label": f"{verdict} — {scale}" if scale else verdict})

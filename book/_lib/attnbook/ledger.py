@@ -8,6 +8,7 @@ from attnbook.params import Params
 from attnbook.phrases import (
     NOT_FOUND_CELL,
     fmt,
+    is_missing,
     title,
     word_list,
 )
@@ -77,11 +78,6 @@ def measure_endpoints(histories: dict, measures=("peak", "distance")):
 PLAN_PRESETS = ("budget", "long")
 
 
-def _words(value) -> str:
-    """A text cell of a results frame, "" where it is missing (None or NaN)."""
-    return value if isinstance(value, str) else ""
-
-
 def long_plan(params: Params):
     """(table, numbers): the `long` runs the ledger reads (``plan.LONG_PLAN``), one row each: the claims it
     informs now, those it will inform once the long preset holds as many seeds a side as the comparison
@@ -109,6 +105,7 @@ def long_plan(params: Params):
         hours = saved.at[name, "cpu_seconds"] / 3600 if complete else 0.0  # wall time x CPU threads
         spent += hours
         device = str(saved.at[name, "wall_time_device"]) if complete else ""
+        precision = saved.at[name, "precision"]
         over_seeds = [k for k in informs if claims.EVIDENCE.get(k, ((), ""))[1] in ("seeds", "timed")]
         rows.append(
             {
@@ -116,7 +113,7 @@ def long_plan(params: Params):
                 "claims it informs": "; ".join(keys[k] for k in informs if k not in over_seeds) or "—",
                 "at budget until 3 seeds a side": "; ".join(keys[k] for k in over_seeds) or "—",
                 "trained": f"{saved.at[name, 'epochs']:.0f} epochs, {hours:.1f} CPU-hours, "
-                f"{_words(saved.at[name, 'precision']) or 'precision not recorded'}"
+                f"{'precision not recorded' if is_missing(precision) or not precision else precision}"
                 if complete
                 else "—",
                 "machine": device_words(device),
