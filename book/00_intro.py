@@ -106,7 +106,7 @@ from attnlib.results import tables
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke: the preset summarised below
 results_dir = None  # None: results/ at the repository root
-long_preset = "long"  # preset of the 60-epoch runs also shown (ledger evidence, per-epoch measures), or the preset for none
+long_preset = "long"  # preset of the longer runs shown beside (= preset: none)
 
 # %% tags=["remove-input"]
 params = book.check_params(
@@ -285,7 +285,7 @@ book.show_ledger(
 #    that even a clean copy task is slow to leave ({ref}`chapter-reproduction`); from a ten times larger
 #    initialisation
 #    they peak at {glue:text}`intro_learned_var_peak`×. The paper's claim that such heads
-#    attend at fixed shifts is {glue:text}`intro_w_learned_shifts` here.
+#    attend at fixed shifts is {glue:text}`intro_w_learned_shifts`.
 # 4. **Quadratic centres move little at this scale.** Whether they leave their initialisation:
 #    {glue:text}`intro_w_centres_move`; whether they settle on a grid around the query:
 #    {glue:text}`intro_w_centres_grid`.

@@ -131,7 +131,7 @@ params = book.check_params(seed=seed, counts={"steps": steps})
 
 # %% tags=["remove-input"]
 viz.set_style()
-torch.set_num_threads(1)  # every tensor here is tiny: one thread avoids threading overhead
+torch.set_num_threads(1)  # tiny tensors: one thread, no threading overhead
 _ = torch.manual_seed(params.seed)
 
 # %% [markdown]

@@ -79,12 +79,12 @@ from attnlib.results import tables
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke
-data = None  # None: the preset's data (CIFAR-10 from $ATTNLIB_DATA); "synthetic"; a folder
-device = "auto"  # auto | cpu | cuda | cuda:N (only used to train what results/ lacks)
-seed = 0  # seed of the runs (results/<experiment>/<preset>-seed<N> for N > 0)
-train_missing = None  # None: train what results/ lacks, except during the book build; True; False
+data = None  # None: the preset's (CIFAR-10) | "synthetic" | a folder
+device = "auto"  # auto | cpu | cuda | cuda:N (to train what results/ lacks)
+seed = 0  # the runs' seed (results/<experiment>/<preset>-seed<N> if N > 0)
+train_missing = None  # None: train what results/ lacks, not in a build | bool
 results_dir = None  # None: results/ at the repository root
-long_preset = "long"  # preset of the 60-epoch runs also shown (ledger evidence, per-epoch measures), or the preset for none
+long_preset = "long"  # preset of the longer runs shown beside (= preset: none)
 
 # %% tags=["remove-input"]
 params = book.check_params(
@@ -175,7 +175,6 @@ book.show_table(
     ),
     compact=True,
 )
-book.show_sources(TABLE1)
 book.note_below_target(frame, params.preset)
 missing = [n for n, r in runs.items() if r is None]
 if missing:
@@ -385,7 +384,7 @@ book.glue_numbers("quad_long", quad)
 
 # %% tags=["hide-input"]
 for name in ("learned_9h", "learned_content_9h"):
-    book.show_attention(runs[name], name, params, name=f"fig-repro-{name}", status=runs.status)
+    book.show_attention(runs[name], name, params, name=f"fig-repro-{name}", status=runs.status, others="appendix")
 
 # %% tags=["remove-input"]
 for name in (*LEARNED, "quadratic_iso_9h"):

@@ -37,8 +37,8 @@ from attnlib.san import ops
 from attnlib.san.model import SANConfig
 
 # %% tags=["parameters"]
-preset = "budget"  # paper | budget | smoke: the preset whose model sizes are counted below
-device = "auto"  # auto | cpu | cuda | cuda:N: where the operations are checked (Triton needs a GPU)
+preset = "budget"  # paper | budget | smoke: the model sizes counted below
+device = "auto"  # auto | cpu | cuda | cuda:N: where the operations run
 seed = 0  # seed of the random tensors
 
 # %% tags=["remove-input"]

@@ -66,14 +66,14 @@ from attnlib.measures import NEAR_UNIFORM
 from attnlib.results import tables
 
 # %% tags=["parameters"]
-heads = 9  # 9 | 16: heads of the learned-2D models (SAN has none; our ViT runs use 9)
+heads = 9  # 9 | 16: heads of the learned-2D models (ViT runs use 9)
 preset = "budget"  # paper | budget | smoke
-data = None  # None: the preset's data (CIFAR-10 from $ATTNLIB_DATA); "synthetic"; a folder
-device = "auto"  # auto | cpu | cuda | cuda:N (only used to train what results/ lacks)
-seed = 0  # seed of the runs (results/<experiment>/<preset>-seed<N> for N > 0)
-train_missing = None  # None: train what results/ lacks, except during the book build; True; False
+data = None  # None: the preset's (CIFAR-10) | "synthetic" | a folder
+device = "auto"  # auto | cpu | cuda | cuda:N (to train what results/ lacks)
+seed = 0  # the runs' seed (results/<experiment>/<preset>-seed<N> if N > 0)
+train_missing = None  # None: train what results/ lacks, not in a build | bool
 results_dir = None  # None: results/ at the repository root
-long_preset = "long"  # preset of the 60-epoch runs also shown (ledger evidence, per-epoch measures), or the preset for none
+long_preset = "long"  # preset of the longer runs shown beside (= preset: none)
 
 # %% tags=["remove-input"]
 params = book.check_params(
@@ -91,7 +91,9 @@ params = book.check_params(
 viz.set_style()
 learned = f"learned_content_{params.heads}h"
 TABLE3 = tables.table3_names(params.heads)
-if params.train_missing:  # papermill -p train_missing True, or ATTNLIB_TRAIN_MISSING=1: train what results/ lacks
+if (
+    params.train_missing
+):  # papermill -p train_missing True, or ATTNLIB_TRAIN_MISSING=1: train what results/ lacks
     book.train_missing(TABLE3, params)
 runs = book.load_all(TABLE3, params)
 frame = book.table3_frame(runs, params)
@@ -125,7 +127,8 @@ book.show_table(
     "inference wall time per image (the median, as in Paper Table 1; * HA / model not told apart from 1).",
     wrap_names=True,
 )
-book.show_folded(book.timing_markdown(params), "How the wall times were measured")
+paper = "The wall times were measured as for Paper Table 1 ({ref}`chapter-reproduction`, under its table)."
+book.show_folded(book.timing_markdown(params), "How the wall times were measured", on_paper=paper)
 if book.unused_markdown(frame):
     book.show_folded(book.unused_markdown(frame), "Saved results that are not used, and why")
 literature = book.literature_table(TABLE3, pairs=True, paper=False)
@@ -137,7 +140,6 @@ if len(literature):
         ),
         compact=True,
     )
-book.show_sources(TABLE3)
 book.note_below_target(frame, params.preset)
 missing = [n for n, r in runs.items() if r is None]
 if missing:
@@ -320,11 +322,18 @@ book.show_table(
 #
 # {numref}`fig-ha-attention-one` and {numref}`fig-ha-attention-mean` show the attention probabilities of
 # the hierarchical learned-2D model with content for one query pixel: one row per application of the
-# shared block, one column per head, and the mean over heads in the last column; first for one test
-# image, then averaged over the saved test images.
+# shared block, one column per head (the first four; the others are in the appendix), and the mean over
+# all heads in the last column; first for one test image, then averaged over the saved test images.
 
 # %% tags=["hide-input"]
-book.show_attention(runs[learned + "_ha"], learned + "_ha", params, name="fig-ha-attention", status=runs.status)
+book.show_attention(
+    runs[learned + "_ha"],
+    learned + "_ha",
+    params,
+    name="fig-ha-attention",
+    status=runs.status,
+    others="appendix",
+)
 
 # %% [markdown]
 # The claims on these maps (below) are judged on the runs of the `long` preset, 60-epoch CPU runs, where
@@ -333,7 +342,9 @@ book.show_attention(runs[learned + "_ha"], learned + "_ha", params, name="fig-ha
 # without HA, after the same training.
 
 # %% tags=["hide-input"]
-drawn_long = book.show_measured_attention([learned + "_ha"], params, names={learned + "_ha": "fig-ha-attention-long"})
+drawn_long = book.show_measured_attention(
+    [learned + "_ha"], params, names={learned + "_ha": "fig-ha-attention-long"}, others="appendix"
+)
 
 # %% [markdown]
 # ## How each layer's attention evolves, model beside HA
@@ -355,7 +366,9 @@ drawn = book.show_measure_curves(
 longer = book.measured_runs([learned, learned + "_ha"], params)
 numbers = {book.title(n): book.long_run_numbers(r) for n, r in longer.items()}
 book.show_table(
-    pd.DataFrame(numbers).T.reset_index(names="model")[["model", "epochs", "accuracy", "peaks", "flat"]].rename(
+    pd.DataFrame(numbers)
+    .T.reset_index(names="model")[["model", "epochs", "accuracy", "peaks", "flat"]]
+    .rename(
         columns={
             "accuracy": "test accuracy",
             "peaks": "mean peak per layer, last epoch (× uniform)",
@@ -390,7 +403,15 @@ book.show_table(
 evidence = book.claims_evidence(params)
 ledger = book.claims_ledger(
     params,
-    ["ha_gain", "ha_params", "ha_train_cost", "ha_inference_time", "ha_layers_differ", "ha_depth", "ha_not_sparse"],
+    [
+        "ha_gain",
+        "ha_params",
+        "ha_train_cost",
+        "ha_inference_time",
+        "ha_layers_differ",
+        "ha_depth",
+        "ha_not_sparse",
+    ],
     evidence,
 )
 book.glue_verdicts(ledger, "ha")
@@ -417,7 +438,7 @@ book.show_ledger(
 #   {glue:text}`ha_verdict_learned_content_16h` for the learned-2D model with content (9 and 16 heads),
 #   {glue:text}`ha_verdict_san_pairwise` for SAN pairwise, {glue:text}`ha_verdict_san_patchwise` for SAN
 #   patchwise and {glue:text}`ha_verdict_vit` for ViT. The report's "at least 5% gain in each case" is
-#   {glue:text}`ha_w_ha_gain` here; the [Re] logs themselves give {glue:text}`ha_re_logged_9` (9 heads) and
+#   {glue:text}`ha_w_ha_gain`; the [Re] logs themselves give {glue:text}`ha_re_logged_9` (9 heads) and
 #   {glue:text}`ha_re_logged_16` (16 heads).
 # - **Cost.** An HA model holds {glue:text}`ha_cost_memory` of its model's memory in training: sharing
 #   shrinks the weights, optimiser state and gradients, but at this preset they are only

@@ -29,16 +29,17 @@ from attnbook import viz
 from attnlib import experiments
 from attnlib.analysis import plan
 from attnlib.analysis.costs import count_parameters
+from attnlib.results import tables
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke
-data = None  # None: the preset's data (CIFAR-10 from $ATTNLIB_DATA); "synthetic"; a folder
-device = "auto"  # auto | cpu | cuda | cuda:N (only used to train what results/ lacks)
-seed = 0  # seed of the runs (results/<experiment>/<preset>-seed<N> for N > 0)
-train_missing = None  # None: train what results/ lacks, except during the book build; True; False
+data = None  # None: the preset's (CIFAR-10) | "synthetic" | a folder
+device = "auto"  # auto | cpu | cuda | cuda:N (to train what results/ lacks)
+seed = 0  # the runs' seed (results/<experiment>/<preset>-seed<N> if N > 0)
+train_missing = None  # None: train what results/ lacks, not in a build | bool
 results_dir = None  # None: results/ at the repository root
-long_preset = "long"  # preset of the 60-epoch runs also shown (ledger evidence, per-epoch measures), or the preset for none
-query = 0  # which saved query pixel the attention figures use (0: the grid's centre)
+long_preset = "long"  # preset of the longer runs shown beside (= preset: none)
+query = 0  # the saved query pixel of the attention figures (0: the centre)
 
 # %% tags=["remove-input"]
 params = book.check_params(
@@ -55,7 +56,9 @@ if isinstance(query, bool) or not isinstance(query, int) or query not in range(4
 
 # %% tags=["remove-input"]
 viz.set_style()
-if params.train_missing:  # papermill -p train_missing True, or ATTNLIB_TRAIN_MISSING=1: train what results/ lacks
+if (
+    params.train_missing
+):  # papermill -p train_missing True, or ATTNLIB_TRAIN_MISSING=1: train what results/ lacks
     book.train_missing([*experiments.names(), "learned_9h_pos_init"], params)
 runs = book.load_all(experiments.names(), params)
 book.glue_str("app_preset", params.preset)
@@ -144,23 +147,26 @@ book.show_table(
     right=("max |Δ logits|", "predicted class changed"),
     wrap_names=True,
 )
-book.show_folded_table(quirk_models, "Where each difference was measured, and the [Re] models each quirk applies to")
+book.show_folded_table(
+    quirk_models, "Where each difference was measured, and the [Re] models each quirk applies to"
+)
 
 # %% [markdown]
 # (appendix-maps)=
 # ## Attention maps
 #
-# The sections follow [Re] Figs. B.1–B.10, the attention figures of the report's appendix. For each model: the
-# attention of one fixed query pixel (outlined) for one test image, then averaged over the saved test
-# images. For the paper's models and ViT each row is a layer (for HA models: an
-# application of the shared block) and each column a head, with the mean over heads last; for SAN each
-# panel is one attention application's $K \times K$ window around the query pixel (weights averaged over
-# the weight groups; the hierarchical SAN has 8 applications, 2 bottlenecks × 4 passes), and the averaged
-# figure shows each weight group, averaged over pixels and images. All panels of a figure share one colour
-# scale, shown by its colour bar, so panels can be compared; the note under each model gives its max peaks
-# ({ref}`definitions <def-measures>`). The maps that {ref}`chapter-reproduction` and
-# {ref}`chapter-hierarchical` already show ([Re] Figs. B.1–B.3, at the default query pixel) are referred to, not
-# repeated.
+# The sections follow [Re] Figs. B.1–B.10, the attention figures of the report's appendix, each the attention
+# of one fixed query pixel (outlined) for one test image, as the report draws them (the chapters add the mean
+# over test images; the ledger's image dependence measures how far the two differ). For the paper's models
+# and ViT each row is a layer (for HA models: an application of the shared block) and each column a head,
+# with the mean over heads last; for SAN each panel is one attention application's $K \times K$ window around
+# the query pixel (weights averaged over the weight groups; the hierarchical SAN has 8 applications,
+# 2 bottlenecks × 4 passes), and a second figure shows each weight group, averaged over pixels and images.
+# Every map over tokens in the book shares one colour range, from uniform attention (white) to all weight on
+# a single key, and SAN's window maps one of their own, so that panels and figures can be compared; the note
+# under each model gives its max peaks ({ref}`definitions <def-measures>`). Of the maps that
+# {ref}`chapter-reproduction` and {ref}`chapter-hierarchical` show ([Re] Figs. B.1–B.3, at the default query
+# pixel), the chapters draw the first four heads and the mean over heads; their other heads are drawn here.
 #
 # ### Learned 2D encoding with content, 9 heads ([Re] Fig. B.1)
 
@@ -207,19 +213,23 @@ book.show_attention(  # the HA chapter shows it at its default `heads` (9)
 # ### Learned 2D encoding with content, 16 heads ([Re] Fig. B.4)
 
 # %% tags=["hide-input"]
-book.show_attention(runs["learned_content_16h"], "learned_content_16h", params, query, status=runs.status)
+book.show_attention(
+    runs["learned_content_16h"], "learned_content_16h", params, query, status=runs.status, mean=False
+)
 
 # %% [markdown]
 # ### Learned 2D encoding without content, 16 heads ([Re] Fig. B.5)
 
 # %% tags=["hide-input"]
-book.show_attention(runs["learned_16h"], "learned_16h", params, query, status=runs.status)
+book.show_attention(runs["learned_16h"], "learned_16h", params, query, status=runs.status, mean=False)
 
 # %% [markdown]
 # ### Hierarchical learned 2D encoding with content, 16 heads ([Re] Fig. B.6)
 
 # %% tags=["hide-input"]
-book.show_attention(runs["learned_content_16h_ha"], "learned_content_16h_ha", params, query, status=runs.status)
+book.show_attention(
+    runs["learned_content_16h_ha"], "learned_content_16h_ha", params, query, status=runs.status, mean=False
+)
 
 # %% [markdown]
 # ### Hierarchical SAN, pairwise ([Re] Fig. B.7)
@@ -237,13 +247,13 @@ book.show_attention(runs["san_patchwise_ha"], "san_patchwise_ha", params, query,
 # ### ViT ([Re] Fig. B.9)
 
 # %% tags=["hide-input"]
-book.show_attention(runs["vit"], "vit", params, query, status=runs.status)
+book.show_attention(runs["vit"], "vit", params, query, status=runs.status, mean=False)
 
 # %% [markdown]
 # ### Hierarchical ViT ([Re] Fig. B.10)
 
 # %% tags=["hide-input"]
-book.show_attention(runs["vit_ha"], "vit_ha", params, query, status=runs.status)
+book.show_attention(runs["vit_ha"], "vit_ha", params, query, status=runs.status, mean=False)
 
 # %% [markdown]
 # ### Not in the report: learned 2D encoding without content, 9 heads, larger positional initialisation
@@ -255,7 +265,7 @@ book.show_attention(runs["vit_ha"], "vit_ha", params, query, status=runs.status)
 # %% tags=["hide-input", "hide-output"]
 variant = book.load_all(["learned_9h_pos_init"], params)
 book.show_attention(
-    variant["learned_9h_pos_init"], "learned_9h_pos_init", params, query, status=variant.status
+    variant["learned_9h_pos_init"], "learned_9h_pos_init", params, query, status=variant.status, mean=False
 )
 
 # %% [markdown]
@@ -271,6 +281,7 @@ drawn = book.show_measured_attention(  # the HA chapter draws [Re] Fig. 8's mode
     params,
     query,
     shown={"learned_content_9h_ha": ("fig-ha-attention-long", "{ref}`chapter-hierarchical`")},
+    mean=False,
 )
 
 # %% [markdown]
@@ -389,8 +400,17 @@ if engine is not None:
     positional = [r["ratio_step"] for r in engine.get("geometry_rows") or [] if "content" not in r["model"]]
     book.glue_text("engine_16_pos", min(positional, default=float("nan")), "{:.1f}×")
 else:
-    book.note("No engine benchmark is saved in `results/bench/engine.json`: run `python -m attnlib bench-engine`.")
-    for key in ("engine_lc9", "engine_min", "engine_max", "engine_gemm_lc9", "engine_bound_lc9", "engine_16_pos"):
+    book.note(
+        "No engine benchmark is saved in `results/bench/engine.json`: run `python -m attnlib bench-engine`."
+    )
+    for key in (
+        "engine_lc9",
+        "engine_min",
+        "engine_max",
+        "engine_gemm_lc9",
+        "engine_bound_lc9",
+        "engine_16_pos",
+    ):
         book.glue_str(key, "—")
 rerun = book.engine_rerun(params)
 book.glue_text("engine_rerun", None if rerun is None else rerun["accuracy"])
@@ -412,6 +432,18 @@ book.glue_text("engine_rerun_n", None if not rerun else len(rerun["seeds"]), "{:
 # seed 0 by the new engine (commit {glue:text}`engine_rerun_commit`, kept apart in `results/bench/rerun/`),
 # reached {glue:text}`engine_rerun`, within the {glue:text}`engine_rerun_low` to
 # {glue:text}`engine_rerun_high` of its {glue:text}`engine_rerun_n` saved seeds.
+
+# %% [markdown]
+# (appendix-sources)=
+# ## Where the literature figures come from
+#
+# Every published and [Re] figure that Paper Table 1 and [Re] Table 3 set beside ours, with its kind (claimed
+# in a paper, logged by a run, counted or derived from a configuration) and the place it was read: a page
+# of a paper, a run log of the [Re] repository or a configuration file of the official code.
+
+# %% tags=["remove-input"]
+literature = tables.table1_names() + tables.table3_names()
+book.show_folded(book.sources_markdown(literature), "Each literature figure, with the place it was read")
 
 # %% [markdown]
 # (appendix-compute)=
@@ -439,7 +471,9 @@ book.glue_text("app_grid_done", int((times["status"] == "complete").sum()), "{:d
 book.glue_text("app_grid_total", len(times), "{:d}")
 book.glue_text("app_grid_hours", total_seconds / 3600, "{:.2f} CPU-hours")
 book.show_table(
-    times.assign(experiment=[book.title(n) for n in times["experiment"]]).rename(columns={"experiment": "model"}),
+    times.assign(experiment=[book.title(n) for n in times["experiment"]]).rename(
+        columns={"experiment": "model"}
+    ),
     caption=f"Training time of the saved runs at preset {params.preset} (seed 0).",
     wrap_names=True,
 )

@@ -76,21 +76,24 @@ def test_protocol_tables_keep_every_setting(preset):
 @pytest.mark.parametrize("family", ["paper", "resnet", "san", "san_hier", "vit"])
 def test_model_tables_keep_every_field(family):
     full = model_table("budget", family)
-    chunks = model_tables("budget", family)
+    shared, chunks = model_tables("budget", family)
     by_title = {book.title(n): n for n in full.index}  # the headers are display names, never code ids
+    cell = lambda v: "—" if v is None or v != v else str(v)  # noqa: E731  a field a model lacks: "—", never "nan"
+    common = {} if shared is None else dict(zip(shared["field"], shared["every model"], strict=True))
+    for field, value in common.items():  # a shared field: one value, the same in every model of the family
+        assert {cell(v) for v in full[field]} == {value}
     seen = []
     for groups, table in chunks:
         names = [by_title[c] for c in table.columns[1:]]
         assert 1 <= len(names) <= REFERENCE_COLUMNS
         assert {group(n) for n in names} == set(groups)
         shown = table.set_index("field")
-        assert list(shown.index) == list(full.columns)
+        assert list(shown.index) == [f for f in full.columns if f not in common]  # every field, once
         for column, name in zip(table.columns[1:], names, strict=True):
-            assert [shown.loc[f, column] for f in full.columns] == [
-                "—" if v is None or v != v else str(v) for v in full.loc[name]
-            ]  # a field the model does not have: "—", never "nan"
+            assert [shown.loc[f, column] for f in shown.index] == [cell(full.loc[name, f]) for f in shown.index]
         seen += names
     assert seen == list(full.index)
+    assert family != "paper" or len(common) >= 5  # the paper models share most of their fields
     if (
         family == "paper"
     ):  # fifteen models: the five quadratic ones, the four learned and the six with content, each family in

@@ -226,9 +226,7 @@ def test_near_resnet_is_judged_against_the_resnet_of_comparable_size():
     assert costs.count_parameters("resnet18_narrow", "budget") / costs.count_parameters(
         "quadratic_aniso_9h", "budget"
     ) == pytest.approx(1, abs=claims.by_key("near_resnet").params["comparable_within"])
-    assert costs.count_parameters("resnet18_narrow", "paper") == costs.count_parameters(
-        "resnet18"
-    )
+    assert costs.count_parameters("resnet18_narrow", "paper") == costs.count_parameters("resnet18")
     counts = {b: 100 for b in rules.HA_PAIRS} | {b + "_ha": 20 for b in rules.HA_PAIRS}
     assert _verdict("ha_params", Evidence("x", params_paper=counts)) == REPRODUCED
     counts["vit_ha"] = 60
@@ -426,7 +424,10 @@ def test_map_claims_are_judged_at_the_papers_geometry_once_two_seeds_are_saved_t
     assert claims.ledger(ev, [claim]).iloc[0]["verdict"] == NOT_REPRODUCED  # one seed there: 8x8 decides
     ev.geometry_runs["learned_9h"][1] = local
     row = claims.ledger(ev, [claim]).iloc[0]
-    assert row["verdict"] == REPRODUCED and "6.00×" in row["value"]
+    assert (
+        row["verdict"] == REPRODUCED and row["value"].startswith("seed 0: ") and "; seed 1: " in row["value"]
+    )
+    assert row["value"].count("6.00×") == 2  # each seed's value: the spread over seeds
     assert row["label"].startswith("reproduced — at tokens16 (16×16 tokens, ")
     assert "seeds 0–1: reproduced on 2 of 2; on 8×8 tokens: not reproduced" in row["label"]
     assert row["models"] == "SA learned 2D, 9 heads, official form and init"

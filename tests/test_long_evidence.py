@@ -381,30 +381,29 @@ def test_appendix_draws_the_maps_of_each_saved_long_run(tiny_long, tmp_path, mon
     for name in ("learned_9h", "resnet18"):
         train_run(name, "long", results_dir=tmp_path, progress=False)
     assert book.show_measured_attention(names, params) == ["learned_9h"]
-    # learned_9h has no content term: its maps are the same for every image, so one figure stands for the
-    # image and for the mean (shown once, labelled both ways: `also`); heads 5-9 are a figure of their own,
-    # folded under it
-    assert [n for n, _ in shown] == ["fig-learned_9h-long-one", "fig-learned_9h-long-one-more"]
-    assert "the same for every test image" in shown[0][1]
+    # learned_9h has no content term and, after two tiny epochs, near-uniform maps: one figure, each layer's
+    # sharpest head, stands for every head, the image and the mean (shown once, labelled both ways: `also`)
+    assert [n for n, _ in shown] == ["fig-learned_9h-long-one"]
+    assert "the same for every test image" in shown[0][1] and "near-uniform" in shown[0][1]
     assert all(c.startswith(f"{book.title('learned_9h')} (long preset, 2 epochs): ") for _, c in shown)
     at_long = dataclasses.replace(params, preset="long")
     assert book.show_measured_attention(names, at_long) == []
-    assert len(shown) == 2
+    assert len(shown) == 1
     # another label (the HA chapter's), and a reference back to it instead of the same figures again
     assert book.show_measured_attention(names, params, names={"learned_9h": "fig-elsewhere"}) == [
         "learned_9h"
     ]
-    assert [n for n, _ in shown[2:]] == ["fig-elsewhere-one", "fig-elsewhere-one-more"]
+    assert [n for n, _ in shown[1:]] == ["fig-elsewhere-one"]
     notes.clear()
     back = {"learned_9h": ("fig-elsewhere", "chapter 4")}
-    assert book.show_measured_attention(names, params, shown=back) == ["learned_9h"] and len(shown) == 4
+    assert book.show_measured_attention(names, params, shown=back) == ["learned_9h"] and len(shown) == 2
     assert len(notes) == 1 and "(long preset, 2 epochs)" in notes[0]
     # no content term: one figure stands for the image and the mean, and the note names it once
     assert notes[0].endswith(
         "are {numref}`fig-elsewhere-one` (the same for every test image) in chapter 4; they are not repeated here."
     )
     content = SimpleNamespace(
-        attention={"rows": np.ones((2, 1, 1, 1, 4)), "rows_mean": np.ones((1, 1, 1, 4))}
+        attention={"rows": np.ones((2, 1, 1, 1, 4)), "rows_mean": np.ones((1, 1, 1, 4))}, config={}
     )
     content.attention["rows"][1, ..., 0] = 2.0  # the second image attends differently
     notes.clear()
@@ -413,6 +412,37 @@ def test_appendix_draws_the_maps_of_each_saved_long_run(tiny_long, tmp_path, mon
         "are {numref}`fig-there-one` (one test image) and {numref}`fig-there-mean` (mean over test images) in "
         "chapter 4; they are not repeated here."
     )
+
+
+def test_a_chapter_leaves_the_other_heads_to_the_appendix(tmp_path, monkeypatch):
+    """A chapter's maps (``others="appendix"``) show heads 1-4 and the mean, their caption pointing to the
+    other heads' figures; the appendix (``shown_as``) draws those under the chapter's label, once each."""
+    import attnbook as book
+    from attnbook import display
+
+    shown, notes = [], []
+    monkeypatch.setattr(
+        display,
+        "show",
+        lambda fig, name=None, caption=None, also=(), folded=None: shown.append((name, caption, folded)),
+    )
+    monkeypatch.setattr(display, "note", lambda text, kind="note": notes.append(text))
+    rows = np.random.default_rng(0).dirichlet(
+        np.full(16, 0.2), size=(2, 2, 9, 1)
+    )  # (images, layers, heads, q, N)
+    attention = {"rows": rows, "rows_mean": rows.mean(0), "grid": (4, 4), "queries": np.array([5])}
+    run = SimpleNamespace(attention=attention, config={"model": {}}, provenance={"epochs_trained": 1})
+    params = book.check_params(preset="smoke", results_dir=str(tmp_path), train_missing=False)
+    book.show_attention(run, "learned_content_9h", params, name="fig-ch", others="appendix")
+    assert [(n, f) for n, _, f in shown] == [("fig-ch-one", None), ("fig-ch-mean", None)]
+    assert "heads 5–9: {numref}`fig-ch-one-more`, in the appendix" in shown[0][1]
+    shown.clear()
+    book.show_attention(run, "learned_content_9h", params, shown_as="fig-ch", where="chapter 2")
+    assert [(n, f) for n, _, f in shown] == [("fig-ch-one-more", None), ("fig-ch-mean-more", None)]
+    assert notes[-1].endswith("in chapter 2; their heads 5–9 follow.")
+    shown.clear()
+    book.show_attention(run, "learned_content_9h", params, name="fig-own")  # the appendix's own model: folded
+    assert [n for n, _, f in shown if f] == ["fig-own-one-more", "fig-own-mean-more"]
 
 
 def test_the_saved_long_runs_trained_every_epoch():

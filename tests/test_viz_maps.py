@@ -51,9 +51,10 @@ def test_a_figure_and_its_fold_out_share_one_scale_and_readable_panels(heads):
     more = viz.attention_grid(rows, (8, 8), (4, 4), heads=rest, average=False)
     assert len(_maps(main)) == 4 * (len(first) + 1) and len(_maps(more)) == 4 * len(rest)
     scales = {(im.norm.vmin, im.norm.vmax) for f in (main, more) for a in _maps(f) for im in a.images}
-    assert len(scales) == 1  # both figures: one scale, from every head
-    high = max(rows.max(), rows.mean(1).max()) * 64
-    assert scales.pop()[1] == 2.0 ** np.ceil(np.log2(high))
+    # both figures: one scale, that of every attention figure over 64 keys: ×1/64 (lowest) to ×64 (one key)
+    assert scales == {(1 / 64, 64.0)}
+    other = viz.attention_grid(rows * 0 + 1 / 64, (8, 8), (4, 4), heads=first)  # uniform maps: the same range
+    assert {(im.norm.vmin, im.norm.vmax) for a in _maps(other) for im in a.images} == scales
     for fig in (main, more):
         fig.canvas.draw()
         width = fig.get_figwidth()
@@ -69,6 +70,18 @@ def test_a_figure_and_its_fold_out_share_one_scale_and_readable_panels(heads):
     assert [a.get_title() for a in _maps(more)][: len(rest)] == [f"head {h + 1}" for h in rest]
     labels = [a.get_ylabel() for a in _maps(more) if a.get_ylabel()]
     assert labels == [f"layer {li + 1}" for li in range(4)]
+
+
+def test_a_near_uniform_run_is_one_row_of_each_layers_sharpest_head():
+    rows = np.full((2, 4, 3, 16), 1 / 16)  # (images, layers, queries, N = 4 x 4)
+    rows = np.repeat(rows[:, :, None], 3, axis=2)  # (images, layers, heads 3, queries, N)
+    rows[:, 2, 1, 0, 5] += 0.02  # layer 3, head 2 peaks highest at query 0
+    rows[:, 2, 1, 0, 6] -= 0.02
+    attention = {"rows": rows, "rows_mean": rows.mean(0), "grid": (4, 4), "queries": np.array([5, 0, 15])}
+    fig = viz.sharpest_heads(attention, 0)
+    maps = _maps(fig)
+    assert len(maps) == 4 and maps[2].get_title() == "layer 3, head 2"  # one panel per layer
+    assert {(im.norm.vmin, im.norm.vmax) for a in maps for im in a.images} == {(1 / 16, 16.0)}
 
 
 def test_query_outline_is_thin_and_hollow():
@@ -92,7 +105,7 @@ def test_san_windows_as_multiples_of_uniform_and_signed_weights_linear():
     soft = [np.full((k2, 2, 2), 1 / k2), np.broadcast_to(np.eye(k2)[4][:, None, None], (k2, 2, 2))]
     fig = viz.window_maps(soft, (0.5, 0.5))
     ims = [im for a in fig.axes for im in a.images]
-    assert {(im.norm.vmin, im.norm.vmax) for im in ims} == {(1 / 16, 16.0)}  # 9 × uniform -> bound 16
+    assert {(im.norm.vmin, im.norm.vmax) for im in ims} == {(1 / 9, 9.0)}  # every window figure: 1/K² .. K²
     np.testing.assert_allclose(ims[0].get_array(), 1.0)
     means = viz.window_means([np.full((2, k2), 1 / k2)] * 8)  # eight layers: two blocks of four
     assert len(_maps(means)) == 8 * 3

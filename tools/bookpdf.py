@@ -3,8 +3,9 @@
 ``python tools/bookpdf.py [_build/html] [-o _build/attnlib.pdf] [--paper A4|Letter]`` (``make pdf``) opens
 every chapter page of the built book in headless Chromium with the network off (Debian's ``chromium``,
 found as ``make check-book`` finds it: never Playwright's or pyppeteer's download), waits for MathJax,
-prints the page with the theme's print style sheet and the book's (every fold-out of results open and the
-chapter's title numbered, as a reader printing the page gets it: ``book/_static/attnlib.css``), numbered on
+prints the page with the theme's print style sheet and the book's (every fold-out of results open, but
+those printed elsewhere or archived, and the chapter's title numbered, as a reader printing the page gets
+it: ``book/_static/attnlib.css``) and the paper style below (``PRINT_CSS``), numbered on
 from the pages before it, and joins the chapters in the order of the book behind a title page and contents
 (tools/pdfparts.py), one outline entry each, every link made to lead to its place in the PDF or to the
 repository. It prints each chapter's pages, the totals that issue 31 sets bounds for (chapters 0-4, the
@@ -37,12 +38,19 @@ PAPERS = ("A4", "Letter")
 MARGIN = "15mm"
 #: The paper's print style, laid over the theme's print style sheet and the book's own (``book/_static/attnlib.css``
 #: opens every fold-out on paper): a 10 pt text (the theme prints at 12 pt) at line height 1.3, headings to
-#: scale, figures no taller than 80 mm, an attention grid and the grid of its other heads (folded under it on screen) side by
-#: side, each half the column wide, the text of fold-outs, tables and code a size smaller, tables and notes
+#: scale, figures no taller than 62 mm (captions, paragraph and box spacing a little tighter), an attention
+#: grid and the grid of its other heads (folded under it on screen) side by side, each half the column wide,
+#: as a run's maps of one image and of the mean, the text of fold-outs, tables and code 0.75 rem, tables and notes
 #: free to break between rows and lines (the theme keeps each whole: a long one left most of a page blank) and
 #: a table's first column free to wrap (but in the compact result tables), no page break forced before a figure.
 #: A cell output holding an attention grid and its other heads (``attnbook.maps``: figure ``...-more``).
 GRID_PAIR = '.cell_output:has(> details figure[id$="-more"])'
+#: A cell output holding a run's maps of one image and of the mean (or their other heads, in the appendix):
+#: printed side by side too, each half the column wide.
+MAP_PAIR = (
+    '.cell_output:has(> figure[id$="-one"] + figure[id$="-mean"], '
+    '> figure[id$="-one-more"] + figure[id$="-mean-more"])'
+)
 PRINT_CSS = """
 @media print {
   html { font-size: 13.33px !important; }
@@ -50,11 +58,14 @@ PRINT_CSS = """
   h1 { font-size: 2.0rem !important; margin-top: 0 !important; }
   h2 { font-size: 1.45rem !important; margin-top: 1.2rem !important; }
   h3 { font-size: 1.15rem !important; }
-  figure img, .cell_output img { max-width: 100% !important; max-height: 80mm !important; width: auto !important;
+  figure img, .cell_output img { max-width: 100% !important; max-height: 62mm !important; width: auto !important;
                                  height: auto !important; object-fit: contain; }
   figure { margin: 0.6rem auto !important; break-inside: avoid; }
-  table, pre, .highlight { font-size: 0.85rem !important; }
-  details.sd-dropdown .sd-card-body { font-size: 0.8rem !important; }
+  figcaption { font-size: 0.85rem !important; }
+  p { margin-bottom: 0.55rem !important; }
+  .admonition, div.admonition, details.sd-dropdown { margin-top: 0.5rem !important; margin-bottom: 0.5rem !important; }
+  table, pre, .highlight { font-size: 0.75rem !important; }
+  details.sd-dropdown .sd-card-body { font-size: 0.75rem !important; }
   details.sd-dropdown { break-inside: auto !important; }
   details.sd-dropdown > summary, caption { break-after: avoid !important; }
   .bd-main .bd-content table, .admonition, div.admonition { break-inside: auto !important; }
@@ -64,11 +75,16 @@ PRINT_CSS = """
   GRID_PAIR > * { flex: 0 0 100%; }
   GRID_PAIR > figure:has(+ details figure[id$="-more"]),
   GRID_PAIR > figure + details:has(figure[id$="-more"]) { flex: 0 0 49%; margin: 0 !important; border: none !important; }
+  MAP_PAIR { display: flex !important; flex-wrap: wrap; align-items: flex-start; justify-content: space-between; }
+  MAP_PAIR > * { flex: 0 0 100%; }
+  MAP_PAIR > figure[id$="-one"]:has(+ figure[id$="-mean"]), MAP_PAIR > figure[id$="-one"] + figure[id$="-mean"],
+  MAP_PAIR > figure[id$="-one-more"]:has(+ figure[id$="-mean-more"]),
+  MAP_PAIR > figure[id$="-one-more"] + figure[id$="-mean-more"] { flex: 0 0 49%; margin: 0 !important; }
   details.sd-dropdown:has(figure) > summary { display: none !important; }
   details.sd-dropdown:has(figure) > .sd-card-body { padding: 0 !important; }
   p, li { orphans: 3; widows: 3; }
 }
-""".replace("GRID_PAIR", GRID_PAIR)
+""".replace("GRID_PAIR", GRID_PAIR).replace("MAP_PAIR", MAP_PAIR)
 #: Pages of the build that are no chapter: Sphinx's index and search pages.
 NOT_CHAPTERS = ("genindex.html", "search.html")
 #: The totals printed, by chapter file name prefix: chapters 0-4, and the appendix.

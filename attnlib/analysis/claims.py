@@ -152,7 +152,8 @@ def network_form(name: str) -> str:
     if experiments.get(name).family != "paper":
         return ""
     model = experiments.resolve(name, "paper").model
-    form = "[Re]" if any(model.get(k) == "re" for k in ("block", "learned_form", "score_layout", "quadratic_target")) else "official"
+    re_parts = ("block", "learned_form", "score_layout", "quadratic_target")
+    form = "[Re]" if any(model.get(k) == "re" for k in re_parts) else "official"
     init = "[Re]" if model.get("init") == "re" else "official"
     return f"{form} form and init" if form == init else f"{form} form, {init} init"
 
@@ -210,9 +211,9 @@ def _at_seed(ev: Evidence, found: dict, seed: int, geometry: bool) -> Evidence:
 
 
 def _geometry_row(ev: Evidence, claim: Claim) -> tuple[str, str, str, str] | None:
-    """(value, verdict, scale, models) of a map claim at the papers' geometry (None where not judged there): seed
-    0's value and models, the verdict its seeds agree on (else inconclusive), the scale "at tokens16 (16×16
-    tokens, 20 epochs), seeds 0–1: reproduced on 2 of 2"."""
+    """(value, verdict, scale, models) of a map claim at the papers' geometry (None where not judged there): each
+    seed's value ("seed 0: …; seed 1: …", the spread over seeds), seed 0's models, the verdict its seeds agree
+    on (else inconclusive), the scale "at tokens16 (16×16 tokens, 20 epochs), seeds 0–1: reproduced on 2 of 2"."""
     verdicts = seed_verdicts(ev, claim, geometry=True)
     if len(verdicts) < GEOMETRY_SEEDS:
         return None
@@ -224,7 +225,8 @@ def _geometry_row(ev: Evidence, claim: Claim) -> tuple[str, str, str, str] | Non
     found = experiments.resolve(names[0], ev.geometry)
     side = 32 // resolved_config(experiments.get(names[0]).family, **found.model)["downsample"]
     scale = f"at {ev.geometry} ({side}×{side} tokens, {epochs}), {_counts(verdicts)}"
-    return claim.test(at)[0], verdict, scale, evidence_models(at, claim.key)
+    value = "; ".join(f"seed {s}: {claim.test(_at_seed(ev, ev.geometry_runs, s, True))[0]}" for s in verdicts)
+    return value, verdict, scale, evidence_models(at, claim.key)
 
 
 def _counts(verdicts: dict[int, str]) -> str:
@@ -239,11 +241,8 @@ def _tally(verdicts: dict[int, str], preset: str) -> str:
 
 
 def _seed_span(seeds: list[int]) -> str:
-    return (
-        f"{seeds[0]}–{seeds[-1]}"
-        if seeds == list(range(seeds[0], seeds[-1] + 1))
-        else ", ".join(map(str, seeds))
-    )
+    run = seeds == list(range(seeds[0], seeds[-1] + 1))
+    return f"{seeds[0]}–{seeds[-1]}" if run else ", ".join(map(str, seeds))
 
 
 def ledger(evidence: Evidence, claims=CLAIMS):

@@ -39,7 +39,6 @@ from .display import (
     show_ledger,
     show_models,
     show_protocols,
-    show_sources,
     show_table,
 )
 from .ha import (
@@ -91,6 +90,7 @@ from .tables import (
     resolution_control,
     results_table,
     seeds_frame,
+    sources_markdown,
     table3_frame,
 )
 
@@ -107,6 +107,6 @@ __all__ = [
     "results_table", "seed_accuracies", "seeds_frame", "show", "show_attention", "show_bench",
     "show_centre_paths", "show_centres", "show_folded", "show_folded_table", "show_ledger",
     "show_measure_curves", "show_measured_attention", "show_measured_centres", "show_models",
-    "show_protocols", "show_sources", "show_table", "table3_frame", "timing_markdown", "title",
+    "show_protocols", "show_table", "sources_markdown", "table3_frame", "timing_markdown", "title",
     "train_missing", "training_time", "unused_markdown", "welch_labels",
 ]  # fmt: skip

@@ -22,7 +22,7 @@ from attnbook.phrases import (
     word_list,
 )
 from attnbook.reference import model_tables, protocol_tables
-from attnbook.tables import below_target, sources_markdown
+from attnbook.tables import below_target
 
 
 def glue_text(name: str, value, spec: str = "{:.1%}", missing: str = "—") -> None:
@@ -237,17 +237,25 @@ def show_protocols(preset: str) -> None:
     caption = f"Training protocols at preset {preset}"
     for families, table in settings:
         show_table(table, caption=f"{caption}: {word_list(families)} models")
-    show_table(reasons.drop(columns="history"), caption=f"{caption}: the experiments that train with each, and why")
+    show_table(
+        reasons.drop(columns="history"), caption=f"{caption}: the experiments that train with each, and why"
+    )
     past = reasons[reasons["history"] != ""][["protocol", "history"]]
     if len(past):  # the dated steps that led to each protocol, for a reader who wants them
-        show_folded_table(past, f"How each protocol at preset {preset} came about (dated history)")
+        paper = "The dated history of each protocol is left out of print; the HTML book has it here, folded."
+        show_folded_table(
+            past, f"How each protocol at preset {preset} came about (dated history)", on_paper=paper
+        )
 
 
 def show_models(preset: str, family: str) -> None:
-    """Every field of the model configs of ``family`` at ``preset`` (``model_tables``): one row per field, one
-    column per experiment; a family of more than ``REFERENCE_COLUMNS`` models in a table per group."""
-    chunks = model_tables(preset, family)
+    """Every field of the model configs of ``family`` at ``preset`` (``model_tables``): those the family
+    shares in one table, then one row per other field and one column per experiment; a family of more than
+    ``REFERENCE_COLUMNS`` models in a table per group."""
+    shared, chunks = model_tables(preset, family)
     caption = f"{family} models at preset {preset}"
+    if shared is not None:
+        show_table(shared, caption=f"{caption}: the fields every model of the family shares")
     for groups, table in chunks:
         show_table(table, caption=caption + (f": {word_list(groups)}" if len(chunks) > 1 else ""))
 
@@ -274,19 +282,21 @@ def show_bench(report: dict, device: str) -> None:
         )
 
 
-def show_folded(markdown: str, summary: str) -> None:
-    """MyST Markdown in a fold-out titled ``summary`` (a reader opens it to check a detail)."""
+def show_folded(markdown: str, summary: str, on_paper: str | None = None) -> None:
+    """MyST Markdown in a fold-out titled ``summary`` (a reader opens it to check a detail). ``on_paper``: a
+    sentence that stands for the fold-out in print (``print-repeat`` and ``print-only`` in
+    ``book/_static/attnlib.css``), where it is printed elsewhere or is an archive a page need not hold."""
     from IPython.display import Markdown, display
 
-    display(Markdown(f":::{{dropdown}} {summary}\n{markdown}\n:::"))
+    paper = f"\n\n:::{{container}} print-only\n{on_paper}\n:::" if on_paper else ""
+    markdown = (":class-container: print-repeat\n" if on_paper else "") + markdown
+    display(Markdown(f":::{{dropdown}} {summary}\n{markdown}\n:::{paper}"))
 
 
-def show_folded_table(frame, summary: str, by: str | None = None) -> None:
-    """A table (no index) in a fold-out titled ``summary``, under the table it completes. ``by``: one table
-    per value of that column, under its value in bold (a long name in a column of its own would not fit
-    beside the numbers), each without the columns that are empty for it."""
-    from IPython.display import Markdown, display
-
+def show_folded_table(frame, summary: str, by: str | None = None, on_paper: str | None = None) -> None:
+    """A table (no index) in a fold-out titled ``summary`` (``show_folded``), under the table it completes.
+    ``by``: one table per value of that column, under its value in bold (a long name in a column of its own
+    would not fit beside the numbers), each without the columns that are empty for it."""
     from attnbook.phrases import escaped, markdown_table
 
     if by is None:
@@ -298,18 +308,7 @@ def show_folded_table(frame, summary: str, by: str | None = None) -> None:
             rows = rows.loc[:, [c for c in rows.columns if (rows[c].astype(str) != "").any()]]
             parts.append(f"**{escaped(value)}**\n\n{markdown_table(rows)}")
         body = "\n\n".join(parts)
-    display(Markdown(f":::{{dropdown}} {summary}\n{body}\n:::"))
-
-
-def show_sources(experiments) -> None:
-    """Display ``sources_markdown`` under a table, folded (a reader opens it to check a figure)."""
-    from IPython.display import Markdown, display
-
-    display(
-        Markdown(
-            ":::{dropdown} Where the literature figures come from\n" + sources_markdown(experiments) + "\n:::"
-        )
-    )
+    show_folded(body, summary, on_paper)
 
 
 def show_ledger(frame, caption: str, printed_under: str | None = None) -> None:

@@ -23,20 +23,18 @@ def show_attention(
     named: bool = False,
     shown_as: str | None = None,
     where: str = "",
+    others: str = "fold",
+    mean: bool = True,
 ) -> None:
-    """The saved attention maps of one run as two numbered figures, ``{name}-one`` (a fixed query pixel,
-    first saved test image) and ``{name}-mean`` (the same query pixel, averaged over the saved test images);
-    ``name`` defaults to ``fig-<experiment>`` (``-q<query>`` added for another query); ``named``: the
-    captions name the preset and the epochs (for a run of another preset than the chapter's). A missing run still
-    gets both figure numbers, with a placeholder saying it is not saved at this preset, so references resolve
-    (``status``, the ``Runs.status`` of ``load_all``, says whether its saved result is damaged or stale);
-    the placeholder is one figure labelled both ways (a figure is never shown twice). ``shown_as``: the label
-    these maps were already shown under (another chapter's ``show_attention(..., name=shown_as)``, at query 0):
-    at query 0 a sentence refers back to them (``where``: "chapter 2") instead of drawing them again.
-
-    Token models (paper models, ViT): layers × heads grids over the key grid (``_token_maps``). SAN: each
-    layer's K×K window around the query pixel, and the weights averaged over pixels and images per weight
-    group (``_san_maps``).
+    """The saved attention maps of one run: figures ``{name}-one`` (a fixed query pixel, first saved test
+    image) and ``{name}-mean`` (averaged over the saved test images); ``name`` defaults to
+    ``fig-<experiment>`` (``-q<query>`` added for another query); ``named``: the captions name the preset and
+    epochs. A run not saved gets one placeholder labelled both ways (``status``: ``Runs.status``, damaged
+    or stale), so references resolve. Token models: ``_token_maps`` (``others``: "fold" the other heads under
+    each figure, or leave them to the "appendix"; ``mean`` False: the image's figure only, as [Re] Figs.
+    B.1-B.10 show); SAN: ``_san_maps``. ``shown_as``: the label a chapter drew
+    these maps under (``others="appendix"``): at query 0 a sentence refers back to them (``where``:
+    "chapter 2") and only their other heads are drawn, as ``{shown_as}-{part}-more``.
     """
     from attnbook import viz
 
@@ -45,15 +43,7 @@ def show_attention(
     if run is not None:
         model += _at(params.preset, run, named)
     if shown_as is not None and not query:
-        where = f" in {where}" if where else ""
-        if _same_for_every_image(run):  # drawn once, labelled both ways
-            shown = f"are {{numref}}`{shown_as}-one` (the same for every test image){where}; they are"
-        else:
-            shown = (
-                f"are {{numref}}`{shown_as}-one` (one test image) and {{numref}}`{shown_as}-mean` (mean over "
-                f"test images){where}; they are"
-            )
-        display.note(f"The attention maps of {model} at this query pixel {shown} not repeated here.")
+        _refer_back(run, model, shown_as, where)
         return
     if run is None:
         display.note_missing(f"Attention maps of {model}", params.preset, [experiment], status)
@@ -64,8 +54,27 @@ def show_attention(
             also=(f"{label}-mean",),
         )
         return
-    draw = _token_maps if "rows" in run.attention else _san_maps
-    draw(run, query, label, model)
+    if "rows" in run.attention:
+        _token_maps(run, query, label, model, others, mean)
+    else:
+        _san_maps(run, query, label, model)
+
+
+def _refer_back(run, model: str, shown_as: str, where: str) -> None:
+    """``show_attention(..., shown_as=...)``: a sentence naming the figures of ``shown_as`` (chapter
+    ``where``), then the other heads of those figures, which the chapter left to the appendix."""
+    shown = (
+        f"{{numref}}`{shown_as}-one` (one test image) and {{numref}}`{shown_as}-mean` (mean over test images)"
+    )
+    if _same_for_every_image(run):  # drawn once, labelled both ways
+        shown = f"{{numref}}`{shown_as}-one` (the same for every test image)"
+    maps = _Maps(run) if run is not None and "rows" in (run.attention or {}) else None
+    tail = f"their {maps.others} follow" if maps and maps.rest else "they are not repeated here"
+    display.note(
+        f"The attention maps of {model} at this query pixel are {shown}{where and ' in ' + where}; {tail}."
+    )
+    for part, _ in maps.parts if maps and maps.rest else []:
+        maps.show_rest(part, shown_as, model)
 
 
 def _same_for_every_image(run) -> bool:
@@ -80,72 +89,98 @@ def _same_for_every_image(run) -> bool:
     return bool(np.allclose(rows, np.asarray(att["rows_mean"])[None]))
 
 
-def _head_figures(att, query: int, image: int | None, word: str, first: list, rest: list) -> list:
-    """[heads ``first`` and the mean of all heads, heads ``rest`` (or an empty list)] of one test image
-    (``image`` None: the mean over the saved images), each as a PNG on one colour scale."""
-    from attnbook import viz
+def _heads(heads: list) -> str:
+    """Heads [4, ..., 8] in words: "heads 5–9" ("head 1" for one, "" for none)."""
+    return (
+        f"heads {heads[0] + 1}–{heads[-1] + 1}" if len(heads) > 1 else f"head {heads[0] + 1}" if heads else ""
+    )
 
-    def heads(which, average):
-        return display.png(
-            viz.token_attention(att, query=query, image=image, layer_label=word, heads=which, average=average)
+
+class _Maps:
+    """What a token model's maps figures show: heads ``first`` (and their mean) in the figure, heads
+    ``rest`` in its other-heads figure (none where a figure holds every head, or where every map is
+    near-uniform: then one row of each layer's sharpest head stands for them all, ``compact``)."""
+
+    def __init__(self, run, query: int = 0, mean: bool = True):
+        from attnbook import viz
+
+        self.att, self.query = run.attention, query
+        self.peaks = attention_peaks(run)
+        self.compact = bool(self.peaks.max() < NEAR_UNIFORM)
+        hierarchical = run.config.get("model", {}).get("hierarchical", False)
+        self.unit = "application of the shared block" if hierarchical else "layer"
+        self.word = self.unit.split(" ")[0]
+        self.first, rest = viz.head_split(self.att["rows"].shape[2])
+        self.rest = [] if self.compact else rest
+        self.others = _heads(rest)
+        self.same = _same_for_every_image(run)
+        images = run.config.get("attention_mean_images", "the saved")
+        self.parts = (
+            [("one", "the same for every test image (no content term)")]
+            if self.same
+            else [("one", "one test image"), ("mean", f"mean over {images} test images")][: 2 if mean else 1]
         )
 
-    return [heads(first, True), rest and heads(rest, False)]
+    def figure(self, part: str, heads: list, average: bool = False):
+        """The PNG of ``heads`` (and their mean) of one test image (``part`` "one") or of the mean."""
+        from attnbook import viz
+
+        image = 0 if part == "one" else None
+        kw = dict(query=self.query, image=image, layer_label=self.word, heads=heads, average=average)
+        return display.png(viz.token_attention(self.att, **kw))
+
+    def show_rest(self, part: str, label: str, model: str, folded: str | None = None) -> None:
+        """Figure ``{label}-{part}-more``: the heads ``rest`` of figure ``{label}-{part}``."""
+        display.show(
+            self.figure(part, self.rest),
+            f"{label}-{part}-more",
+            f"{model}: {self.others} of {{numref}}`{label}-{part}`, on the scale of every attention map.",
+            also=(f"{label}-mean-more",) if self.same else (),
+            folded=folded,
+        )
 
 
-def _token_maps(run, query: int, label: str, model: str) -> None:
-    """A token model's maps (``show_attention``): heads 1-4 and the mean of all heads in ``{label}-one`` (one
-    test image) and ``{label}-mean`` (the mean over the saved images; one figure labelled both ways where the
-    maps do not depend on the image), each with the other heads in a numbered figure folded under it; then a
-    note of each layer's max peak."""
+def _token_maps(run, query: int, label: str, model: str, others: str = "fold", mean: bool = True) -> None:
+    """A token model's maps: heads 1-4 and the mean of all heads in ``{label}-one`` (one test image) and
+    ``{label}-mean`` (mean over images; one figure labelled both ways where no content term), the other heads
+    in ``{label}-{part}-more`` (``_Maps.show_rest``); all maps near-uniform: one figure of each layer's
+    sharpest head (``viz.sharpest_heads``); then a note of each layer's max peak."""
     from attnbook import viz
 
-    att, images = run.attention, run.config.get("attention_mean_images", "the saved")
-    hierarchical = run.config.get("model", {}).get("hierarchical", False)
-    unit = "application of the shared block" if hierarchical else "layer"
-    grid = tuple(int(g) for g in att["grid"])
-    pixel = divmod(int(att["queries"][query]), grid[1])
-    first, rest = viz.head_split(att["rows"].shape[2])  # every head once: a figure and its fold-out
-    word = unit.split(" ")[0]
-    drawn = {
-        part: _head_figures(att, query, image, word, first, rest)
-        for image, part in ((0, "one"), (None, "mean"))
-    }
-    same = drawn["one"][0].data == drawn["mean"][0].data  # no content term: the same maps for every image
-    parts = (
-        [("one", "the same for every test image (no content term)")]
-        if same
-        else [("one", "one test image"), ("mean", f"mean over {images} test images")]
-    )
-    shown = f"heads 1–{len(first)}" if len(first) > 1 else "head 1"
-    others = f"heads {rest[0] + 1}–{rest[-1] + 1}" if len(rest) > 1 else f"head {rest[0] + 1}" if rest else ""
+    maps = _Maps(run, query, mean)
+    grid = tuple(int(g) for g in maps.att["grid"])
+    pixel = divmod(int(maps.att["queries"][query]), grid[1])
     colour = f"colour: multiple of uniform attention 1/{grid[0] * grid[1]}, log scale, white uniform"
-    peaks = attention_peaks(run)
-    for part, what in parts:
-        more = f"{label}-{part}-more"
-        layout = f"Rows: {unit}s; columns: {shown} and their mean" + (
-            f" ({others} folded below, {{numref}}`{more}`)" if rest else ""
+    if maps.compact:
+        what = "the same for every test image" if maps.same else "mean over the saved test images"
+        display.show(
+            display.png(viz.sharpest_heads(maps.att, query, maps.word)),
+            f"{label}-one",
+            f"{model}: where query token {pixel} (outlined) attends. {_notice(maps.peaks, maps.word)} Each "
+            f"{maps.unit}'s sharpest head, {what}; {colour}.",
+            also=(f"{label}-mean",),
+        )
+    shown = _heads(maps.first)
+    for part, what in [] if maps.compact else maps.parts:
+        more = f"{{numref}}`{label}-{part}-more`"
+        where = f"folded below, {more}" if others == "fold" else f"{more}, in the appendix"
+        layout = f"Rows: {maps.unit}s; columns: {shown} and their mean" + (
+            f" ({maps.others}: {where})" if maps.rest else ""
         )
         display.show(
-            drawn[part][0],
+            maps.figure(part, maps.first, average=True),
             f"{label}-{part}",
-            f"{model}: where query token {pixel} (outlined) attends, {what}. {_notice(peaks, word)} "
+            f"{model}: where query token {pixel} (outlined) attends, {what}. {_notice(maps.peaks, maps.word)} "
             f"{layout}; {colour}.",
-            also=(f"{label}-mean",) if same else (),
+            also=(f"{label}-mean",) if maps.same else (),
         )
-        if rest:
-            display.show(
-                drawn[part][1],
-                more,
-                f"{model}: {others} of {{numref}}`{label}-{part}`, on its colour scale.",
-                also=(f"{label}-mean-more",) if same else (),
-                folded=f"The other heads of this figure: {others}",
-            )
-    listed = ", ".join(f"{_times(p)}×" for p in peaks)
-    flat = " (near-uniform in every layer)" if peaks.max() < NEAR_UNIFORM else ""
+        if maps.rest and others == "fold":
+            maps.show_rest(part, label, model, folded=f"The other heads of this figure: {maps.others}")
+    listed = ", ".join(f"{_times(p)}×" for p in maps.peaks)
+    flat = " (near-uniform in every layer)" if maps.compact else ""
     display.note(
-        f"Max peak per {unit} ({{ref}}`definitions <def-measures>`; over heads, the saved query pixels and "
-        f"{len(att['rows'])} test images): {listed}{flat}."
+        f"Max peak per {maps.unit} ({{ref}}`definitions <def-measures>`; over heads, the saved query pixels and "
+        f"{len(maps.att['rows'])} test images): {listed}{flat}."
     )
 
 
@@ -160,7 +195,11 @@ def _notice(peaks, unit: str) -> str:
     best = int(np.argmax(peaks))
     flat = [str(i + 1) for i, p in enumerate(peaks) if p < NEAR_UNIFORM]
     one = len(flat) == 1
-    rest = f"; {unit}{'' if one else 's'} {word_list(flat)} stay{'s' if one else ''} near-uniform" if flat else ""
+    rest = (
+        f"; {unit}{'' if one else 's'} {word_list(flat)} stay{'s' if one else ''} near-uniform"
+        if flat
+        else ""
+    )
     return f"The sharpest maps are in {unit} {best + 1}, up to {_times(peaks[best])}× uniform{rest}."
 
 
@@ -270,14 +309,21 @@ def measured_runs(experiments, params: Params):
 
 
 def show_measured_attention(
-    experiments, params: Params, query: int = 0, names: dict | None = None, shown: dict | None = None
+    experiments,
+    params: Params,
+    query: int = 0,
+    names: dict | None = None,
+    shown: dict | None = None,
+    others: str = "fold",
+    mean: bool = True,
 ) -> list[str]:
     """The attention maps of the saved runs of ``experiments`` at the chapter's ``long_preset`` (those that
     have maps), each as ``show_attention`` draws them, labelled ``fig-<experiment>-long`` (or ``names[e]``)
     and captioned with the preset; nothing when the chapter's own preset is its ``long_preset`` (its figures
     are those runs). ``shown``: ``{experiment: (label, where)}`` of maps another chapter already draws under
-    ``label`` (its ``show_measured_attention(..., names=...)``): at query 0 a sentence refers to them.
-    Returns the experiments drawn or referred to."""
+    ``label`` (its ``show_measured_attention(..., names=..., others="appendix")``): at query 0 a sentence
+    refers to them and their other heads are drawn (``show_attention``'s ``others`` and ``mean``). Returns the
+    experiments drawn or referred to."""
     import dataclasses
 
     if params.preset == params.long_preset:
@@ -288,8 +334,8 @@ def show_measured_attention(
     drawn = [e for e, run in runs.items() if run is not None and run.attention]  # ResNet18 saves none
     for e in drawn:
         label, where = shown.get(e, (None, ""))
-        name = names.get(e, f"fig-{e}-long")
-        show_attention(runs[e], e, longer, query, name=name, named=True, shown_as=label, where=where)
+        kw = dict(name=names.get(e, f"fig-{e}-long"), named=True, others=others, mean=mean)
+        show_attention(runs[e], e, longer, query, shown_as=label, where=where, **kw)
     return drawn
 
 

@@ -177,7 +177,7 @@ def transposed(frame, rows, field: str = "field", header=breakable):
     column ``field``) and one column per row label, headed by ``header(label)`` (default: the label, which may
     wrap after underscores: ``breakable``); every cell as text, as ``str`` writes it ("0.1", "False",
     "(2, 2, 2, 2)"), and "—" where a row has no such field (None or NaN, never "nan")."""
-    table = frame.loc[list(rows)].T.astype(object).map(_cell)
+    table = frame.loc[list(rows)].astype(object).T.map(_cell)
     table.columns = [header(c) for c in table.columns]
     return table.rename_axis(None).reset_index(names=field)
 
@@ -214,17 +214,20 @@ def protocol_tables(preset: str):
 
 
 def model_tables(preset: str, family: str):
-    """``model_table(preset, family)`` laid out to fit the text column: a list of (groups, table), each table
-    one row per field of the model config and one column per experiment (at most ``REFERENCE_COLUMNS``),
-    the experiments of a large family grouped as in the introduction's figure (``group``: "SA quadratic",
-    "SA learned 2D"...), so that each model's whole configuration reads down one column, headed by its
-    display name; a field a model does not have reads "—"."""
+    """``model_table(preset, family)`` laid out to fit the text column: (shared, chunks). ``shared``: the
+    fields of the same value in every model of a family of more than ``REFERENCE_COLUMNS`` models, one row
+    each (field, value; else None). ``chunks``: a list of (groups, table), each table one row per other field and one column
+    per experiment (at most ``REFERENCE_COLUMNS``), the experiments of a large family grouped as in the
+    introduction's figure (``group``: "SA quadratic", "SA learned 2D"...), so that what sets each model apart
+    reads down one column, headed by its display name; a field a model does not have reads "—"."""
     table = model_table(preset, family)
+    same = [c for c in table.columns if len(table) > REFERENCE_COLUMNS and table[c].map(_cell).nunique() == 1]
+    shared = transposed(table[same], table.index[:1], header=lambda _: "every model") if same else None
     groups: dict[str, list[str]] = {}
     for name in table.index:
         groups.setdefault(group(name), []).append(name)
-    chunks = pack_groups(groups)
-    return [(names, transposed(table, members, header=_title)) for names, members in chunks]
+    rest = table.drop(columns=same)
+    return shared, [(names, transposed(rest, members, header=_title)) for names, members in pack_groups(groups)]
 
 
 def _title(experiment: str) -> str:

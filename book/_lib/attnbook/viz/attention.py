@@ -38,8 +38,7 @@ def attention_grid(
     rows: (L, heads, N) (or (heads, N) for one layer): the attention of the query over the N = H·W keys.
     ``heads``: the heads shown (indices, default all), ``average`` adds the mean over all heads after
     them. Each map is coloured by its multiple of uniform attention, p·N, on one log scale centred on 1
-    (``multiple_scale``) computed from every head of ``rows``, shown or not: figures of the same rows
-    that show different heads share it. The query pixel is outlined. A layer of more than ``MAX_COLUMNS``
+    from 1/N to N (``multiple_scale``): every figure of attention over N keys shares it. The query pixel is outlined. A layer of more than ``MAX_COLUMNS``
     maps wraps onto several rows.
     """
     r = _as_numpy(rows)
@@ -106,17 +105,23 @@ def _panels(
     uniform,
 ) -> Figure:
     """Layers × (the ``heads`` shown, plus the mean of all heads when ``average``) of 2D maps
-    (L, heads, h, w) as multiples of ``uniform`` on one colour scale (``multiple_scale``, from every map of
-    ``maps``, shown or not) with one colour bar under the maps, the pixel ``centre`` outlined. Maps of
-    ``PANEL`` inches, at most ``MAX_COLUMNS`` in a row (``_arrange``)."""
+    (L, heads, h, w) as multiples of ``uniform`` on the one colour scale of every attention figure
+    (``multiple_scale`` from 1/N to N, N = 1/uniform: the same range in every figure) with one colour bar
+    under the maps, the pixel ``centre`` outlined. Maps of ``PANEL`` inches, at most ``MAX_COLUMNS`` in a
+    row (``_arrange``)."""
     n_layers, n_heads = maps.shape[:2]
     heads = list(range(n_heads)) if heads is None else [int(h) for h in heads]
     if not heads and not average or any(not 0 <= h < n_heads for h in heads):
         raise ValueError(f"heads: got {heads}; allowed: indices 0 to {n_heads - 1} (some, or the mean)")
-    every = [layer[h] for layer in maps for h in range(n_heads)]
-    every += [layer.mean(0) for layer in maps] if average else []
-    _, colours = multiple_scale(every, uniform)
+    _, colours = multiple_scale([], uniform, bound=1.0 / uniform)  # one range for every map: 1/N .. N
     rows, labels, columns = _arrange(_layer_panels(maps, heads, average), layer_names)
+    return _draw(
+        rows, labels, columns, colours, centre, title=title, xlabel=xlabel, label=label, uniform=uniform
+    )
+
+
+def _draw(rows, labels, columns, colours, centre, *, title, xlabel, label, uniform) -> Figure:
+    """The figure of ``_panels``: rows of (map, title) cells (None: empty) on the colour scale ``colours``."""
     cols = len(rows[0])
     fig, axes = plt.subplots(
         len(rows),
@@ -148,32 +153,6 @@ def _panels(
     return fig
 
 
-def offset_grid(
-    offsets, *, title: str | None = None, radius: int | None = None, layer_names: Sequence[str] | None = None
-) -> Figure:
-    """Attention by relative offset δ = key − query, averaged over query pixels (and images), layers × heads.
-
-    offsets: (L, heads, 2H−1, 2W−1), entry [δ₁ + H − 1, δ₂ + W − 1]. ``radius`` crops to |δ| ≤ radius.
-    """
-    o = _as_numpy(offsets)
-    h2, w2 = o.shape[-2:]
-    ch, cw = h2 // 2, w2 // 2
-    uniform = 1.0 / ((ch + 1) * (cw + 1))  # 1/N on the H×W grid, H = ch + 1
-    if radius is not None:
-        o = o[..., max(ch - radius, 0) : ch + radius + 1, max(cw - radius, 0) : cw + radius + 1]
-        ch, cw = min(radius, ch), min(radius, cw)
-    xlabel = "relative offset δ = key − query (query outlined at the centre)"
-    return _panels(
-        o,
-        (ch, cw),
-        title=title,
-        xlabel=xlabel,
-        layer_names=layer_names,
-        label="mean attention, multiple of uniform (log scale)",
-        uniform=uniform,
-    )
-
-
 def token_attention(
     attention: Mapping,
     *,
@@ -198,6 +177,22 @@ def token_attention(
     return attention_grid(rows, grid, pixel, title=title, layer_names=names, heads=heads, average=average)
 
 
+def sharpest_heads(attention: Mapping, query: int = 0, layer_label: str = "layer") -> Figure:
+    """One row, one panel per layer: the head whose map of query ``query`` (averaged over the saved images)
+    peaks highest, on the scale of every attention figure: the figure of a run whose maps are all
+    near-uniform, where a layers × heads grid would be white panels."""
+    grid = tuple(int(g) for g in attention["grid"])
+    token = int(attention["queries"][query])
+    rows = np.asarray(attention["rows_mean"])[:, :, query]  # (L, heads, N)
+    uniform = 1.0 / rows.shape[-1]
+    best = rows.max(-1).argmax(-1)
+    cells = [(rows[i, h].reshape(grid), f"{layer_label} {i + 1}, head {h + 1}") for i, h in enumerate(best)]
+    _, colours = multiple_scale([], uniform, bound=1.0 / uniform)
+    xlabel = f"key position on the {grid[0]}×{grid[1]} grid (query token {divmod(token, grid[1])} outlined)"
+    return _draw([cells], [""], None, colours, divmod(token, grid[1]), title=None, xlabel=xlabel,
+                 label=f"multiple of uniform attention 1/{rows.shape[-1]} (log scale)", uniform=uniform)  # fmt: skip
+
+
 def head_split(n_heads: int) -> tuple[list[int], list[int]]:
     """The heads of an attention figure (the first ``MAX_COLUMNS`` − 1, beside the mean of heads: one row
     per layer) and those of its fold-out (the rest, none for a model of that few heads): every head once."""
@@ -217,7 +212,7 @@ def _window_scale(maps: Sequence[np.ndarray], what: str) -> tuple[list[np.ndarra
     if min(float(np.min(m)) for m in maps) < 0:
         return list(maps), shared_scale(maps), f"{what} (signed, linear scale)"
     kk = maps[0].size
-    shown, colours = multiple_scale(maps, 1.0 / kk)
+    shown, colours = multiple_scale(maps, 1.0 / kk, bound=kk)  # every SAN window figure: 1/K² .. K²
     return shown, colours, f"{what}, multiple of uniform 1/K² = 1/{kk} (log scale)"
 
 

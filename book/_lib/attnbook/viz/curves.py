@@ -198,6 +198,14 @@ def layer_series(history, key: str) -> dict[int, np.ndarray]:
     return dict(sorted(out.items()))
 
 
+#: A panel's sentence for a run whose image dependence is 0 at every epoch (no content term).
+_POSITIONAL = "0 at every epoch:\nthe same maps for every image\n(positional attention only)"
+
+
+def _all_zero(lines: dict) -> bool:
+    return bool(lines) and all(np.nanmax(np.abs(v)) < 1e-9 for v in lines.values())
+
+
 def measures_vs_epochs(
     histories: Mapping[str, object],
     *,
@@ -253,42 +261,21 @@ def measures_vs_epochs(
     layers = max(max(found[n, k][1], default=-1) for n in names for k in rows) + 1
     colours = layer_colours(layers)
     units = {n: (units or {}).get(n) or _line_unit(n) for n in names}
-    fig, axes = plt.subplots(
-        len(rows),
-        len(names),
-        figsize=(PAGE_WIDTH if len(names) > 2 else GRID_WIDTH, 1.9 * len(rows) + 1.0),
-        sharex="col",
-        sharey="row",
-        squeeze=False,
-        layout="constrained",
-    )
+    size = (PAGE_WIDTH if len(names) > 2 else GRID_WIDTH, 1.9 * len(rows) + 1.0)
+    shared = dict(sharex="col", sharey="row", squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(len(rows), len(names), figsize=size, **shared)
     for r, key in enumerate(rows):
         for c, name in enumerate(names):
             ax = axes[r, c]
             epoch, lines = found[name, key]
-            flat = (
-                key == "image_dependence"
-                and lines
-                and all(np.nanmax(np.abs(v)) < 1e-9 for v in lines.values())
-            )
-            if flat:  # positional attention: no line at 0, a sentence
-                lines = {}
-                note = "0 at every epoch:\nthe same maps for every image\n(positional attention only)"
-            else:
-                note = "not logged"
+            note = _POSITIONAL if key == "image_dependence" and _all_zero(lines) else "not logged"
+            lines = {} if note == _POSITIONAL else lines  # positional attention: a sentence, no line at 0
             for layer, values in lines.items():
-                ax.plot(
-                    epoch,
-                    values,
-                    "-",
-                    color=colours[layer],
-                    linewidth=1.4,
-                    label=f"{units[name]} {layer + 1}",
-                )
+                style = dict(color=colours[layer], linewidth=1.4, label=f"{units[name]} {layer + 1}")
+                ax.plot(epoch, values, "-", **style)
             if not lines:
-                ax.text(
-                    0.5, 0.5, note, ha="center", va="center", color="0.4", fontsize=8, transform=ax.transAxes
-                )
+                kw = dict(ha="center", va="center", color="0.4", fontsize=8, transform=ax.transAxes)
+                ax.text(0.5, 0.5, note, **kw)
             if r == 0:
                 ax.set_title(name, fontsize=9)
             if c == 0:

@@ -52,13 +52,6 @@ def _as_numpy(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
-def _grid_side(n_tokens: int) -> tuple[int, int]:
-    side = int(round(np.sqrt(n_tokens)))
-    if side * side != n_tokens:
-        raise ValueError(f"cannot infer a square grid from N={n_tokens} tokens; pass grid=(H, W)")
-    return side, side
-
-
 def _mark_query(ax, row: int, col: int, size: float = 1.0) -> None:
     """Outline the query pixel (row, col) of a map: a thin line on the pixel's border, its inside left free."""
     ax.add_patch(
@@ -91,16 +84,18 @@ def shared_scale(arrays) -> dict:
     return {"cmap": CMAP, "vmin": 0.0, "vmax": max(high, 1e-12)}
 
 
-def multiple_scale(arrays, uniform: float) -> tuple[list[np.ndarray], dict]:
+def multiple_scale(arrays, uniform: float, bound: float | None = None) -> tuple[list[np.ndarray], dict]:
     """Maps of non-negative weights as multiples of the uniform weight (p / uniform, e.g. p·N: 1 is uniform),
     and one ``imshow`` colour scale for all of them: ``MULTIPLE_CMAP`` on a log scale symmetric around 1,
-    from 1/b to b with b the smallest power of 2 ≥ max(2, the largest multiple) (a near-uniform map stays
-    near white instead of filling the scale). Multiples below 1/b take the scale's lowest colour.
+    from 1/b to b. ``bound`` b: fixed (the attention figures pass 1/uniform, a single key's multiple N: one
+    range for every figure of a family, white uniform and darkest all weight on one key), else the smallest
+    power of 2 ≥ max(2, the largest multiple). Multiples below 1/b take the scale's lowest colour.
     -> (the maps as multiples, the ``imshow`` keywords)."""
     multiples = [_as_numpy(a) / uniform for a in arrays]
-    values = np.concatenate([m.ravel() for m in multiples])
-    high = float(np.nanmax(values)) if values.size else 1.0
-    bound = 2.0 ** np.ceil(np.log2(max(high, 2.0)))  # smallest power of 2 ≥ max(2, high)
+    if bound is None:
+        values = np.concatenate([m.ravel() for m in multiples])
+        high = float(np.nanmax(values)) if values.size else 1.0
+        bound = 2.0 ** np.ceil(np.log2(max(high, 2.0)))  # smallest power of 2 ≥ max(2, high)
     floor = 1.0 / bound
     return [np.clip(m, floor, None) for m in multiples], {
         "cmap": MULTIPLE_CMAP,
