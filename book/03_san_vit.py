@@ -139,7 +139,7 @@ for stage, (width, k) in enumerate(zip(cfg.widths, cfg.kernels, strict=True)):
     )
 book.show_table(pd.DataFrame(rows), caption="Unfolded tensor of SAN's aggregation, per SA layer")
 
-# %% tags=["hide-input"]
+# %% tags=["remove-input"]
 if dev.type == "cuda":
     xs = torch.randn(4, 64, 16, 16, device=dev, requires_grad=True)
     ws = torch.randn(4, 8, 9, 16, 16, device=dev).softmax(2).requires_grad_()

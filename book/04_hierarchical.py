@@ -318,6 +318,7 @@ book.show_table(
     wrap_names=True,
 )
 
+# %% [markdown]
 # ## Where a hierarchical model attends ([Re] Fig. 8)
 #
 # {numref}`fig-ha-attention-one` and {numref}`fig-ha-attention-mean` show the attention probabilities of

@@ -87,6 +87,24 @@ def test_pair_in_sync_without_outputs(chapter):
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
+def test_headings_and_toggles_read_as_a_paper(chapter):
+    """No heading hides as a comment in a code cell (the [Re] Fig. 8 section of chapter 4 did: its title and
+    paragraph folded away as code), and no two toggles ("Show code cell source", hide-input) stand with no
+    text between them (issue 49): a cell whose output is only glue is removed whole (remove-input)."""
+    nb = nbformat.read(BOOK / f"{chapter}.ipynb", as_version=4)
+    kinds = []
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            headings = [line for line in cell.source.splitlines() if re.match(r"# #+ \S", line)]
+            assert not headings, f"book/{chapter}: a Markdown heading in a code cell: {headings[0]!r}"
+        tags = cell.metadata.get("tags", [])
+        kinds.append("toggle" if "hide-input" in tags else "" if "remove-input" in tags else cell.cell_type)
+    shown = [k for k in kinds if k]  # what a reader sees, in order
+    pairs = [i for i in range(len(shown) - 1) if shown[i] == shown[i + 1] == "toggle"]
+    assert not pairs, f"book/{chapter}: two code toggles with no text between them ({len(pairs)} places)"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
 def test_parameters_then_validation(chapter):
     nb = nbformat.read(BOOK / f"{chapter}.ipynb", as_version=4)
     i = _parameters_index(nb)
