@@ -443,6 +443,15 @@ def test_a_chapter_leaves_the_other_heads_to_the_appendix(tmp_path, monkeypatch)
     shown.clear()
     book.show_attention(run, "learned_content_9h", params, name="fig-own")  # the appendix's own model: folded
     assert [n for n, _, f in shown if f] == ["fig-own-one-more", "fig-own-mean-more"]
+    wide = []  # 16 heads: the other 12 in one row per layer, a figure printed the column's full width
+    monkeypatch.setattr(display, "show", lambda fig, name=None, caption=None, **kw: wide.append((name, kw)))
+    rows16 = np.random.default_rng(1).dirichlet(np.full(16, 0.2), size=(2, 2, 16, 1))
+    run.attention = {"rows": rows16, "rows_mean": rows16.mean(0), "grid": (4, 4), "queries": np.array([5])}
+    book.show_attention(run, "learned_content_16h", params, name="fig-16", mean=False)
+    assert [(n, kw.get("figclass")) for n, kw in wide] == [
+        ("fig-16-one", None),
+        ("fig-16-one-more", "wide-maps"),
+    ]
 
 
 def test_the_saved_long_runs_trained_every_epoch():

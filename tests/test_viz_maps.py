@@ -70,6 +70,10 @@ def test_a_figure_and_its_fold_out_share_one_scale_and_readable_panels(heads):
     assert [a.get_title() for a in _maps(more)][: len(rest)] == [f"head {h + 1}" for h in rest]
     labels = [a.get_ylabel() for a in _maps(more) if a.get_ylabel()]
     assert labels == [f"layer {li + 1}" for li in range(4)]
+    # the book's fold-out keeps one row per layer (printed full width): len(rest) columns, titled by head
+    wide = viz.attention_grid(rows, (8, 8), (4, 4), heads=rest, average=False, columns=len(rest))
+    assert len({round(a.get_position().y0, 3) for a in _maps(wide)}) == 4
+    assert len({round(a.get_position().x0, 3) for a in _maps(wide)}) == len(rest)
 
 
 def test_a_near_uniform_run_is_one_row_of_each_layers_sharpest_head():

@@ -114,9 +114,7 @@ def note_below_target(frame, preset: str) -> None:
         )
 
 
-def show(
-    figure, name: str | None = None, caption: str | None = None, also: tuple = (), folded: str | None = None
-) -> None:
+def show(figure, name=None, caption: str | None = None, also: tuple = (), folded=None, figclass=None) -> None:
     """Display a matplotlib figure (or a PNG already made by ``png``) in the cell output as a PNG, and close it.
 
     With ``name`` (e.g. ``"fig-alpha"``) the figure is numbered, with ``caption`` (MyST Markdown) under it,
@@ -124,7 +122,8 @@ def show(
     ``glue:figure`` directive in the cell's Markdown output. Names are labels of the whole book: unique.
     ``also``: further labels of the same figure (MyST targets before it), so that a figure that stands for
     two (a missing run's one placeholder) is shown once and both references resolve to it. ``folded``: the
-    figure goes in a fold-out (MyST dropdown) titled so, still numbered (the rest of a figure's maps).
+    figure goes in a fold-out (MyST dropdown) titled so, still numbered (the rest of a figure's maps);
+    ``figclass``: a class of the figure for the style sheets (``wide-maps``).
     """
     from IPython.display import Image, Markdown, display
 
@@ -135,7 +134,8 @@ def show(
 
     glue(name, figure if isinstance(figure, Image) else png(figure), display=False)
     targets = "".join(f"({label})=\n" for label in also)
-    text = f"{targets}```{{glue:figure}} {name}\n:name: {name}\n\n{caption or ''}\n```"
+    classes = f":figclass: {figclass}\n" if figclass else ""
+    text = f"{targets}```{{glue:figure}} {name}\n:name: {name}\n{classes}\n{caption or ''}\n```"
     display(Markdown(text if folded is None else f":::{{dropdown}} {folded}\n{text}\n:::"))
 
 

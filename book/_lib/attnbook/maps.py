@@ -121,22 +121,27 @@ class _Maps:
             else [("one", "one test image"), ("mean", f"mean over {images} test images")][: 2 if mean else 1]
         )
 
-    def figure(self, part: str, heads: list, average: bool = False):
+    def figure(self, part: str, heads: list, average: bool = False, columns: int | None = None):
         """The PNG of ``heads`` (and their mean) of one test image (``part`` "one") or of the mean."""
         from attnbook import viz
 
         image = 0 if part == "one" else None
         kw = dict(query=self.query, image=image, layer_label=self.word, heads=heads, average=average)
-        return display.png(viz.token_attention(self.att, **kw))
+        return display.png(viz.token_attention(self.att, columns=columns or viz.MAX_COLUMNS, **kw))
 
     def show_rest(self, part: str, label: str, model: str, folded: str | None = None) -> None:
-        """Figure ``{label}-{part}-more``: the heads ``rest`` of figure ``{label}-{part}``."""
+        """Figure ``{label}-{part}-more``: the heads ``rest`` of figure ``{label}-{part}``, one row per layer
+        (more than ``MAX_COLUMNS`` heads: ``wide-maps``, printed the column's full width)."""
+        from attnbook import viz
+
+        wide = {"figclass": "wide-maps"} if len(self.rest) > viz.MAX_COLUMNS else {}
         display.show(
-            self.figure(part, self.rest),
+            self.figure(part, self.rest, columns=len(self.rest)),
             f"{label}-{part}-more",
             f"{model}: {self.others} of {{numref}}`{label}-{part}`, on the scale of every attention map.",
             also=(f"{label}-mean-more",) if self.same else (),
             folded=folded,
+            **wide,
         )
 
 

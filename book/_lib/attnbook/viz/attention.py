@@ -32,14 +32,15 @@ def attention_grid(
     layer_names: Sequence[str] | None = None,
     average: bool = True,
     heads: Sequence[int] | None = None,
+    columns: int = MAX_COLUMNS,
 ) -> Figure:
     """Attention probabilities of one query pixel, layers (rows) × heads (columns).
 
     rows: (L, heads, N) (or (heads, N) for one layer): the attention of the query over the N = H·W keys.
     ``heads``: the heads shown (indices, default all), ``average`` adds the mean over all heads after
     them. Each map is coloured by its multiple of uniform attention, p·N, on one log scale centred on 1
-    from 1/N to N (``multiple_scale``): every figure of attention over N keys shares it. The query pixel is outlined. A layer of more than ``MAX_COLUMNS``
-    maps wraps onto several rows.
+    from 1/N to N (``multiple_scale``): every figure of attention over N keys shares it. The query pixel
+    is outlined. A layer of more than ``columns`` maps wraps onto several rows.
     """
     r = _as_numpy(rows)
     r = r[None] if r.ndim == 2 else r
@@ -48,17 +49,9 @@ def attention_grid(
     xlabel = (
         f"key position on the {height}×{width} grid (query token {tuple(int(q) for q in query)} outlined)"
     )
-    return _panels(
-        maps,
-        query,
-        title=title,
-        xlabel=xlabel,
-        layer_names=layer_names,
-        average=average,
-        heads=heads,
-        label=f"multiple of uniform attention 1/{height * width} (log scale)",
-        uniform=1.0 / (height * width),
-    )
+    label = f"multiple of uniform attention 1/{height * width} (log scale)"
+    kw = dict(layer_names=layer_names, average=average, heads=heads, columns=columns)
+    return _panels(maps, query, title=title, xlabel=xlabel, label=label, uniform=1.0 / (height * width), **kw)
 
 
 def _layer_panels(maps, heads, average) -> list[list[tuple[np.ndarray, str]]]:
@@ -72,16 +65,16 @@ def _layer_panels(maps, heads, average) -> list[list[tuple[np.ndarray, str]]]:
     return out
 
 
-def _arrange(layers, layer_names) -> tuple[list[list], list[str], list[str] | None]:
+def _arrange(layers, layer_names, most: int = MAX_COLUMNS) -> tuple[list[list], list[str], list[str] | None]:
     """The cells of a figure from per-layer (map, name) lists: -> (rows of (map, title) cells or None,
     the row labels, the column titles or None when every cell has its own title). One row per layer when
-    a layer's maps fit ``MAX_COLUMNS``, titled by column; else each layer wraps onto rows of equal length
+    a layer's maps fit ``most`` columns, titled by column; else each layer wraps onto rows of equal length
     (its name beside its first row), every map titled."""
     per_layer = len(layers[0])
     names = list(layer_names) if layer_names else [f"layer {li + 1}" for li in range(len(layers))]
-    if per_layer <= MAX_COLUMNS:
+    if per_layer <= most:
         return [list(row) for row in layers], names, [name for _, name in layers[0]]
-    wraps = int(np.ceil(per_layer / MAX_COLUMNS))
+    wraps = int(np.ceil(per_layer / most))
     cols = int(np.ceil(per_layer / wraps))
     rows, labels = [], []
     for li, layer in enumerate(layers):
@@ -92,29 +85,18 @@ def _arrange(layers, layer_names) -> tuple[list[list], list[str], list[str] | No
     return rows, labels, None
 
 
-def _panels(
-    maps,
-    centre,
-    *,
-    title,
-    xlabel,
-    layer_names=None,
-    average=True,
-    heads=None,
-    label="multiple of uniform attention (log scale)",
-    uniform,
-) -> Figure:
+def _panels(maps, centre, *, title, xlabel, label, uniform, layer_names, average, heads, columns) -> Figure:
     """Layers × (the ``heads`` shown, plus the mean of all heads when ``average``) of 2D maps
     (L, heads, h, w) as multiples of ``uniform`` on the one colour scale of every attention figure
     (``multiple_scale`` from 1/N to N, N = 1/uniform: the same range in every figure) with one colour bar
-    under the maps, the pixel ``centre`` outlined. Maps of ``PANEL`` inches, at most ``MAX_COLUMNS`` in a
-    row (``_arrange``)."""
+    under the maps, the pixel ``centre`` outlined. Maps of ``PANEL`` inches, at most ``columns`` in a row
+    (``_arrange``)."""
     n_layers, n_heads = maps.shape[:2]
     heads = list(range(n_heads)) if heads is None else [int(h) for h in heads]
     if not heads and not average or any(not 0 <= h < n_heads for h in heads):
         raise ValueError(f"heads: got {heads}; allowed: indices 0 to {n_heads - 1} (some, or the mean)")
     _, colours = multiple_scale([], uniform, bound=1.0 / uniform)  # one range for every map: 1/N .. N
-    rows, labels, columns = _arrange(_layer_panels(maps, heads, average), layer_names)
+    rows, labels, columns = _arrange(_layer_panels(maps, heads, average), layer_names, columns)
     return _draw(
         rows, labels, columns, colours, centre, title=title, xlabel=xlabel, label=label, uniform=uniform
     )
@@ -162,19 +144,21 @@ def token_attention(
     layer_label: str = "layer",
     heads: Sequence[int] | None = None,
     average: bool = True,
+    columns: int = MAX_COLUMNS,
 ) -> Figure:
     """``attention_grid`` from a saved ``attention.npz`` (``attnlib.measures.attention_summary``).
 
     query: index into the saved fixed query pixels; image: index of a saved test image, or None for the
     average over all the averaged test images (``rows_mean``). ``heads`` and ``average`` as in
-    ``attention_grid``: ``head_split`` gives the heads of a figure and of its fold-out.
+    ``attention_grid`` (and ``columns``): ``head_split`` gives the heads of a figure and of its fold-out.
     """
     grid = tuple(int(g) for g in attention["grid"])
     token = int(attention["queries"][query])
     pixel = divmod(token, grid[1])
     rows = attention["rows_mean"][:, :, query] if image is None else attention["rows"][image][:, :, query]
     names = [f"{layer_label} {i + 1}" for i in range(rows.shape[0])]
-    return attention_grid(rows, grid, pixel, title=title, layer_names=names, heads=heads, average=average)
+    kw = dict(title=title, layer_names=names, heads=heads, average=average, columns=columns)
+    return attention_grid(rows, grid, pixel, **kw)
 
 
 def sharpest_heads(attention: Mapping, query: int = 0, layer_label: str = "layer") -> Figure:
