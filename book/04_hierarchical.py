@@ -275,6 +275,9 @@ length_rows, length_curves = book.ha_by_length("learned_content_9h", params)
 logged_9 = logged_gain("learned_content_9h")
 book.glue_str("ha_length_reading", book.length_reading(length_rows, logged_9))
 book.glue_text("ha_length_saved", len(length_rows), "{:d}")
+at_length = {r.preset: f"{r.difference} points (n {r.seeds})" for r in length_rows.itertuples()}
+for preset in ("budget", "budget30", "long"):  # the three lengths the paragraph names
+    book.glue_str(f"ha_length_{preset}", at_length.get(preset, "not saved on both sides"))
 book.show(
     viz.gap_by_length(length_rows, length_curves, logged_9, book.LENGTH_BAND),
     "fig-ha-length",
@@ -285,7 +288,9 @@ book.show(
 )
 
 # %% [markdown]
-# Of the three lengths, {glue:text}`ha_length_saved` are saved on both sides, and the reading is:
+# HA − model is {glue:text}`ha_length_budget` at 12 epochs, {glue:text}`ha_length_budget30` at 30
+# and {glue:text}`ha_length_long` at 60 (95% Welch interval where each side holds two seeds; n seeds model /
+# HA). Of the three lengths, {glue:text}`ha_length_saved` are saved on both sides, and the reading is:
 # {glue:text}`ha_length_reading`.
 #
 # ### The [Re] initialisation and the intended one
@@ -449,6 +454,10 @@ book.show_ledger(
 # - **Initialisation.** For the 9-head pair with content at {glue:text}`ha_init_scale`, HA − model is
 #   {glue:text}`ha_init_re` in the [Re] code's initialisation and {glue:text}`ha_init_official` in the
 #   official one: the gap depends on where the weights start.
+# - **Training length.** For the same pair in the [Re] initialisation, HA − model is
+#   {glue:text}`ha_length_budget` at 12 epochs, {glue:text}`ha_length_budget30` at 30 and
+#   {glue:text}`ha_length_long` at 60, against the [Re] logs' {glue:text}`ha_re_logged_9` after 300; by the
+#   reading fixed before the 30-epoch runs, {glue:text}`ha_length_reading`.
 # - **Attention maps.** That every layer of an HA model attends differently is
 #   {glue:text}`ha_w_ha_layers_differ`, that it attends locally early and further later
 #   {glue:text}`ha_w_ha_depth`, and that its last layers are no longer sparse {glue:text}`ha_w_ha_not_sparse`.

@@ -169,7 +169,8 @@ def _token_maps(run, query: int, label: str, model: str, others: str = "fold", m
     for part, what in [] if maps.compact else maps.parts:
         more = f"{{numref}}`{label}-{part}-more`"
         where = f"folded below, {more}" if others == "fold" else f"{more}, in the appendix"
-        layout = f"Rows: {maps.unit}s; columns: {shown} and their mean" + (
+        rows = maps.unit.replace("application", "applications") if "shared" in maps.unit else maps.unit + "s"
+        layout = f"Rows: {rows}; columns: {shown} and their mean" + (
             f" ({maps.others}: {where})" if maps.rest else ""
         )
         display.show(
@@ -191,8 +192,8 @@ def _token_maps(run, query: int, label: str, model: str, others: str = "fold", m
 
 def _notice(peaks, unit: str) -> str:
     """What to see first in a run's maps, from each layer's max peak (``attention_peaks``): "Every map is
-    near-uniform: no head has learned where to look." or "The sharpest maps are in layer 3, up to 12×
-    uniform; layer 1 stays near-uniform." """
+    near-uniform: no head has learned where to look." or "Over the saved query pixels and images, the
+    sharpest maps are in layer 3, up to 12× uniform; layer 1 stays near-uniform." """
     import numpy as np
 
     if peaks.max() < NEAR_UNIFORM:
@@ -205,7 +206,8 @@ def _notice(peaks, unit: str) -> str:
         if flat
         else ""
     )
-    return f"The sharpest maps are in {unit} {best + 1}, up to {_times(peaks[best])}× uniform{rest}."
+    where = "Over the saved query pixels and images, the sharpest maps are in"
+    return f"{where} {unit} {best + 1}, up to {_times(peaks[best])}× uniform{rest}."
 
 
 def _san_maps(run, query: int, label: str, model: str) -> None:
