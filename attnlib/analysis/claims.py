@@ -186,11 +186,15 @@ def evidence_models(ev: Evidence, key: str) -> str:
 
 
 def seed_verdicts(ev: Evidence, claim: Claim, geometry: bool = False) -> dict[int, str]:
-    """{seed: verdict} of a map claim judged on each saved seed at the ledger's own preset (`ev.preset`, never
-    the longer preset its seed-0 evidence may come from), or with `geometry` at the papers' geometry
-    (`ev.geometry`, where each model the claim reads there needs GEOMETRY_SEEDS seeds): for every seed s at
-    which each model the claim reads there (those of EVIDENCE saved at seed 0) has a run, the claim's test on
-    those runs alone. {} for claims that are not judged on maps, or with no model saved there."""
+    """{seed: verdict} of a map claim judged on each saved seed (`_seed_tests`)."""
+    return {seed: verdict for seed, (_, verdict) in _seed_tests(ev, claim, geometry).items()}
+
+
+def _seed_tests(ev: Evidence, claim: Claim, geometry: bool = False) -> dict[int, tuple[str, str]]:
+    """{seed: (value, verdict)} of a map claim at the ledger's preset (`ev.preset`, not the longer one of its
+    seed-0 evidence), or with `geometry` at the papers' (`ev.geometry`, GEOMETRY_SEEDS seeds a model there):
+    for each seed at which every model the claim reads there (of EVIDENCE, saved at seed 0) has a run, the
+    claim's test on those runs alone. {} for a claim not on maps, or with nothing saved there."""
     names, kind = EVIDENCE[claim.key]
     if kind != "maps":
         return {}
@@ -199,7 +203,7 @@ def seed_verdicts(ev: Evidence, claim: Claim, geometry: bool = False) -> dict[in
     if not saved or (geometry and min(len(found[n]) for n in saved) < GEOMETRY_SEEDS):
         return {}
     seeds = sorted(set.intersection(*(set(found[n]) for n in saved)))
-    return {seed: claim.test(_at_seed(ev, found, seed, geometry))[1] for seed in seeds}
+    return {seed: claim.test(_at_seed(ev, found, seed, geometry)) for seed in seeds}
 
 
 def _at_seed(ev: Evidence, found: dict, seed: int, geometry: bool) -> Evidence:
@@ -211,21 +215,22 @@ def _at_seed(ev: Evidence, found: dict, seed: int, geometry: bool) -> Evidence:
 
 
 def _geometry_row(ev: Evidence, claim: Claim) -> tuple[str, str, str, str] | None:
-    """(value, verdict, scale, models) of a map claim at the papers' geometry (None where not judged there): each
-    seed's value ("seed 0: …; seed 1: …", the spread over seeds), seed 0's models, the verdict its seeds agree
-    on (else inconclusive), the scale "at tokens16 (16×16 tokens, 20 epochs), seeds 0–1: reproduced on 2 of 2"."""
-    verdicts = seed_verdicts(ev, claim, geometry=True)
-    if len(verdicts) < GEOMETRY_SEEDS:
+    """(value, verdict, scale, models) of a map claim at the papers' geometry (None where not judged there):
+    each seed's value ("seed 0: …; seed 1: …", the spread over seeds), seed 0's models, the verdict its
+    seeds agree on (else inconclusive), the scale "at tokens16 (16×16 tokens, 20 epochs), seeds 0–1:
+    reproduced on 2 of 2"."""
+    tests = _seed_tests(ev, claim, geometry=True)  # each seed's test, once
+    if len(tests) < GEOMETRY_SEEDS:
         return None
+    verdicts = {seed: verdict for seed, (_, verdict) in tests.items()}
     at = _at_seed(ev, ev.geometry_runs, 0, True)
-    agreed = set(verdicts.values())
-    verdict = agreed.pop() if len(agreed) == 1 else rules.INCONCLUSIVE
+    verdict = verdicts[0] if len(set(verdicts.values())) == 1 else rules.INCONCLUSIVE  # seed 0: always
     names = [n for n in EVIDENCE[claim.key][0] if at.runs.get(n) is not None]
     epochs = _span([_epochs(n, at.runs[n], ev.geometry) for n in names], " epochs")
     found = experiments.resolve(names[0], ev.geometry)
     side = 32 // resolved_config(experiments.get(names[0]).family, **found.model)["downsample"]
     scale = f"at {ev.geometry} ({side}×{side} tokens, {epochs}), {_counts(verdicts)}"
-    value = "; ".join(f"seed {s}: {claim.test(_at_seed(ev, ev.geometry_runs, s, True))[0]}" for s in verdicts)
+    value = "; ".join(f"seed {s}: {value}" for s, (value, _) in tests.items())
     return value, verdict, scale, evidence_models(at, claim.key)
 
 
@@ -233,11 +238,6 @@ def _counts(verdicts: dict[int, str]) -> str:
     """ "seeds 0–4: not reproduced on 5 of 5": each verdict's count, most frequent first."""
     said = ", ".join(f"{v} on {k} of {len(verdicts)}" for v, k in Counter(verdicts.values()).most_common())
     return f"seeds {_seed_span(sorted(verdicts))}: {said}"
-
-
-def _tally(verdicts: dict[int, str], preset: str) -> str:
-    """ "at budget, seeds 0–4: not reproduced on 5 of 5" (`_counts`); "" for fewer than two seeds."""
-    return f"at {preset}, {_counts(verdicts)}" if len(verdicts) >= 2 else ""
 
 
 def _seed_span(seeds: list[int]) -> str:
@@ -258,7 +258,8 @@ def ledger(evidence: Evidence, claims=CLAIMS):
         value, verdict = c.test(evidence)
         assert verdict in VERDICTS, verdict
         scale = "" if verdict == NOT_MEASURED else evidence_scale(evidence, c.key)
-        tally = _tally(seed_verdicts(evidence, c), evidence.preset)  # the map claims seed by seed
+        seeds = seed_verdicts(evidence, c)  # a map claim seed by seed, "at budget, seeds 0–4: …"
+        tally = f"at {evidence.preset}, {_counts(seeds)}" if len(seeds) >= 2 else ""
         scale = "; ".join(filter(None, (scale, tally)))
         models = "" if verdict == NOT_MEASURED else evidence_models(evidence, c.key)
         if geometry := _geometry_row(evidence, c):  # judged at the papers' geometry; the 8x8 evidence beside
