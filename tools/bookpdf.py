@@ -75,6 +75,8 @@ PRINT_CSS = """
   GRID_PAIR > * { flex: 0 0 100%; }
   GRID_PAIR > figure:has(+ details figure[id$="-more"]),
   GRID_PAIR > figure + details:has(figure[id$="-more"]) { flex: 0 0 49%; margin: 0 !important; border: none !important; }
+  GRID_PAIR:has(figure.wide-maps) { display: block !important; }  /* 16 heads: the other 12 under, full width */
+  figure.wide-maps img { max-height: 100mm !important; }
   MAP_PAIR { display: flex !important; flex-wrap: wrap; align-items: flex-start; justify-content: space-between; }
   MAP_PAIR > * { flex: 0 0 100%; }
   MAP_PAIR > figure[id$="-one"]:has(+ figure[id$="-mean"]), MAP_PAIR > figure[id$="-one"] + figure[id$="-mean"],

@@ -283,8 +283,9 @@ LENGTH_BAND = 2.0
 def ha_by_length(base: str, params: Params, presets=LENGTH_PRESETS, seeds=range(10)):
     """HA − model of ``base`` at each training length of ``presets``: (rows, curves). ``rows``: a DataFrame, one
     row per preset with a saved seed on both sides (preset, epochs, seeds per side, the difference in points,
-    its 95% Welch interval or None below 2 seeds a side, both as text in ``difference``); ``curves``: {preset: (epochs, HA − model of the
-    seed means after every epoch, in points)} from the saved histories. Never trains."""
+    its 95% Welch interval or None below 2 seeds a side, both as text in ``difference``); ``curves``:
+    {preset: (epochs, HA − model of the seed means after every epoch, in points)} from the saved histories.
+    Never trains."""
     import numpy as np
     import pandas as pd
 
@@ -309,7 +310,8 @@ def ha_by_length(base: str, params: Params, presets=LENGTH_PRESETS, seeds=range(
             for n, rs in runs.items()
         }
         curves[preset] = (np.arange(1, epochs + 1), mean[base + "_ha"] - mean[base])
-    return pd.DataFrame(rows, columns=["preset", "epochs", "seeds", "points", "interval", "difference"]), curves
+    columns = ["preset", "epochs", "seeds", "points", "interval", "difference"]
+    return pd.DataFrame(rows, columns=columns), curves
 
 
 def length_reading(rows, logged: float, band: float = LENGTH_BAND, longer_than: int = 12) -> str:

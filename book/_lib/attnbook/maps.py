@@ -32,9 +32,9 @@ def show_attention(
     epochs. A run not saved gets one placeholder labelled both ways (``status``: ``Runs.status``, damaged
     or stale), so references resolve. Token models: ``_token_maps`` (``others``: "fold" the other heads under
     each figure, or leave them to the "appendix"; ``mean`` False: the image's figure only, as [Re] Figs.
-    B.1-B.10 show); SAN: ``_san_maps``. ``shown_as``: the label a chapter drew
-    these maps under (``others="appendix"``): at query 0 a sentence refers back to them (``where``:
-    "chapter 2") and only their other heads are drawn, as ``{shown_as}-{part}-more``.
+    B.1-B.10 show); SAN: ``_san_maps``. ``shown_as``: the label a chapter drew these maps under
+    (``others="appendix"``): at query 0 a sentence refers back to them (``where``: "chapter 2") and only
+    their other heads are drawn, as ``{shown_as}-{part}-more``.
     """
     from attnbook import viz
 
@@ -63,11 +63,11 @@ def show_attention(
 def _refer_back(run, model: str, shown_as: str, where: str) -> None:
     """``show_attention(..., shown_as=...)``: a sentence naming the figures of ``shown_as`` (chapter
     ``where``), then the other heads of those figures, which the chapter left to the appendix."""
-    shown = (
-        f"{{numref}}`{shown_as}-one` (one test image) and {{numref}}`{shown_as}-mean` (mean over test images)"
-    )
     if _same_for_every_image(run):  # drawn once, labelled both ways
         shown = f"{{numref}}`{shown_as}-one` (the same for every test image)"
+    else:
+        one, mean = f"{{numref}}`{shown_as}-one`", f"{{numref}}`{shown_as}-mean`"
+        shown = f"{one} (one test image) and {mean} (mean over test images)"
     maps = _Maps(run) if run is not None and "rows" in (run.attention or {}) else None
     tail = f"their {maps.others} follow" if maps and maps.rest else "they are not repeated here"
     display.note(
@@ -108,7 +108,10 @@ class _Maps:
         self.peaks = attention_peaks(run)
         self.compact = bool(self.peaks.max() < NEAR_UNIFORM)
         hierarchical = run.config.get("model", {}).get("hierarchical", False)
-        self.unit = "application of the shared block" if hierarchical else "layer"
+        shared = " of the shared block"  # an HA model's rows: the applications of its one block
+        self.unit, self.units = (
+            ("application" + shared, "applications" + shared) if hierarchical else ("layer", "layers")
+        )
         self.word = self.unit.split(" ")[0]
         self.first, rest = viz.head_split(self.att["rows"].shape[2])
         self.rest = [] if self.compact else rest
@@ -169,8 +172,7 @@ def _token_maps(run, query: int, label: str, model: str, others: str = "fold", m
     for part, what in [] if maps.compact else maps.parts:
         more = f"{{numref}}`{label}-{part}-more`"
         where = f"folded below, {more}" if others == "fold" else f"{more}, in the appendix"
-        rows = maps.unit.replace("application", "applications") if "shared" in maps.unit else maps.unit + "s"
-        layout = f"Rows: {rows}; columns: {shown} and their mean" + (
+        layout = f"Rows: {maps.units}; columns: {shown} and their mean" + (
             f" ({maps.others}: {where})" if maps.rest else ""
         )
         display.show(

@@ -216,18 +216,18 @@ def protocol_tables(preset: str):
 def model_tables(preset: str, family: str):
     """``model_table(preset, family)`` laid out to fit the text column: (shared, chunks). ``shared``: the
     fields of the same value in every model of a family of more than ``REFERENCE_COLUMNS`` models, one row
-    each (field, value; else None). ``chunks``: a list of (groups, table), each table one row per other field and one column
-    per experiment (at most ``REFERENCE_COLUMNS``), the experiments of a large family grouped as in the
-    introduction's figure (``group``: "SA quadratic", "SA learned 2D"...), so that what sets each model apart
-    reads down one column, headed by its display name; a field a model does not have reads "—"."""
+    each (field, value; else None). ``chunks``: a list of (groups, table), each table one row per other field
+    and one column per experiment (at most ``REFERENCE_COLUMNS``), the experiments of a large family grouped
+    as in the introduction's figure (``group``: "SA quadratic", "SA learned 2D"...), so that what sets each
+    model apart reads down one column, headed by its display name; a field a model does not have reads "—"."""
     table = model_table(preset, family)
     same = [c for c in table.columns if len(table) > REFERENCE_COLUMNS and table[c].map(_cell).nunique() == 1]
     shared = transposed(table[same], table.index[:1], header=lambda _: "every model") if same else None
     groups: dict[str, list[str]] = {}
     for name in table.index:
         groups.setdefault(group(name), []).append(name)
-    rest = table.drop(columns=same)
-    return shared, [(names, transposed(rest, members, header=_title)) for names, members in pack_groups(groups)]
+    rest, chunks = table.drop(columns=same), pack_groups(groups)
+    return shared, [(names, transposed(rest, members, header=_title)) for names, members in chunks]
 
 
 def _title(experiment: str) -> str:

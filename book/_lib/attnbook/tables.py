@@ -174,7 +174,7 @@ def literature_caption(experiments, what: str) -> str:
     marks = "; ".join(
         f"{KIND_MARKS[k] + ' ' if KIND_MARKS[k] else 'unmarked: '}{k}, {KIND_MEANING[k]}" for k in kinds
     )
-    return f"{what}. {marks}; — not found. Sources: the appendix, \"Where the literature figures come from\"."
+    return f'{what}. {marks}; — not found. Sources: the appendix, "Where the literature figures come from".'
 
 
 def sources_markdown(experiments) -> str:

@@ -46,12 +46,17 @@ def attention_grid(
     r = r[None] if r.ndim == 2 else r
     height, width = (int(g) for g in grid)
     maps = r.reshape(r.shape[0], r.shape[1], height, width)
-    xlabel = (
-        f"key position on the {height}×{width} grid (query token {tuple(int(q) for q in query)} outlined)"
-    )
-    label = f"multiple of uniform attention 1/{height * width} (log scale)"
     kw = dict(layer_names=layer_names, average=average, heads=heads, columns=columns)
-    return _panels(maps, query, title=title, xlabel=xlabel, label=label, uniform=1.0 / (height * width), **kw)
+    return _panels(maps, query, title=title, uniform=1.0 / (height * width), **_token_axes(grid, query), **kw)
+
+
+def _token_axes(grid, query) -> dict:
+    """The axis and colour-bar labels of a map over the tokens of ``grid`` for the query token ``query``."""
+    (height, width), query = (int(g) for g in grid), tuple(int(q) for q in query)
+    return {
+        "xlabel": f"key position on the {height}×{width} grid (query token {query} outlined)",
+        "label": f"multiple of uniform attention 1/{height * width} (log scale)",
+    }
 
 
 def _layer_panels(maps, heads, average) -> list[list[tuple[np.ndarray, str]]]:
@@ -95,15 +100,14 @@ def _panels(maps, centre, *, title, xlabel, label, uniform, layer_names, average
     heads = list(range(n_heads)) if heads is None else [int(h) for h in heads]
     if not heads and not average or any(not 0 <= h < n_heads for h in heads):
         raise ValueError(f"heads: got {heads}; allowed: indices 0 to {n_heads - 1} (some, or the mean)")
-    _, colours = multiple_scale([], uniform, bound=1.0 / uniform)  # one range for every map: 1/N .. N
     rows, labels, columns = _arrange(_layer_panels(maps, heads, average), layer_names, columns)
-    return _draw(
-        rows, labels, columns, colours, centre, title=title, xlabel=xlabel, label=label, uniform=uniform
-    )
+    return _draw(rows, labels, columns, centre, title=title, xlabel=xlabel, label=label, uniform=uniform)
 
 
-def _draw(rows, labels, columns, colours, centre, *, title, xlabel, label, uniform) -> Figure:
-    """The figure of ``_panels``: rows of (map, title) cells (None: empty) on the colour scale ``colours``."""
+def _draw(rows, labels, columns, centre, *, title, xlabel, label, uniform) -> Figure:
+    """The figure of ``_panels``: rows of (map, title) cells (None: empty) on the one colour range of every
+    map over N = 1/uniform keys, 1/N to N (``multiple_scale``)."""
+    _, colours = multiple_scale([], uniform, bound=1.0 / uniform)
     cols = len(rows[0])
     fig, axes = plt.subplots(
         len(rows),
@@ -171,10 +175,8 @@ def sharpest_heads(attention: Mapping, query: int = 0, layer_label: str = "layer
     uniform = 1.0 / rows.shape[-1]
     best = rows.max(-1).argmax(-1)
     cells = [(rows[i, h].reshape(grid), f"{layer_label} {i + 1}, head {h + 1}") for i, h in enumerate(best)]
-    _, colours = multiple_scale([], uniform, bound=1.0 / uniform)
-    xlabel = f"key position on the {grid[0]}×{grid[1]} grid (query token {divmod(token, grid[1])} outlined)"
-    return _draw([cells], [""], None, colours, divmod(token, grid[1]), title=None, xlabel=xlabel,
-                 label=f"multiple of uniform attention 1/{rows.shape[-1]} (log scale)", uniform=uniform)  # fmt: skip
+    pixel = divmod(token, grid[1])
+    return _draw([cells], [""], None, pixel, title=None, uniform=uniform, **_token_axes(grid, pixel))
 
 
 def head_split(n_heads: int) -> tuple[list[int], list[int]]:
