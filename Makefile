@@ -62,7 +62,8 @@ check-book: setup chromium $(BOOK_STAMP)
 # The whole book as one PDF, _build/attnlib.pdf (A4; PAPER=Letter for US letter): a title page and contents,
 # then every chapter page of the HTML build printed by the same Chromium, network off, numbered and joined,
 # its links made internal (tools/bookpdf.py, tools/pdfparts.py); prints each chapter's page count and the
-# links by kind (fails on a file:// link left); then the PDF is copied to _build/html/attnlib.pdf, which every
+# links by kind (fails on a file:// link left, or on A4 chapters 0-4 over 40 pages or an appendix over 25:
+# bookpdf.GROUPS); then the PDF is copied to _build/html/attnlib.pdf, which every
 # page's download menu links (attnbook.sphinx.BOOK_PDF).
 PAPER ?= A4
 pdf: setup chromium $(BOOK_STAMP)

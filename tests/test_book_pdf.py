@@ -62,6 +62,8 @@ def test_page_counts_totals_and_the_joined_pdf(tmp_path):
         "appendix (chapter 5)": 4,
         "whole book": 12,
     }
+    assert bookpdf.over_bounds({"chapters 0-4": 40, "appendix (chapter 5)": 25}) == []
+    assert bookpdf.over_bounds({"chapters 0-4": 41, "appendix (chapter 5)": 25}) == ["chapters 0-4: 41 > 40"]
     target = tmp_path / "book.pdf"
     links, unresolved = bookpdf.join(printed, target, tmp_path, REPO, front=_blank_pdf(2))
     assert (links, unresolved) == ({"file://": 0}, [])
@@ -234,3 +236,7 @@ def test_a_small_book_printed_whole(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(pdfparts, "file_link", lambda *args: ("to the repository", "file:///left"))
     assert bookpdf.main([str(html), "-o", str(target)]) == 1  # a file:// link left fails the command
     assert "file:// links left" in capsys.readouterr().err
+    monkeypatch.undo()
+    monkeypatch.setitem(bookpdf.GROUPS, "chapters 0-4", (("01_", "02_"), 1))  # the small book's 2 chapters
+    assert bookpdf.main([str(html), "-o", str(target)]) == 1  # a group over its bound fails the command
+    assert "over the bound ['chapters 0-4: " in capsys.readouterr().err

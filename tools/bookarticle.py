@@ -85,10 +85,8 @@ class _ArticleImages(_Article):
     """The ``src`` of every <img> inside the sections of the page's <article> (the chapters' content), in order."""
 
     def start(self, tag, attrs, opens_section):
-        if tag == "img" and self.sections:
-            src = dict(attrs).get("src")
-            if src:
-                self.found.append(src)
+        if tag == "img" and self.sections and dict(attrs).get("src"):
+            self.found.append(dict(attrs)["src"])
 
 
 def _image_bytes(src: str, folder: Path) -> bytes | None:

@@ -227,11 +227,7 @@ def find_chromium() -> str | None:
     given = os.environ.get(CHROMIUM_ENV)
     if given:
         return given if Path(given).is_file() else shutil.which(given)
-    for name in CHROMIUM_NAMES:
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
+    return next(filter(None, map(shutil.which, CHROMIUM_NAMES)), None)
 
 
 def pages(html: Path) -> list[Path]:

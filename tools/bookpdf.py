@@ -8,9 +8,9 @@ those printed elsewhere or archived, and the chapter's title numbered, as a read
 it: ``book/_static/attnlib.css``) and the paper style below (``PRINT_CSS``), numbered on
 from the pages before it, and joins the chapters in the order of the book behind a title page and contents
 (tools/pdfparts.py), one outline entry each, every link made to lead to its place in the PDF or to the
-repository. It prints each chapter's pages, the totals that issue 31 sets bounds for (chapters 0-4, the
-appendix) and the links by kind, and fails on a ``file://`` link left. ``make pdf`` then copies the PDF into
-the HTML build (``attnbook.sphinx.BOOK_PDF``), which every page's download menu links.
+repository. It prints each chapter's pages, the totals that issue 31 bounds (``GROUPS``) and the links by kind,
+and fails on a group over its bound or a ``file://`` link left. ``make pdf`` then copies the PDF into the HTML
+build (``attnbook.sphinx.BOOK_PDF``), which every page's download menu links.
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ PRINT_CSS = """
 """.replace("GRID_PAIR", GRID_PAIR).replace("MAP_PAIR", MAP_PAIR)
 #: Pages of the build that are no chapter: Sphinx's index and search pages.
 NOT_CHAPTERS = ("genindex.html", "search.html")
-#: The totals printed, by chapter file name prefix: chapters 0-4, and the appendix.
-GROUPS = {"chapters 0-4": ("00_", "01_", "02_", "03_", "04_"), "appendix (chapter 5)": ("05_",)}
+#: The totals printed, by chapter file name prefix, and the most A4 pages each may take (issue 31's bounds).
+GROUPS = {"chapters 0-4": (("00_", "01_", "02_", "03_", "04_"), 40), "appendix (chapter 5)": (("05_",), 25)}
 
 
 @dataclass
@@ -106,11 +106,8 @@ class Printed:
 def chapter_pages(html: Path) -> list[Path]:
     """The book's pages in reading order (file names sort as the table of contents: 00_intro ... 05_appendix,
     then references): redirects, the index and the search page left out."""
-    return [
-        p
-        for p in bookcheck.pages(html)
-        if p.parent == html and p.name not in NOT_CHAPTERS and bookcheck.redirect_target(p) is None
-    ]
+    pages = (p for p in bookcheck.pages(html) if p.parent == html and p.name not in NOT_CHAPTERS)
+    return [p for p in pages if bookcheck.redirect_target(p) is None]
 
 
 def page_count(pdf: bytes) -> int:
@@ -134,7 +131,7 @@ def browser(chromium: str):
 
 
 def _pdf(page, paper: str) -> bytes:
-    margin = {side: MARGIN for side in ("top", "bottom", "left", "right")}
+    margin = dict.fromkeys(("top", "bottom", "left", "right"), MARGIN)
     return page.pdf(format=paper, print_background=True, margin=margin)
 
 
@@ -254,12 +251,14 @@ def join(
 def totals(printed: list[Printed], front: int = 0) -> dict[str, int]:
     """Printed pages of each group of ``GROUPS`` (chapters 0-4, the appendix) and of the whole book, the
     ``front`` pages of the title page and contents with it."""
-    found = {
-        name: sum(c.pages for c in printed if c.page.startswith(prefixes))
-        for name, prefixes in GROUPS.items()
-    }
+    found = {name: sum(c.pages for c in printed if c.page.startswith(g[0])) for name, g in GROUPS.items()}
     found["whole book"] = front + sum(c.pages for c in printed)
     return found
+
+
+def over_bounds(found: dict[str, int]) -> list[str]:
+    """The groups of `totals` printed on more A4 pages than ``GROUPS`` allows them, each as 'name: n > bound'."""
+    return [f"{name}: {found[name]} > {bound}" for name, (_, bound) in GROUPS.items() if found[name] > bound]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -289,11 +288,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {page_count(front):4d}  title page and contents")
     for chapter in printed:
         print(f"  {chapter.pages:4d}  {chapter.page}")
-    for name, count in totals(printed, page_count(front)).items():
-        print(f"  {count:4d}  {name}")
+    found = totals(printed, page_count(front))
+    over = over_bounds(found) if args.paper == "A4" else []
+    for name, count in found.items():
+        print(f"  {count:4d}  {name}" + (f" (at most {GROUPS[name][1]})" if name in GROUPS else ""))
     print("links: " + ", ".join(f"{n} {kind}" for kind, n in links.items()))
-    if links["file://"] or unresolved:
-        print(f"pdf: {links['file://']} file:// links left, links to no place: {unresolved}", file=sys.stderr)
+    if links["file://"] or unresolved or over:
+        left = f"{links['file://']} file:// links left, links to no place {unresolved}, over the bound {over}"
+        print(f"pdf: {left}", file=sys.stderr)
         return 1
     return 0
 
