@@ -259,6 +259,7 @@ book.glue_str("ha_epochs", book.epoch_range(params.preset))
 #    The 9-head pair, the [Re] headline, was trained at lr 0.06 only: its row of the table is one
 #    protocol's answer, not a verdict on HA at every learning rate.
 #
+# (ha-length)=
 # ### HA − model against training length
 #
 # The first limit above can be tested on the CPU: does HA − model of the [Re] Fig. 8 pair (the
