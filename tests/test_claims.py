@@ -419,7 +419,8 @@ def test_map_claims_are_judged_at_the_papers_geometry_once_two_seeds_are_saved_t
     claim = claims.by_key("learned_shifts")
     flat = _probed([1.0, 1.0], [1.0, 1.0], uniform=1.0, key="peak")  # stays uniform: fails
     local = _probed([6.0, 2.0], [1.0, 1.0], uniform=1.0, key="peak")  # 6x uniform from 1x: passes
-    ev = Evidence("budget", runs={"learned_9h": flat}, geometry="tokens16")
+    ev = Evidence("budget", runs={"learned_9h": flat, "learned_16h": flat}, geometry="tokens16")
+    ev.accuracies = {"learned_9h": [0.5], "learned_16h": [0.5]}  # 8x8 seeds: not what is judged at 16x16
     ev.geometry_runs = {"learned_9h": {0: local}}
     assert claims.ledger(ev, [claim]).iloc[0]["verdict"] == NOT_REPRODUCED  # one seed there: 8x8 decides
     ev.geometry_runs["learned_9h"][1] = local

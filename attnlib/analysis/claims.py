@@ -208,9 +208,9 @@ def _seed_tests(ev: Evidence, claim: Claim, geometry: bool = False) -> dict[int,
 
 def _at_seed(ev: Evidence, found: dict, seed: int, geometry: bool) -> Evidence:
     """The evidence of one seed's runs alone (`found`: {experiment: {seed: run}}), at the papers' geometry's
-    preset with `geometry`."""
+    preset with `geometry` (no other preset's accuracies: `evidence_models` names the models judged)."""
     runs = {n: found.get(n, {}).get(seed) for n in ev.runs}
-    at = replace(ev, runs=runs, presets={}, seed_presets={})
+    at = replace(ev, runs=runs, presets={}, seed_presets={}, accuracies={})
     return replace(at, preset=ev.geometry) if geometry else at
 
 
