@@ -376,17 +376,17 @@ book.glue_numbers("quad_long", quad)
 # %% [markdown]
 # **At the papers' geometry.** The same model was trained on 16×16 tokens as well (preset `tokens16`: 2×2
 # space-to-depth as in both papers, a key position 2 input pixels wide, 20 epochs, the `long` recipe
-# otherwise), one run per seed. It reached {glue:text}`quad_t16_accuracy` test accuracy, and its centres
-# moved by {glue:text}`quad_t16_moved` input pixels on average in its four layers, their spread going from
-# {glue:text}`quad_t16_spread_start` to {glue:text}`quad_t16_spread_end` input pixels
-# ({numref}`fig-paths-quadratic_aniso_9h-tokens16`, seed 0). The ledger below judges the centres' claims
-# on these runs once two seeds are saved.
+# otherwise), one run per seed. Its test accuracy was {glue:text}`quad_t16_accuracy`; in input pixels, a
+# layer's centres moved by {glue:text}`quad_t16_moved` on average, and their spread went from
+# {glue:text}`quad_t16_spread_start` to {glue:text}`quad_t16_spread_end`
+# ({numref}`fig-paths-quadratic_aniso_9h-tokens16`: seed 0). The ledger below judges the centres' claims on
+# these runs once two seeds are saved.
 
 # %% tags=["hide-input"]
 t16 = {s: book.measured_runs(["quadratic_aniso_9h"], params, "tokens16", s) for s in range(5)}
 t16 = {s: found["quadratic_aniso_9h"] for s, found in t16.items() if found["quadratic_aniso_9h"]}
 for key in ("accuracy", "moved", "spread_start", "spread_end"):  # each seed's numbers
-    said = (f"seed {s}: {book.centre_numbers(run)[key]}" for s, run in t16.items())
+    said = (f"{book.centre_numbers(run)[key]} (seed {s})" for s, run in t16.items())
     book.glue_str(f"quad_t16_{key}", "; ".join(said) or "not saved")
 name = "quadratic_aniso_9h"
 book.show_centre_paths(name, t16.get(0), f"fig-paths-{name}-tokens16", "tokens16", named=True)
