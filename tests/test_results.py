@@ -98,6 +98,21 @@ def test_a_lock_on_a_run_lock_just_removed_is_refused(tmp_path, monkeypatch):
     held[0].release()
 
 
+def test_release_leaves_a_run_lock_it_does_not_hold(tmp_path):
+    """A run.lock removed by hand while its run trains (a user clearing 'stale' locks), and a second run
+    started on the folder: when the first finishes, its release must not remove the second's lock."""
+    folder = tmp_path / "run"
+    first = RunLock(folder).acquire()
+    (folder / "run.lock").unlink()
+    second = RunLock(folder).acquire()  # a new file: its lock is not the first's
+    first.release()
+    assert (folder / "run.lock").exists() and second._lock.is_locked
+    with pytest.raises(RunLocked, match=f"pid {os.getpid()}"):
+        RunLock(folder).acquire()  # the second run still guards its folder
+    second.release()
+    assert not (folder / "run.lock").exists()
+
+
 def test_a_run_completed_by_another_process_meanwhile_is_not_trained_again(copy, monkeypatch, caplog):
     """`queue` and `train` on one run: one read it as not trained, the other finished it before the first took
     the lock. Under the lock the complete result is found and kept: not trained again, not rewritten."""

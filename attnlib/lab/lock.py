@@ -30,7 +30,7 @@ class RunLock:
     says so. This wrapper adds the one-line message: a live owner makes `acquire` raise RunLocked naming it."""
 
     def __init__(self, folder: str | Path):
-        self.path = Path(folder) / "run.lock"
+        self.path, self._held = Path(folder) / "run.lock", None
         self._lock = filelock.FileLock(self.path, timeout=0, thread_local=False, on_acquired=self._claim)
 
     def acquire(self) -> RunLock:
@@ -54,7 +54,8 @@ class RunLock:
         removed (`release` unlinks it: a process that opened it before and locked it after) guards nothing:
         a third process may hold the new run.lock; refused (RunLocked) rather than training beside it."""
         held, now = os.fstat(fd), _stat(self.path)
-        if now is None or (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino):
+        self._held = (held.st_dev, held.st_ino)  # the file `release` may remove: ours, not a later run.lock
+        if now is None or self._held != (now.st_dev, now.st_ino):
             raise RunLocked(
                 f"{self.path.parent} was being trained by another process, which has just released it; "
                 "rerun to take it over"
@@ -70,7 +71,8 @@ class RunLock:
 
     def release(self) -> None:
         if self._lock.is_locked:
-            self.path.unlink(missing_ok=True)
+            if (now := _stat(self.path)) is not None and (now.st_dev, now.st_ino) == self._held:
+                self.path.unlink()  # never another process's run.lock made after ours was removed by hand
             self._lock.release()
 
     def __enter__(self) -> RunLock:
