@@ -555,7 +555,8 @@ book.show_ledger(
 # ## Findings
 #
 # Every verdict here rests on the budget's scaled-down models on 8×8 tokens, {glue:text}`repro_epochs`
-# epochs, and on the 60-epoch runs where they are saved; the ledger above gives each one's runs and seeds.
+# epochs, and on the 60-epoch runs where they are saved, but a map claim whose models have two seeds each on
+# 16×16 tokens (20 epochs), which is judged there; the ledger above gives each one's runs and seeds.
 #
 # - **Accuracy.** ResNet18 leads the best of the paper's attention models by {glue:text}`repro_our_gap`
 #   points, against {glue:text}`repro_re_gap` in the [Re] logs, and at a comparable size most of that lead
