@@ -52,7 +52,8 @@
 # The `budget` preset trains scaled-down models for a few epochs on two CPU cores; it is *not* the papers'
 # 300-epoch GPU protocol, so our accuracies are far lower and only comparisons between our own runs are
 # meaningful. The table below sets the two sizes side by side. **Every figure of this book shows the
-# budget models** (8 × 8 tokens, 4 layers; or their 60-epoch runs), never the paper-size ones. The
+# budget models** (8 × 8 tokens, 4 layers; or their 60-epoch runs, or their 20-epoch runs on the papers'
+# 16 × 16 tokens, each caption naming its preset), never the paper-size ones. The
 # published and [Re] figures are shown as found, each with its source and kind; figures that were not
 # found say so.
 #
