@@ -294,9 +294,10 @@ book.show_ledger(
 #    initialisation
 #    they peak at {glue:text}`intro_learned_var_peak`×. The paper's claim that such heads
 #    attend at fixed shifts is {glue:text}`intro_w_learned_shifts`.
-# 4. **Quadratic centres move little at this scale.** Whether they leave their initialisation:
-#    {glue:text}`intro_w_centres_move`; whether they settle on a grid around the query:
-#    {glue:text}`intro_w_centres_grid`.
+# 4. **Quadratic centres move little at this scale, on 8×8 tokens as on the papers' 16×16.** Whether they
+#    leave their initialisation: {glue:text}`intro_w_centres_move`; whether they settle on a grid around the
+#    query: {glue:text}`intro_w_centres_grid`; whether the first layers attend locally and the later ones
+#    further: {glue:text}`intro_w_centres_depth`.
 # 5. **Hierarchical Attention saves parameters and little or no memory; its effect on accuracy depends on
 #    the network.** It keeps
 #    {glue:text}`intro_ha_size` of its model's parameters; its accuracy against its model runs from

@@ -380,8 +380,8 @@ book.glue_numbers("quad_long", quad)
 # otherwise), one run per seed. Its test accuracy was {glue:text}`quad_t16_accuracy`; in input pixels, a
 # layer's centres moved by {glue:text}`quad_t16_moved` on average, and their spread went from
 # {glue:text}`quad_t16_spread_start` to {glue:text}`quad_t16_spread_end`
-# ({numref}`fig-paths-quadratic_aniso_9h-tokens16`: seed 0). The ledger below judges the centres' claims on
-# these runs once two seeds are saved.
+# ({numref}`fig-paths-quadratic_aniso_9h-tokens16`: seed 0). Where two seeds are saved, the ledger below
+# judges the centres' claims on these runs, seed by seed, the 8×8 verdicts beside.
 
 # %% tags=["hide-input"]
 t16 = {s: book.measured_runs(["quadratic_aniso_9h"], params, "tokens16", s) for s in range(5)}
