@@ -375,13 +375,12 @@ quad = book.centre_numbers(longer.get("quadratic_aniso_9h"), runs["quadratic_ani
 book.glue_numbers("quad_long", quad)
 
 # %% [markdown]
-# **At the papers' geometry.** The same model was trained on 16×16 tokens as well (preset `tokens16`: 2×2
+# **At the papers' geometry.** The same model was trained on 16×16 tokens (preset `tokens16`: 2×2
 # space-to-depth as in both papers, a key position 2 input pixels wide, 20 epochs, the `long` recipe
-# otherwise), one run per seed. Its test accuracy was {glue:text}`quad_t16_accuracy`; in input pixels, a
-# layer's centres moved by {glue:text}`quad_t16_moved` on average, and their spread went from
-# {glue:text}`quad_t16_spread_start` to {glue:text}`quad_t16_spread_end`
-# ({numref}`fig-paths-quadratic_aniso_9h-tokens16`: seed 0). Where two seeds are saved, the ledger below
-# judges the centres' claims on these runs, seed by seed, the 8×8 verdicts beside.
+# otherwise). Its test accuracy was {glue:text}`quad_t16_accuracy`; in input pixels, a layer's centres moved
+# by {glue:text}`quad_t16_moved` on average, their spread going from {glue:text}`quad_t16_spread_start` to
+# {glue:text}`quad_t16_spread_end` ({numref}`fig-paths-quadratic_aniso_9h-tokens16`: seed 0). With two
+# seeds saved, the ledger below judges the centres' claims on these runs, the 8×8 verdicts beside.
 
 # %% tags=["hide-input"]
 t16 = {s: book.measured_runs(["quadratic_aniso_9h"], params, "tokens16", s) for s in range(5)}
@@ -555,9 +554,8 @@ book.show_ledger(
 # %% [markdown]
 # ## Findings
 #
-# Every verdict here rests on the budget's scaled-down models on 8×8 tokens, {glue:text}`repro_epochs`
-# epochs, and on the 60-epoch runs where they are saved, but a map claim whose models have two seeds each on
-# 16×16 tokens (20 epochs), which is judged there; the ledger above gives each one's runs and seeds.
+# Verdicts rest on the budget's models on 8×8 tokens ({glue:text}`repro_epochs` epochs) and their 60-epoch
+# runs, or on 16×16 tokens (20 epochs) for a map claim with two seeds of each model there (ledger above).
 #
 # - **Accuracy.** ResNet18 leads the best of the paper's attention models by {glue:text}`repro_our_gap`
 #   points, against {glue:text}`repro_re_gap` in the [Re] logs, and at a comparable size most of that lead
@@ -565,7 +563,7 @@ book.show_ledger(
 #   ResNet18 at a comparable size is {glue:text}`repro_w_near_resnet`; that the quadratic encoding does as
 #   well as the learned one is {glue:text}`repro_w_quadratic_vs_learned`.
 # - **Quadratic heads** start local and stay local (the isotropic model's maps peak at
-#   {glue:text}`peak_quadratic_iso_9h` times uniform), and their centres barely move: that they leave their
+#   {glue:text}`peak_quadratic_iso_9h` uniform), and their centres barely move: that they leave their
 #   initialisation is {glue:text}`repro_w_centres_move`, that they settle on a grid around the query
 #   {glue:text}`repro_w_centres_grid`, that early layers attend locally and later ones further
 #   {glue:text}`repro_w_centres_depth`.
