@@ -77,6 +77,7 @@ from attnlib.analysis.literature import (
 )
 from attnlib.measures import NEAR_UNIFORM, attention_peaks, uniform_reference
 from attnlib.results import tables
+from attnlib.results.load import read_seeds
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke
@@ -383,12 +384,13 @@ book.glue_numbers("quad_long", quad)
 # seeds saved, the ledger below judges the centres' claims on these runs, the 8×8 verdicts beside.
 
 # %% tags=["hide-input"]
-t16 = {s: book.measured_runs(["quadratic_aniso_9h"], params, "tokens16", s) for s in range(5)}
-t16 = {s: found["quadratic_aniso_9h"] for s, found in t16.items() if found["quadratic_aniso_9h"]}
-for key in ("accuracy", "moved", "spread_start", "spread_end"):  # each seed's numbers
-    said = (f"{book.centre_numbers(run)[key]} (seed {s})" for s, run in t16.items())
-    book.glue_str(f"quad_t16_{key}", "; ".join(said) or "not saved")
 name = "quadratic_aniso_9h"
+found = read_seeds(name, "tokens16", results_dir=params.results_dir, data=params.data, seeds=range(5))
+t16 = {s: saved.run for s, saved in found.items() if saved.complete}
+numbers = {s: book.centre_numbers(run) for s, run in t16.items()}
+for key in ("accuracy", "moved", "spread_start", "spread_end"):  # each seed's numbers
+    said = "; ".join(f"{n[key]} (seed {s})" for s, n in numbers.items())
+    book.glue_str(f"quad_t16_{key}", said or "not saved")
 book.show_centre_paths(name, t16.get(0), f"fig-paths-{name}-tokens16", "tokens16", named=True)
 
 # %% [markdown]

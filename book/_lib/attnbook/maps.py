@@ -305,16 +305,16 @@ def _centres_missing(name, run, label, preset, what, status) -> bool:
     return True
 
 
-def measured_runs(experiments, params: Params, preset: str | None = None, seed: int = 0):
-    """``Runs`` of ``experiments`` at ``preset`` (default: the chapter's ``long_preset``) and ``seed``, from the
-    chapter's data and results folder (never trains): runs whose histories hold the per-layer attention
-    measures of every epoch."""
+def measured_runs(experiments, params: Params):
+    """``Runs`` of ``experiments`` at the chapter's ``long_preset`` (seed 0, the chapter's data and results
+    folder; never trains): the runs whose histories hold the per-layer attention measures of every epoch."""
     import dataclasses
 
     from attnbook.runs import load_all
 
-    found = dataclasses.replace(params, preset=preset or params.long_preset, seed=seed, train_missing=False)
-    return load_all(experiments, found)
+    return load_all(
+        experiments, dataclasses.replace(params, preset=params.long_preset, seed=0, train_missing=False)
+    )
 
 
 def show_measured_attention(
