@@ -436,3 +436,24 @@ def test_map_claims_are_judged_at_the_papers_geometry_once_two_seeds_are_saved_t
     row = claims.ledger(ev, [claim]).iloc[0]
     assert row["verdict"] == INCONCLUSIVE and "reproduced on 2 of 3, not reproduced on 1 of 3" in row["label"]
     assert claims.seed_verdicts(ev, claims.by_key("ha_gain"), geometry=True) == {}  # not a map claim
+
+
+def test_learned_shifts_at_the_papers_geometry_waits_for_both_initialisations():
+    """Issue 48: the learned-2D model without content is trained at 16x16 tokens in both initialisations
+    (`learned_9h`, official; `learned_9h_init_re`, [Re]); the claim is judged there only once each model saved
+    there has two seeds, and the "judged on" column names both forms."""
+    claim = claims.by_key("learned_shifts")
+    flat = _probed([1.0, 1.0], [1.0, 1.0], uniform=1.0, key="peak")
+    local = _probed([6.0, 2.0], [1.0, 1.0], uniform=1.0, key="peak")
+    runs = {"learned_9h": flat, "learned_16h": flat, "learned_9h_init_re": None}  # [Re] init: not on 8x8
+    ev = Evidence("budget", runs=runs, geometry="tokens16")
+    ev.geometry_runs = {"learned_9h": {0: local, 1: local}, "learned_9h_init_re": {0: local}}
+    row = claims.ledger(ev, [claim]).iloc[0]
+    # the [Re] init has one seed there: the 8x8 evidence decides
+    assert row["verdict"] == NOT_REPRODUCED and "16×16" not in row["label"]
+    ev.geometry_runs["learned_9h_init_re"][1] = flat
+    row = claims.ledger(ev, [claim]).iloc[0]
+    assert row["verdict"] == INCONCLUSIVE  # one model passes, the other fails, on each seed
+    assert row["label"].startswith("inconclusive — at tokens16 (16×16 tokens, ")
+    assert "official form and init" in row["models"] and "official form, [Re] init" in row["models"]
+    assert row["value"].count("[Re] init: first layer") == 2 and "our variant" not in row["value"]  # no aside

@@ -263,8 +263,8 @@ def learned_fixed_shifts(ev: Evidence, models: Experiments, local_peak: float, f
         )
     if not parts:
         return "no positional-only learned run saved", NOT_MEASURED
-    # our changes of these models (registry variants) are reported beside the verdict, which stays theirs
-    text = "; ".join(parts) + "".join(_variant_peak(ev, v) for v in _variants_of(models))
+    # our changes of these models (registry variants, where not judged as members) beside the verdict
+    text = "; ".join(parts) + "".join(_variant_peak(ev, v) for v in _variants_of(models) if v not in models)
     return text, verdict_of(passes)
 
 
