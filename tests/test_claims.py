@@ -372,6 +372,8 @@ def test_every_ledger_row_names_the_models_it_is_judged_on():
 
     table = ledger_table(claims.ledger(ev))
     assert list(table.columns) == ["claim", "source", "judged on", "verdict"]
+    one_source = claims.ledger(ev, [c for c in claims.CLAIMS if c.source == claims.by_key("theorem").source])
+    assert list(ledger_table(one_source).columns) == ["claim", "judged on", "verdict"]  # the caption names it
     assert table.set_index("claim").loc["Learned positional heads attend at fixed shifts", "judged on"] == (
         f"SA learned 2D, 9 heads (long), {official}"
     )

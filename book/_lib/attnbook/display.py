@@ -182,8 +182,8 @@ def show_table(
             ],
             overwrite=False,
         )
-    if whole_words:
-        styler = styler.set_properties(subset=list(whole_words), **{"overflow-wrap": "normal"})
+    if whole := [c for c in whole_words if c in frame]:  # the columns shown of those named
+        styler = styler.set_properties(subset=whole, **{"overflow-wrap": "normal"})
     styler = styler.map(_whole_number)  # a number never breaks across lines, in any table
     if caption:
         styler = styler.set_caption(html.escape(caption))

@@ -195,10 +195,10 @@ def ledger_table(frame):
     """The ledger at a glance: each claim's short title, whose claim it is, the models it is judged on
     (``models``; "—" for the live check) and the verdict with the evidence and scale it rests on (``label``:
     "not reproduced — at 60 epochs (long), 1 seed each"; ``ledger_markdown`` gives the words, measure, value
-    and rule of each)."""
+    and rule of each). Claims of one source leave the source out: the caption names it."""
     label = frame["label"] if "label" in frame else frame["verdict"]
     models = frame["models"].replace("", "—") if "models" in frame else "—"
     shown = frame.assign(source=frame["source"].map(short), verdict=label, models=models)
-    return shown[["title", "source", "models", "verdict"]].rename(
-        columns={"title": "claim", "models": "judged on"}
-    )
+    sources = ["source"] if frame["source"].nunique() > 1 else []
+    columns = ["title", *sources, "models", "verdict"]
+    return shown[columns].rename(columns={"title": "claim", "models": "judged on"})
