@@ -97,12 +97,12 @@
 # %% tags=["remove-input"]
 import attnbook as book
 from attnbook import viz
+from attnbook.ledger import seed_numbers
 from attnlib import experiments
 from attnlib.analysis import claims, rules
 from attnlib.analysis.literature import PAPER, RE, logged_gain, short
 from attnlib.analysis.rules import HA_FAMILY, HA_PAIRS
 from attnlib.results import tables
-from attnlib.results.load import read_seeds
 
 # %% tags=["parameters"]
 preset = "budget"  # paper | budget | smoke: the preset summarised below
@@ -256,10 +256,7 @@ for key, name in (("intro_learned_peak", "learned_9h"), ("intro_learned_var_peak
     profile = rules.layer_profile(longer[name])
     book.glue_text(key, profile[0]["peak"] if profile else None, "{:.2f}")
 for key, name in (("intro_t16_paper", "learned_9h"), ("intro_t16_re", "learned_9h_init_re")):  # 16x16 tokens
-    found = read_seeds(name, "tokens16", results_dir=params.results_dir, data=params.data, seeds=range(5))
-    peaks = {n: rules.probe_layers(s.run, "peak")[:2] for n, s in found.items() if s.complete}
-    said = [f"{i[0]:.1f}× → {e[0]:.1f}× (seed {n})" for n, (e, i) in peaks.items() if e and i]
-    book.glue_str(key, "; ".join(said) or "not saved")
+    book.glue_str(key, seed_numbers(name, "tokens16", params)["peak"])
 counts = claims.verdict_counts(ledger)
 book.glue_text("intro_claims", len(ledger), "{:d}")
 for verdict, key in (
