@@ -377,6 +377,9 @@ def test_every_ledger_row_names_the_models_it_is_judged_on():
     assert table.set_index("claim").loc["Learned positional heads attend at fixed shifts", "judged on"] == (
         f"SA learned 2D, 9 heads (long), {official}"
     )
+    ev.runs["learned_9h_init_re"] = _measured([1, 1], [6.0, 2.0])  # its display name says the init: said once
+    shifts = claims.evidence_models(ev, "learned_shifts")
+    assert shifts.endswith("SA learned 2D, 9 heads, [Re] init, official form"), shifts
 
 
 def test_map_claims_are_judged_again_on_every_seed_of_the_ledgers_preset():
@@ -457,5 +460,5 @@ def test_learned_shifts_at_the_papers_geometry_waits_for_both_initialisations():
     row = claims.ledger(ev, [claim]).iloc[0]
     assert row["verdict"] == INCONCLUSIVE  # one model passes, the other fails, on each seed
     assert row["label"].startswith("inconclusive — at tokens16 (16×16 tokens, ")
-    assert "official form and init" in row["models"] and "official form, [Re] init" in row["models"]
+    assert "official form and init" in row["models"] and "[Re] init, official form" in row["models"]
     assert row["value"].count("[Re] init: first layer") == 2 and "our variant" not in row["value"]  # no aside

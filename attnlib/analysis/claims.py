@@ -147,8 +147,7 @@ def network_form(name: str) -> str:
     """Which network an experiment of the paper family is, in words for the ledger's "judged on" column: the
     form (the official code's block and scores, or the [Re] code's: `block`, `learned_form`, `score_layout`,
     `quadratic_target`) and the initialisation (`init`: the official N(0, 0.02²), or the [Re] code's PyTorch
-    defaults): "official form and init", "[Re] form and init", "official form, [Re] init"; "" for other
-    families."""
+    defaults): "official form and init", "[Re] form and init", "official form, [Re] init"; "" for others."""
     if experiments.get(name).family != "paper":
         return ""
     model = experiments.resolve(name, "paper").model
@@ -161,8 +160,7 @@ def network_form(name: str) -> str:
 def evidence_models(ev: Evidence, key: str) -> str:
     """The models a claim's verdict is judged on, for the ledger's table: "every HA pair (6)" for the claims
     over the HA family, the Fig. 8 model and its control, the ResNet and attention model compared, else the
-    saved runs the claim reads by display name ("(long)" where the 60-epoch run is read); "" for the live
-    check and where none is saved."""
+    saved runs it reads by display name ("(long)": the 60-epoch run); "" for the live check and none saved."""
     names, kind = EVIDENCE[key]
     if kind == "live":
         return ""
@@ -176,7 +174,9 @@ def evidence_models(ev: Evidence, key: str) -> str:
     named = ev.seeds_name if kind == "seeds" else ev.name  # over seeds: the preset the seeds are of
 
     def name(n: str) -> str:  # with the network's form and initialisation where it is the paper's family
-        return named(n) + (f", {form}" if (form := network_form(n)) else "")
+        form, init = network_form(n), ", [Re] init"  # once: a display name may say the init already
+        form = form.replace(init, "") if named(n).endswith(init) else form
+        return named(n) + (f", {form}" if form else "")
 
     saved = [n for n in names if ev.runs.get(n) is not None or ev.accuracies.get(n)]
     bases = [n for n in saved if n + "_ha" in saved]
