@@ -41,9 +41,8 @@ MARGIN = "15mm"
 #: scale, figures no taller than 62 mm (captions, paragraph and box spacing a little tighter), an attention
 #: grid and the grid of its other heads (folded under it on screen) side by side, each half the column wide,
 #: as a run's maps of one image and of the mean, the text of fold-outs, tables and code 0.75 rem, tables and notes
-#: free to break between rows and lines (the theme keeps each whole: a long one left most of a page blank; a
-#: caption and header row kept with the first row) and a table's first column free to wrap (but in the compact
-#: result tables), no page break forced before a figure.
+#: free to break between rows and lines (the theme keeps each whole: a long one left most of a page blank) and
+#: a table's first column free to wrap (but in the compact result tables), no page break forced before a figure.
 #: A cell output holding an attention grid and its other heads (``attnbook.maps``: figure ``...-more``).
 GRID_PAIR = '.cell_output:has(> details figure[id$="-more"])'
 #: A cell output holding a run's maps of one image and of the mean (or their other heads, in the appendix):
@@ -68,7 +67,7 @@ PRINT_CSS = """
   table, pre, .highlight { font-size: 0.75rem !important; }
   details.sd-dropdown .sd-card-body { font-size: 0.75rem !important; }
   details.sd-dropdown { break-inside: auto !important; }
-  details.sd-dropdown > summary, caption, thead, thead tr { break-after: avoid !important; }
+  details.sd-dropdown > summary, caption { break-after: avoid !important; }
   .bd-main .bd-content table, .admonition, div.admonition { break-inside: auto !important; }
   tr, caption { break-inside: avoid !important; }
   .cell_output table:not(.results) td:first-child { white-space: normal !important; }
