@@ -465,7 +465,8 @@ book.glue_str("learned_epochs", " and ".join(sorted({str(e) for e in epochs.valu
 # %% tags=["hide-input"]
 for key, name in (("pos_init_start", "learned_9h_pos_init"), ("pos_init_paper_start", "learned_9h")):
     book.glue_str(key, f"{rules.initial_peaks(name, params.preset)[0]:.1f}")
-book.glue_str("local_peak", f"{claims.by_key('learned_shifts').params['local_peak']:g}")
+local_peak = claims.by_key("learned_shifts").params["local_peak"]  # the fixed-shift rule's multiple of uniform
+book.glue_str("local_peak", f"{local_peak:g}")
 variant = book.load_all(["learned_9h_pos_init"], params)
 acc = {n: book.seed_accuracies(n, params) for n in ("learned_9h_pos_init", "learned_9h")}
 for key, name in (("pos_init", "learned_9h_pos_init"), ("pos_init_base", "learned_9h")):
@@ -519,7 +520,7 @@ for name in ("learned_9h", "learned_9h_init_re"):  # each seed's accuracy, and f
     for key, said in seed_numbers(name, "tokens16", params).items():
         book.glue_str(f"learned_t16_{key}_{name}", said)
 for keys in (64, 256):  # the rule's multiple of uniform as a share of attention: local_peak / keys
-    book.glue_str(f"local_share_{keys}", f"{claims.by_key('learned_shifts').params['local_peak'] / keys:.1%}")
+    book.glue_str(f"local_share_{keys}", f"{local_peak / keys:.1%}")
 
 # %% [markdown]
 # ## How the attention measures evolve during training

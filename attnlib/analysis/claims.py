@@ -174,8 +174,8 @@ def evidence_models(ev: Evidence, key: str) -> str:
     named = ev.seeds_name if kind == "seeds" else ev.name  # over seeds: the preset the seeds are of
 
     def name(n: str) -> str:  # with the network's form and initialisation where it is the paper's family
-        form, init = network_form(n), ", [Re] init"  # once: a display name may say the init already
-        form = form.replace(init, "") if named(n).endswith(init) else form
+        form, _, init = network_form(n).partition(", ")  # the init once: a display name may say it already
+        form += f", {init}" if init and not named(n).endswith(init) else ""
         return named(n) + (f", {form}" if form else "")
 
     saved = [n for n in names if ev.runs.get(n) is not None or ev.accuracies.get(n)]
