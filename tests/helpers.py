@@ -1,6 +1,6 @@
 """What several test files share: the tiny paper classifier, the check that one implementation of an
-operation (a backend, a fast path) equals another in values and gradients, and the reliability checks of
-a results folder (nothing written, no temporary file left, an intact result).
+operation (a backend, a fast path) equals another in values and gradients, the reliability checks of
+a results folder (nothing written, no temporary file left, an intact result), and the notebook runner.
 
 Imported as `from helpers import ...` (pytest puts tests/ on sys.path; so does running a test file as a
 script, as test_ddp's torchrun workers do)."""
@@ -12,10 +12,35 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import papermill
 import torch
 from PIL import Image
+from traitlets.config import Config
 
 from attnlib.results.load import inspect_run
+
+# A cell that runs longer than this fails its test (the chapters' slowest cell at the smoke preset takes
+# seconds): a kernel that stops answering costs minutes, not pytest-timeout's 10.
+CELL_TIMEOUT_S = 300
+
+
+def run_notebook(source, out: Path, **kwargs):
+    """papermill.execute_notebook (source: a path or a notebook) into `out`, on a python3 kernel that talks
+    over IPC sockets in out's folder instead of TCP ports. On TCP, jupyter_client picks free ports and the
+    kernel binds them later: another process can take one in between (session 31's CI: the kernel's
+    heartbeat lost its port and the chapter test hung until the 10-minute timeout). A socket file in the
+    test's own temporary folder cannot be taken."""
+    ipc = Config({"KernelManager": {"transport": "ipc", "ip": str(Path(out).parent / "kernel")}})
+    return papermill.execute_notebook(
+        source if isinstance(source, dict) else str(source),
+        str(out),
+        kernel_name="python3",
+        progress_bar=False,
+        config=ipc,
+        execution_timeout=CELL_TIMEOUT_S,
+        **kwargs,
+    )
+
 
 # The paper classifier at its smallest useful size: 2 layers, width 16, 4 heads, 4x4 space-to-depth (8x8
 # tokens on 32x32 images), no dropout (so that runs compare exactly).

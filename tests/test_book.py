@@ -18,6 +18,7 @@ import papermill
 import pytest
 import torch
 import yaml
+from helpers import run_notebook
 
 import attnbook as book
 from attnbook import display
@@ -49,14 +50,7 @@ def _parameters_index(nb) -> int:
 
 
 def _execute(chapter: str, parameters: dict, out: Path):
-    return papermill.execute_notebook(
-        str(BOOK / f"{chapter}.ipynb"),
-        str(out),
-        parameters=parameters,
-        kernel_name="python3",
-        cwd=str(ROOT),
-        progress_bar=False,
-    )
+    return run_notebook(BOOK / f"{chapter}.ipynb", out, parameters=parameters, cwd=str(ROOT))
 
 
 # ------------------------------------------------------------------------------------------ structure
@@ -188,9 +182,7 @@ def test_references_have_sources():
         assert r.experiment in experiments.EXPERIMENTS
         assert (0 < r.value <= 1) if r.quantity == "test_accuracy" else r.value > 1000
     assert reference_value("learned_content_9h_ha", RE, "test_accuracy") == pytest.approx(0.91)
-    assert reference_value("vit", RE, "test_accuracy") != reference_value(
-        "vit", RE, "test_accuracy"
-    )
+    assert reference_value("vit", RE, "test_accuracy") != reference_value("vit", RE, "test_accuracy")
 
 
 @pytest.mark.slow
@@ -266,11 +258,15 @@ def results_dir(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-def test_kernel_is_this_interpreter(tmp_path):
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import sys; print(sys.executable)")])
+def test_kernel_is_this_interpreter_over_ipc(tmp_path):
+    """The tests' kernel is this interpreter, and it listens on socket files in the test's folder (no TCP
+    port another process could take before the kernel binds it)."""
+    shown = "from ipykernel.kernelapp import IPKernelApp as K; print(sys.executable, K.instance().transport, K.instance().ip)"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"import sys; {shown}")])
     nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
-    out = papermill.execute_notebook(nb, str(tmp_path / "k.ipynb"), kernel_name="python3", progress_bar=False)
-    assert Path(out.cells[0].outputs[0]["text"].strip()).resolve() == Path(sys.executable).resolve()
+    executable, transport, ip = run_notebook(nb, tmp_path / "k.ipynb").cells[0].outputs[0]["text"].split()
+    assert Path(executable).resolve() == Path(sys.executable).resolve()
+    assert (transport, ip) == ("ipc", str(tmp_path / "kernel"))
 
 
 @pytest.mark.slow
@@ -373,9 +369,7 @@ def _built_book(tmp_path) -> Path:
     executable = Path(sys.executable).with_name("jupyter-book")
     command = [str(executable) if executable.exists() else shutil.which("jupyter-book")]
     command += ["build", "book", "-W", "-n", "--keep-going", "--path-output", str(tmp_path)]
-    env = {
-        k: v for k, v in os.environ.items() if k != TRAIN_MISSING_ENV
-    }  # the build sets it to 0 itself
+    env = {k: v for k, v in os.environ.items() if k != TRAIN_MISSING_ENV}  # the build sets it to 0 itself
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return tmp_path / "_build" / "html"
@@ -639,7 +633,9 @@ def test_results_and_literature_tables_read_like_the_report():
     ]
     # a ratio whose per-round quartiles hold 1 is starred (its direction not resolved), one beside 1 is not
     for quartiles, cell in [((0.86, 1.09), "1.02×*"), ((1.01, 1.04), "1.02×")]:
-        frame = _seeds_frame().assign(time_ratio_p25=[None, quartiles[0], None], time_ratio_p75=[None, quartiles[1], None])
+        frame = _seeds_frame().assign(
+            time_ratio_p25=[None, quartiles[0], None], time_ratio_p75=[None, quartiles[1], None]
+        )
         assert book.results_table(frame, "smoke", pairs=True).iloc[1, -1] == cell
     names = ["resnet18", "quadratic_iso_9h", "quadratic_aniso_9h", "san_pairwise", "learned_content_9h_ha"]
     literature = book.literature_table(names)  # laid out as Table 1: units in the grouped headers

@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 import jupytext
-import papermill
 import pytest
+from helpers import run_notebook
 
 import attnbook as book
 from attnbook import display
@@ -59,18 +59,16 @@ def _run_chapter(chapter: str, results_dir: Path, out: Path):
     nb = jupytext.read(ROOT / "book" / f"{chapter}.py")
     source = out.with_suffix(".in.ipynb")
     jupytext.write(nb, source)
-    return papermill.execute_notebook(
-        str(source),
-        str(out),
+    return run_notebook(
+        source,
+        out,
         parameters={
             "preset": "budget",
             "results_dir": str(results_dir),
             "train_missing": False,
             "device": "cpu",
         },
-        kernel_name="python3",
         cwd=str(ROOT / "book"),
-        progress_bar=False,
     )
 
 
