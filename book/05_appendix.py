@@ -485,7 +485,7 @@ book.show_table(
     plan_table,
     caption="The 60-epoch CPU runs behind the ledger: the claims each informs now, and those judged over seeds "
     "(or on Table 3's timing) at budget until the long preset holds three seeds a side, its CPU-hours (the process's CPU time where "
-    "recorded, else wall time times threads; — : not saved), the machine, and an estimate of its cost on an "
+    "recorded, else wall time times threads; — : not saved) and training precision, the machine, and an estimate of its cost on an "
     "idle core.",
     wrap_names=True,
 )

@@ -75,9 +75,9 @@ PLAN_PRESETS = ("budget", "long")
 def long_plan(params: Params):
     """(table, numbers): the `long` runs the ledger reads (``plan.LONG_PLAN``), one row each: the claims it
     informs now, those it will inform once the long preset holds as many seeds a side as the comparison
-    needs (judged over seeds or Table 3's timing at budget until then), its saved state (epochs,
-    CPU-hours, wall time times threads, and precision, `attnlib.results.tables.precision_words`: a run resumed
-    on another machine may have changed it, when complete, else "—"), the
+    needs (judged over seeds or Table 3's timing at budget until then), when complete its
+    CPU-hours (wall time times threads) and precision (`attnlib.results.tables.precision_words`: a run resumed
+    on another machine may have changed it; else "—"), the
     machine it trained on and its estimated CPU-hours on an idle core; and the numbers the appendix's compute
     section quotes: ``done`` / ``runs`` (long runs saved / listed), ``hours`` (their CPU-hours), ``seed_runs``
     and ``seed_hours`` (the budget grid's further seeds, 1 and up), ``variant_runs`` and ``variant_hours``
@@ -106,7 +106,7 @@ def long_plan(params: Params):
                 "run": title(name),  # the display name, as every table names a model
                 "claims it informs": "; ".join(keys[k] for k in informs if k not in over_seeds) or "—",
                 "at budget until 3 seeds a side": "; ".join(keys[k] for k in over_seeds) or "—",
-                "trained": f"{saved.at[name, 'epochs']:.0f} epochs, {hours:.1f} CPU-hours, "
+                "trained": f"{hours:.1f} CPU-hours, "  # all 60 epochs (the caption says so), else "—"
                 f"{'precision not recorded' if is_missing(precision) or not precision else precision}"
                 if complete
                 else "—",
