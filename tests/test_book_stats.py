@@ -368,10 +368,12 @@ def test_ha_by_length_reads_every_seed_and_each_epoch(tmp_path):
     w = compare.welch(a, b)
     assert rows.iloc[0]["seeds"] == "2 / 2" and rows.iloc[0]["points"] == pytest.approx(w.points)
     assert rows.iloc[0]["interval"] == w.interval and rows.iloc[0]["difference"] == w.difference
+    assert rows.iloc[0]["verdict"] == w.verdict != "no interval"
     epochs, gap = curves["smoke"]
     assert list(epochs) == [1] and gap[-1] == pytest.approx(w.points)  # the last epoch is the final accuracy
     rows1, _ = book.ha_by_length("learned_content_9h", params, presets=("smoke",), seeds=(0,))
     assert rows1.iloc[0]["interval"] is None and "[" not in rows1.iloc[0]["difference"]  # no interval in words
+    assert rows1.iloc[0]["verdict"] == "no interval"
 
 
 @pytest.mark.parametrize(

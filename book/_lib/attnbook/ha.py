@@ -283,9 +283,9 @@ LENGTH_BAND = 2.0
 def ha_by_length(base: str, params: Params, presets=LENGTH_PRESETS, seeds=range(10)):
     """HA − model of ``base`` at each training length of ``presets``: (rows, curves). ``rows``: a DataFrame, one
     row per preset with a saved seed on both sides (preset, epochs, seeds per side, the difference in points,
-    its 95% Welch interval or None below 2 seeds a side, both as text in ``difference``); ``curves``:
-    {preset: (epochs, HA − model of the seed means after every epoch, in points)} from the saved histories.
-    Never trains."""
+    its 95% Welch interval or None below 2 seeds a side, both as text in ``difference``, and ``verdict``,
+    `Welch.verdict`: "higher", "lower", "inconclusive" or "no interval"); ``curves``:
+    {preset: (epochs, HA − model of the seed means after every epoch, in points)} from the saved histories. Never trains."""
     import numpy as np
     import pandas as pd
 
@@ -304,13 +304,13 @@ def ha_by_length(base: str, params: Params, presets=LENGTH_PRESETS, seeds=range(
         w = compare.welch([r.test_accuracy for r in a], [r.test_accuracy for r in b])
         epochs = experiments.resolve(base, preset).train.epochs
         rows.append({"preset": preset, "epochs": epochs, "seeds": f"{len(a)} / {len(b)}", "points": w.points,
-                     "interval": w.interval, "difference": w.difference})  # fmt: skip
+                     "interval": w.interval, "difference": w.difference, "verdict": w.verdict})  # fmt: skip
         mean = {
             n: 100 * np.mean([r.history["test_acc"].to_numpy(float) for r in rs], axis=0)
             for n, rs in runs.items()
         }
         curves[preset] = (np.arange(1, epochs + 1), mean[base + "_ha"] - mean[base])
-    columns = ["preset", "epochs", "seeds", "points", "interval", "difference"]
+    columns = ["preset", "epochs", "seeds", "points", "interval", "difference", "verdict"]
     return pd.DataFrame(rows, columns=columns), curves
 
 
