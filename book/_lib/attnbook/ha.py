@@ -283,9 +283,9 @@ LENGTH_BAND = 2.0
 def ha_by_length(base: str, params: Params, presets=LENGTH_PRESETS, seeds=range(10)):
     """HA − model of ``base`` at each training length of ``presets``: (rows, curves). ``rows``: a DataFrame, one
     row per preset with a saved seed on both sides (preset, epochs, seeds per side, the difference in points,
-    its 95% Welch interval or None below 2 seeds a side, both as text in ``difference``, and ``verdict``,
-    `Welch.verdict`: "higher", "lower", "inconclusive" or "no interval"); ``curves``:
-    {preset: (epochs, HA − model of the seed means after every epoch, in points)} from the saved histories. Never trains."""
+    its 95% Welch interval or None below 2 seeds a side, both as text in ``difference``, and `Welch.verdict`
+    as ``verdict``); ``curves``: {preset: (epochs, HA − model of the seed means after every epoch, in
+    points)} from the saved histories. Never trains."""
     import numpy as np
     import pandas as pd
 
