@@ -382,7 +382,8 @@ book.glue_numbers("quad_long", quad)
 # otherwise). Its test accuracy was {glue:text}`quad_t16_accuracy`; in input pixels, a layer's centres moved
 # by {glue:text}`quad_t16_moved` on average, their spread going from {glue:text}`quad_t16_spread_start` to
 # {glue:text}`quad_t16_spread_end` ({numref}`fig-paths-quadratic_aniso_9h-tokens16`: seed 0). With two
-# seeds saved, the ledger below judges the centres' claims on these runs, the 8×8 verdicts beside.
+# seeds or more saved, the ledger below judges the centres' claims on these runs, seed by seed, the 8×8
+# verdicts beside.
 
 # %% tags=["hide-input"]
 name = "quadratic_aniso_9h"
