@@ -280,8 +280,8 @@ at_length = {r.preset: f"{r.difference} points (n {r.seeds})" for r in length_ro
 for preset in ("budget", "budget30", "long"):  # the three lengths the paragraph names
     book.glue_str(f"ha_length_{preset}", at_length.get(preset, "not saved on both sides"))
 side = {"higher": "above 0", "lower": "below 0", "inconclusive": "across 0"}  # Welch.verdict: interval vs 0
-sides = {r.preset: side.get(r.verdict, "not computed") for r in length_rows.itertuples()}
-book.glue_str("ha_length_side_budget30", sides.get("budget30", "not computed"))
+verdict = length_rows.set_index("preset")["verdict"].get("budget30")  # None: not saved on both sides
+book.glue_str("ha_length_side_budget30", side.get(verdict, "not computed"))
 book.show(
     viz.gap_by_length(length_rows, length_curves, logged_9, book.LENGTH_BAND),
     "fig-ha-length",

@@ -75,9 +75,9 @@ PLAN_PRESETS = ("budget", "long")
 def long_plan(params: Params):
     """(table, numbers): the `long` runs the ledger reads (``plan.LONG_PLAN``), one row each: the claims it
     informs now, those it will inform once the long preset holds as many seeds a side as the comparison
-    needs (judged over seeds or Table 3's timing at budget until then), when complete its
-    CPU-hours (wall time times threads) and precision (`attnlib.results.tables.precision_words`: a run resumed
-    on another machine may have changed it; else "—"), the
+    needs (judged over seeds or Table 3's timing at budget until then), when complete its CPU-hours (the
+    process's CPU time where recorded, else wall time times threads: `tables.collect`) and precision
+    (`tables.precision_words`: a run resumed on another machine may have changed it; else "—"), the
     machine it trained on and its estimated CPU-hours on an idle core; and the numbers the appendix's compute
     section quotes: ``done`` / ``runs`` (long runs saved / listed), ``hours`` (their CPU-hours), ``seed_runs``
     and ``seed_hours`` (the budget grid's further seeds, 1 and up), ``variant_runs`` and ``variant_hours``
@@ -96,7 +96,7 @@ def long_plan(params: Params):
     for name, informs in plan.LONG_PLAN.items():
         complete = saved.at[name, "status"] == "complete"
         done += complete
-        hours = saved.at[name, "cpu_seconds"] / 3600 if complete else 0.0  # wall time x CPU threads
+        hours = saved.at[name, "cpu_seconds"] / 3600 if complete else 0.0  # CPU time, else wall time x threads
         spent += hours
         device = str(saved.at[name, "wall_time_device"]) if complete else ""
         precision = saved.at[name, "precision"]
