@@ -12,10 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import papermill
 import torch
 from PIL import Image
-from traitlets.config import Config
 
 from attnlib.results.load import inspect_run
 
@@ -29,7 +27,11 @@ def run_notebook(source, out: Path, **kwargs):
     over IPC sockets in out's folder instead of TCP ports. On TCP, jupyter_client picks free ports and the
     kernel binds them later: another process can take one in between (session 31's CI: the kernel's
     heartbeat lost its port and the chapter test hung until the 10-minute timeout). A socket file in the
-    test's own temporary folder cannot be taken."""
+    test's own temporary folder cannot be taken. Imports papermill here, not at the top: torchrun workers
+    import this module."""
+    import papermill
+    from traitlets.config import Config
+
     ipc = Config({"KernelManager": {"transport": "ipc", "ip": str(Path(out).parent / "kernel")}})
     return papermill.execute_notebook(
         source if isinstance(source, dict) else str(source),
